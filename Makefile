@@ -1,0 +1,51 @@
+# Two commands from a fresh clone:  make lab   and   make test
+# Both create .venv when it is missing and install the pinned dependencies into it.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+PORT   ?= 8888
+# Extra arguments for JupyterLab, e.g. make lab LAB_ARGS="--no-browser --ip=0.0.0.0"
+LAB_ARGS ?=
+# Extra arguments for pytest, e.g. make test PYTEST_ARGS="-k flash -x"
+PYTEST_ARGS ?=
+
+.PHONY: lab test test-gpu install install-test doctor release clean-venv
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed; found " + sys.version.split()[0])'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# The stamp files make a second `make` instant; editing pyproject.toml reinstalls.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	@touch $@
+
+$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
+	$(BIN)/python -m pip install -q -e ".[test]"
+	@touch $@
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
+
+lab: install
+	@$(BIN)/course doctor --short
+	$(BIN)/jupyter lab --ServerApp.port=$(PORT) $(LAB_ARGS) START_HERE.ipynb
+
+test: install-test
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# On a machine with an NVIDIA GPU (after installing numba-cuda[cu12] or [cu13], see the README).
+test-gpu: install-test
+	COURSE_DEVICE=gpu $(BIN)/python -m pytest -m gpu $(PYTEST_ARGS)
+
+doctor: install
+	$(BIN)/course doctor
+
+release: install
+	$(BIN)/course release
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,8 @@
+"""Analytic models of bytes moved and FLOPs, one plain function per kernel rung.
+
+One module per operation, next to the kernel ladder it models:
+
+- ``course.models.reduction``: elementwise and row-reduction kernels (day 1)
+- ``course.models.attention``: naive, fused-rows and flash attention (days 2, 3, 5)
+- ``course.models.gemm``: the GEMM ladder (day 4)
+"""
