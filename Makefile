@@ -9,6 +9,8 @@ PORT   ?= 8888
 LAB_ARGS ?=
 # Extra arguments for pytest, e.g. make test PYTEST_ARGS="-k flash -x"
 PYTEST_ARGS ?=
+# JupyterLab refuses to run as root unless told; containers and CI often are root.
+ALLOW_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 .PHONY: lab test test-gpu install install-test doctor release clean-venv
 
@@ -32,7 +34,7 @@ install-test: $(VENV)/.installed-test
 
 lab: install
 	@$(BIN)/course doctor --short
-	$(BIN)/jupyter lab --ServerApp.port=$(PORT) $(LAB_ARGS) START_HERE.ipynb
+	$(BIN)/jupyter lab --ServerApp.port=$(PORT) $(ALLOW_ROOT) $(LAB_ARGS) START_HERE.ipynb
 
 test: install-test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -12,7 +12,8 @@ Everything else lives in submodules that import numba on first use:
 - ``course.checking``: ``check`` against a float64 reference, with diagnoses in words
 - ``course.traffic``: global/shared memory traffic counted in the simulator
 - ``course.models``: analytic models of bytes moved and FLOPs, one function per kernel rung
-- ``course.timing``: CUDA-event timing, ceilings, recorded results as JSON
+- ``course.timing``: CUDA-event timing and the machine's ceilings
+- ``course.records``: recorded GPU results as JSON, with device, driver, versions and date
 - ``course.plots``: timing, traffic and roofline plots with one look
 """
 

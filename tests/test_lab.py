@@ -29,7 +29,7 @@ def test_make_lab_serves_the_start_page():
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     proc = subprocess.Popen(
         ["make", "-s", "lab", f"PORT={port}",
-         f"LAB_ARGS=--no-browser --ServerApp.token={token} --ServerApp.ip=127.0.0.1"],
+         f"LAB_ARGS=--no-browser --IdentityProvider.token={token} --ServerApp.ip=127.0.0.1"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True)
     try:
@@ -48,8 +48,9 @@ def test_make_lab_serves_the_start_page():
         content = json.loads(body)["content"]
         assert "The days" in "".join(c["source"] for c in content["cells"])
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
 
 
 def test_start_page_lists_every_day_and_links_exist():

@@ -1,0 +1,256 @@
+"""Timing, traffic and roofline plots with one look across the course.
+
+- :func:`plot_timing` draws a Recording: one line per rung against a size, the torch baseline
+  dashed, the measured ceiling dotted, and a legend that says where the numbers come from
+  ("recorded on <device> (<date>)" or "live on <device>").
+- :func:`plot_traffic` draws bytes moved three ways: ``"model: v1_naive"`` (the analytic model),
+  ``"counted: your kernel"`` (the simulator's counter), ``"Nsight: v1_naive"`` (recorded DRAM bytes).
+- :func:`plot_roofline` places kernels under the copy-bandwidth and fp32-matmul roofs.
+
+A rung keeps its colour in every plot: ``v1_...`` is the first colour, ``v2_...`` the second, and
+so on; torch is dark grey and dashed, "your kernel" red. Every function returns its Axes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from course.records import Recording
+
+__all__ = ["plot_timing", "plot_traffic", "plot_roofline", "rung_colour", "STYLE"]
+
+STYLE = {
+    "figsize": (6.4, 4.0),
+    "rungs": ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"),
+    "others": ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#a6761d"),
+    "yours": "#d62728",
+    "line": {"linewidth": 1.8, "marker": "o", "markersize": 4},
+    "baseline": {"color": "0.2", "linestyle": "--", "linewidth": 1.8, "marker": ""},
+    "ceiling": {"color": "0.45", "linestyle": ":", "linewidth": 1.3},
+    "sources": {  # traffic: how each source of byte counts is drawn
+        "model": {"linestyle": "-", "marker": "", "linewidth": 1.6, "alpha": 0.85},
+        "counted": {"linestyle": "none", "marker": "o", "markersize": 6, "fillstyle": "none"},
+        "nsight": {"linestyle": "none", "marker": "s", "markersize": 5},
+    },
+    "grid": {"alpha": 0.3, "linewidth": 0.6},
+    "legend": {"fontsize": "small", "title_fontsize": "small", "frameon": False},
+}
+Y_LABELS = {"tflops": "TFLOP/s", "gbps": "GB/s", "median_ms": "time per call (ms, median)"}
+X_LABELS = {"N": "sequence length N", "M": "rows M", "K": "inner dimension K", "d": "head_dim d",
+            "batch": "batch size", "context_len": "context length"}
+
+_VERSION = re.compile(r"(?:^|[_\s:])v(\d+)(?:$|[_\s])")
+_assigned: dict[str, str] = {}
+
+
+def _is_baseline(label: str) -> bool:
+    low = label.lower()
+    return low.startswith("torch") or "baseline" in low
+
+
+def rung_colour(label: str) -> str:
+    """The colour of a rung in every plot: by its version number ``vN``, else fixed at first use."""
+    if not isinstance(label, str):
+        raise TypeError(f"label must be a str, got {type(label).__name__}")
+    rung = label.split(":", 1)[-1].strip()
+    if _is_baseline(rung):
+        return STYLE["baseline"]["color"]
+    if "your" in rung.lower():
+        return STYLE["yours"]
+    match = _VERSION.search(rung)
+    if match:
+        return STYLE["rungs"][(int(match.group(1)) - 1) % len(STYLE["rungs"])]
+    if rung not in _assigned:
+        _assigned[rung] = STYLE["others"][len(_assigned) % len(STYLE["others"])]
+    return _assigned[rung]
+
+
+def _series_style(label: str) -> dict:
+    if _is_baseline(label):
+        return dict(STYLE["baseline"])
+    return {**STYLE["line"], "color": rung_colour(label)}
+
+
+def _new_axes(ax):
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=STYLE["figsize"], layout="constrained")
+    return ax
+
+
+def _finish(ax, xlabel: str, ylabel: str, title: str | None, legend_title: str | None) -> None:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(True, which="major", **STYLE["grid"])
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.legend(title=legend_title, **STYLE["legend"])
+
+
+def _plain_ticks(axis) -> None:
+    from matplotlib.ticker import FuncFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:g}"))
+
+
+def _auto_log(ax, xs, ys=(), log_y: bool = True) -> None:
+    """Log axes where positive values span a decade or more (sizes in base 2, plain numbers)."""
+    xs = [v for v in xs if v > 0]
+    ys = [v for v in ys if v > 0]
+    if xs and max(xs) / min(xs) >= 8:
+        ax.set_xscale("log", base=2)
+        _plain_ticks(ax.xaxis)
+    if log_y and ys and max(ys) / min(ys) >= 30:
+        ax.set_yscale("log")
+
+
+def plot_timing(rec: Recording, x: str = "N", y: str = "tflops", series: str = "rung", ax=None,
+                title: str | None = None, where: dict | None = None):
+    """Plot ``y`` against ``x`` for every value of ``series`` in a Recording's rows.
+
+    where: keep only rows with these values, e.g. ``{"d": 64, "causal": True}``.
+    Rows without ``x`` or ``y`` are skipped; torch rows (``series`` value starting with "torch")
+    are the dashed baseline. With ``y="gbps"`` or ``"tflops"`` the recording's ceiling is drawn.
+    """
+    if not isinstance(rec, Recording):
+        raise TypeError(f"rec must be a Recording (course.records), got {type(rec).__name__}")
+    for arg, value in (("x", x), ("y", y), ("series", series)):
+        if not isinstance(value, str):
+            raise TypeError(f"{arg} must be a column name (str), got {value!r}")
+    where = {} if where is None else where
+    if not isinstance(where, dict):
+        raise TypeError(f"where must be a dict of column -> value, got {type(where).__name__}")
+    groups: dict[str, list] = {}
+    for row in rec.rows:
+        if all(row.get(k) == v for k, v in where.items()) and row.get(x) is not None \
+                and row.get(y) is not None:
+            groups.setdefault(str(row.get(series, "?")), []).append(row)
+    if not groups:
+        columns = sorted({k for row in rec.rows for k in row})
+        raise ValueError(f"no rows of {rec.name!r} have both {x!r} and {y!r}"
+                         f"{' and match ' + repr(where) if where else ''}; columns: {columns}")
+    ax = _new_axes(ax)
+    all_x, all_y = [], []
+    ordered = sorted(groups, key=lambda label: (_is_baseline(label), list(groups).index(label)))
+    for label in ordered:
+        rows = sorted(groups[label], key=lambda r: r[x])
+        xs, ys = [r[x] for r in rows], [r[y] for r in rows]
+        ax.plot(xs, ys, label=label, **_series_style(label))
+        if y == "median_ms" and all("p10_ms" in r and "p90_ms" in r for r in rows):
+            ax.fill_between(xs, [r["p10_ms"] for r in rows], [r["p90_ms"] for r in rows],
+                            color=_series_style(label)["color"], alpha=0.15, linewidth=0)
+        all_x += xs
+        all_y += ys
+    ceiling = {"gbps": ("copy_gbps", "copy ceiling {:,.0f} GB/s"),
+               "tflops": ("fp32_tflops", "fp32 matmul ceiling {:,.1f} TFLOP/s")}.get(y)
+    if ceiling and rec.ceilings.get(ceiling[0]):
+        value = rec.ceilings[ceiling[0]]
+        ax.axhline(value, label=ceiling[1].format(value), **STYLE["ceiling"])
+        all_y.append(value)
+    # Times span decades (log); rates are read as a fraction of the ceiling (linear, from 0).
+    _auto_log(ax, all_x, all_y, log_y=y not in ("gbps", "tflops"))
+    if y in ("gbps", "tflops"):
+        ax.set_ylim(0, max(all_y) * 1.08)
+    _finish(ax, X_LABELS.get(x, x), Y_LABELS.get(y, y), title, rec.stamp)
+    return ax
+
+
+def _format_bytes(value: float, _pos=None) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(value) >= size:
+            return f"{value / size:g} {unit}"
+    return f"{value:g} B"
+
+
+def plot_traffic(sizes, series: dict, ax=None, x: str = "N", title: str | None = None,
+                 recording: Recording | None = None):
+    """Plot bytes moved against size, one series per ``"<source>: <rung>"`` label.
+
+    sizes: the x values (e.g. sequence lengths).
+    series: label -> list of bytes, one per size (None where not measured). The source before
+        the colon sets the marker (model: line, counted: hollow circles, Nsight: squares), the
+        rung after it the colour.
+    recording: the Recording the Nsight numbers come from; the legend then says so.
+    """
+    sizes = list(sizes) if not isinstance(sizes, (str, bytes)) else None
+    if not sizes or not all(isinstance(s, (int, float)) and not isinstance(s, bool) for s in sizes):
+        raise TypeError("sizes must be a non-empty list of numbers")
+    if not isinstance(series, dict) or not series:
+        raise TypeError("series must be a non-empty dict of label -> list of bytes")
+    for label, values in series.items():
+        if not isinstance(label, str) or len(list(values)) != len(sizes):
+            raise ValueError(f"series[{label!r}] must have one value per size ({len(sizes)}), "
+                             f"got {len(list(values))}")
+    if recording is not None and not isinstance(recording, Recording):
+        raise TypeError(f"recording must be a Recording or None, got {type(recording).__name__}")
+    from matplotlib.ticker import FuncFormatter
+
+    ax = _new_axes(ax)
+    all_y = []
+    for label, values in series.items():
+        points = [(s, v) for s, v in zip(sizes, values) if v is not None]
+        if not points:
+            continue
+        source = label.split(":", 1)[0].strip().lower() if ":" in label else ""
+        style = {**STYLE["line"], **STYLE["sources"].get(source, {}), "color": rung_colour(label)}
+        ax.plot([p[0] for p in points], [p[1] for p in points], label=label, **style)
+        all_y += [p[1] for p in points]
+    _auto_log(ax, sizes, all_y)
+    ax.yaxis.set_major_formatter(FuncFormatter(_format_bytes))
+    stamp = f"Nsight {recording.stamp}" if recording is not None else None
+    _finish(ax, X_LABELS.get(x, x), "global memory traffic", title, stamp)
+    return ax
+
+
+def plot_roofline(points, ceilings, ax=None, title: str | None = None,
+                  recording: Recording | None = None):
+    """Place kernels under the roofs of memory bandwidth and fp32 compute.
+
+    points: list of ``{"label": str, "intensity": FLOP per byte, "tflops": achieved TFLOP/s}``.
+    ceilings: ``{"copy_gbps": ..., "fp32_tflops": ...}`` or a Recording (its ceilings and stamp).
+    """
+    if isinstance(ceilings, Recording):
+        recording = recording or ceilings
+        ceilings = ceilings.ceilings
+    if not isinstance(ceilings, dict):
+        raise TypeError(f"ceilings must be a dict or a Recording, got {type(ceilings).__name__}")
+    for key in ("copy_gbps", "fp32_tflops"):
+        value = ceilings.get(key)
+        if not isinstance(value, (int, float)) or not value > 0:
+            raise ValueError(f"ceilings[{key!r}] must be a positive number, got {value!r}")
+    if not isinstance(points, (list, tuple)) or not points:
+        raise TypeError("points must be a non-empty list of {'label', 'intensity', 'tflops'} dicts")
+    for i, p in enumerate(points):
+        if not isinstance(p, dict) or not isinstance(p.get("label"), str) or not all(
+                isinstance(p.get(k), (int, float)) and p[k] > 0 for k in ("intensity", "tflops")):
+            raise ValueError(f"points[{i}] must have a str 'label' and positive 'intensity' and "
+                             f"'tflops', got {p!r}")
+    bandwidth_tb = ceilings["copy_gbps"] / 1000.0   # TB/s times FLOP/byte is TFLOP/s
+    peak = ceilings["fp32_tflops"]
+    ridge = peak / bandwidth_tb
+    intensities = [p["intensity"] for p in points]
+    lo = min(min(intensities), ridge) / 4
+    hi = max(max(intensities), ridge) * 4
+    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    ax = _new_axes(ax)
+    ax.plot(xs, [min(peak, bandwidth_tb * v) for v in xs], label=(
+        f"roof: copy {ceilings['copy_gbps']:,.0f} GB/s, fp32 {peak:,.1f} TFLOP/s"),
+        **{**STYLE["ceiling"], "linestyle": "-"})
+    ax.axvline(ridge, **STYLE["ceiling"])
+    ax.annotate(f"ridge {ridge:.3g} FLOP/B", (ridge, peak), textcoords="offset points",
+                xytext=(4, -12), fontsize="x-small", color=STYLE["ceiling"]["color"])
+    for p in points:
+        ax.plot([p["intensity"]], [p["tflops"]], label=p["label"],
+                **{**_series_style(p["label"]), "linestyle": "none", "marker": "o", "markersize": 7})
+    ax.set_xscale("log", base=2)
+    _plain_ticks(ax.xaxis)
+    ax.set_yscale("log")
+    low_y = min(min(p["tflops"] for p in points), bandwidth_tb * lo)
+    ax.set_ylim(low_y / 2, peak * 2)
+    stamp = recording.stamp if recording is not None else None
+    _finish(ax, "arithmetic intensity (FLOP/byte)", "TFLOP/s", title, stamp)
+    return ax
+

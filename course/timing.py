@@ -1,0 +1,192 @@
+"""Time kernels on a real GPU with CUDA events, and measure the machine's own ceilings.
+
+One timing function for the whole course::
+
+    t = benchmark(lambda: my_kernel[grid, block](d_x, d_out), warmup=10, repeat=50, flush_l2=True)
+    t.median_ms, t.p10_ms, t.p90_ms, t.samples_ms
+    ceilings = measure_ceilings()      # {"copy_gbps": ..., "fp32_tflops": ...}, measured once per process
+
+``fn`` should only launch work (kernels, torch calls) on the default stream and leave its inputs
+on the device: a copy to or from the host inside ``fn`` is timed too. Each repeat is bracketed by
+two events on the default stream, which torch's default stream also is. With ``flush_l2=True`` a
+buffer twice the size of the L2 cache is overwritten before every repeat, so a memory-bound
+kernel reads its inputs from DRAM as it would in a model, not from a warm cache.
+
+In the CUDA simulator nothing can be timed: :func:`benchmark` raises :class:`SimulatorTimingError`
+and lessons plot recorded curves (``course.records``) instead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from course.records import live_or_recorded
+
+__all__ = ["benchmark", "Timing", "measure_ceilings", "SimulatorTimingError", "live_or_recorded",
+           "gbps", "tflops"]
+
+FALLBACK_L2_BYTES = 128 * 2**20   # when the device does not report its L2 size: flush 256 MiB
+COPY_BYTES = 512 * 2**20          # source buffer of the copy-bandwidth measurement
+MATMUL_SIZE = 8192                # square fp32 matmul for the compute ceiling
+
+_flush_buffer = None
+_ceilings: dict | None = None
+
+
+class SimulatorTimingError(RuntimeError):
+    """Raised when timing is asked for on numba's CUDA simulator."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Milliseconds per call: median, 10th and 90th percentiles, and every sample."""
+
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    samples_ms: tuple
+    warmup: int
+    flush_l2: bool
+
+    def __str__(self) -> str:
+        return (f"{self.median_ms:.4g} ms (p10 {self.p10_ms:.4g}, p90 {self.p90_ms:.4g}; "
+                f"{len(self.samples_ms)} runs{', L2 flushed' if self.flush_l2 else ''})")
+
+
+def _refuse_on_simulator() -> None:
+    from course.device import on_simulator
+
+    if on_simulator():
+        raise SimulatorTimingError(
+            "timing needs a real GPU; the lessons plot recorded curves instead "
+            "(the CUDA simulator runs one Python thread per CUDA thread, so its times say nothing "
+            "about a GPU)")
+
+
+def _l2_flush_buffer():
+    """A device buffer twice the size of L2, allocated once per process."""
+    global _flush_buffer
+    if _flush_buffer is None:
+        from numba import cuda
+
+        try:
+            l2 = int(cuda.get_current_device().L2_CACHE_SIZE)
+        except Exception:  # the attribute is missing on some drivers/versions
+            l2 = 0
+        nbytes = 2 * (l2 if l2 > 0 else FALLBACK_L2_BYTES)
+        _flush_buffer = cuda.device_array(nbytes, dtype=np.uint8)
+    return _flush_buffer
+
+
+def _flush_l2() -> None:
+    from numba.cuda.cudadrv import driver
+
+    buf = _l2_flush_buffer()
+    driver.device_memset(buf, 0, buf.nbytes)
+
+
+def benchmark(fn, warmup: int = 10, repeat: int = 50, flush_l2: bool = False) -> Timing:
+    """Time ``fn()`` on the GPU with CUDA events; return a :class:`Timing` in milliseconds.
+
+    fn: a function of no arguments that launches the work to time (compiled by the warm-up).
+    warmup: untimed calls first (JIT compilation, clocks ramping up).
+    repeat: timed calls; the median and the 10th/90th percentiles are reported.
+    flush_l2: overwrite a buffer larger than L2 before every timed call.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be a function of no arguments, got {type(fn).__name__}")
+    for arg, value, low in (("warmup", warmup, 0), ("repeat", repeat, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{arg} must be an int >= {low}, got {value!r}")
+    if not isinstance(flush_l2, bool):
+        raise TypeError(f"flush_l2 must be True or False, got {flush_l2!r}")
+    _refuse_on_simulator()
+    from numba import cuda
+
+    for _ in range(warmup):
+        fn()
+    cuda.synchronize()
+    starts = [cuda.event(timing=True) for _ in range(repeat)]
+    ends = [cuda.event(timing=True) for _ in range(repeat)]
+    for start, end in zip(starts, ends):
+        if flush_l2:
+            _flush_l2()
+        start.record()
+        fn()
+        end.record()
+    cuda.synchronize()
+    samples = np.array([float(cuda.event_elapsed_time(s, e)) for s, e in zip(starts, ends)])
+    if not np.all(samples >= 0):
+        raise RuntimeError(f"CUDA events returned negative times {samples[samples < 0][:3]}: "
+                           "did fn run on another stream than the default one?")
+    p10, median, p90 = np.percentile(samples, [10, 50, 90])
+    return Timing(median_ms=float(median), p10_ms=float(p10), p90_ms=float(p90),
+                  samples_ms=tuple(float(s) for s in samples), warmup=warmup, flush_l2=flush_l2)
+
+
+def gbps(nbytes: float, ms: float) -> float:
+    """Bandwidth in GB/s (1e9 bytes per second) of moving ``nbytes`` in ``ms`` milliseconds."""
+    if ms <= 0:
+        raise ValueError(f"ms must be positive, got {ms}")
+    return nbytes / (ms * 1e-3) / 1e9
+
+
+def tflops(flops: float, ms: float) -> float:
+    """Rate in TFLOP/s (1e12 floating-point operations per second) of ``flops`` in ``ms`` ms."""
+    if ms <= 0:
+        raise ValueError(f"ms must be positive, got {ms}")
+    return flops / (ms * 1e-3) / 1e12
+
+
+def _copy_gbps() -> float:
+    """Device-to-device copy bandwidth, counting the bytes read plus the bytes written."""
+    from numba import cuda
+
+    src = cuda.device_array(COPY_BYTES, dtype=np.uint8)
+    dst = cuda.device_array(COPY_BYTES, dtype=np.uint8)
+    t = benchmark(lambda: dst.copy_to_device(src), warmup=3, repeat=20)
+    return gbps(2 * COPY_BYTES, t.median_ms)
+
+
+def _fp32_matmul_tflops() -> float | None:
+    """torch.matmul in true fp32 (TF32 off); None when torch with CUDA is not installed."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False  # TF32 would measure a different (10-bit) format
+    try:
+        n = MATMUL_SIZE
+        a = torch.randn(n, n, device="cuda", dtype=torch.float32)
+        b = torch.randn(n, n, device="cuda", dtype=torch.float32)
+        c = torch.empty(n, n, device="cuda", dtype=torch.float32)
+        t = benchmark(lambda: torch.matmul(a, b, out=c), warmup=3, repeat=10)
+        del a, b, c
+        torch.cuda.empty_cache()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+    return tflops(2.0 * n**3, t.median_ms)
+
+
+def measure_ceilings(refresh: bool = False) -> dict:
+    """Measure the GPU's copy bandwidth (GB/s) and fp32 matmul rate (TFLOP/s), once per process.
+
+    Returns ``{"copy_gbps": float, "fp32_tflops": float or None}``; ``fp32_tflops`` is None
+    without a CUDA build of torch. ``refresh=True`` measures again.
+    """
+    global _ceilings
+    if not isinstance(refresh, bool):
+        raise TypeError(f"refresh must be True or False, got {refresh!r}")
+    _refuse_on_simulator()
+    if _ceilings is None or refresh:
+        measured = {"copy_gbps": _copy_gbps(), "fp32_tflops": _fp32_matmul_tflops()}
+        if not all(v is None or (math.isfinite(v) and v > 0) for v in measured.values()):
+            raise RuntimeError(f"implausible ceilings measured: {measured}")
+        _ceilings = measured
+    return dict(_ceilings)

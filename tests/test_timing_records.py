@@ -1,0 +1,176 @@
+"""course.timing refuses on the simulator; course.records saves, loads and validates recordings."""
+
+import datetime
+import json
+
+import numpy as np
+import pytest
+
+import course.records as records
+from course.records import (Recording, live_or_recorded, load_recording, new_recording,
+                            recorded_names, recording_path)
+from course.timing import SimulatorTimingError, benchmark, gbps, measure_ceilings, tflops
+
+# --------------------------------------------------------------------------- timing
+
+
+def test_benchmark_refuses_on_the_simulator():
+    calls = []
+    words = "timing needs a real GPU; the lessons plot recorded curves instead"
+    with pytest.raises(SimulatorTimingError, match=words):
+        benchmark(lambda: calls.append(1))
+    assert calls == []                      # nothing was run and pretended to be timed
+    assert issubclass(SimulatorTimingError, RuntimeError)
+
+
+def test_measure_ceilings_refuses_on_the_simulator():
+    with pytest.raises(SimulatorTimingError):
+        measure_ceilings()
+
+
+@pytest.mark.parametrize("kwargs,error,words", [
+    ({"fn": 3}, TypeError, "fn must be a function"),
+    ({"repeat": 0}, ValueError, "repeat must be an int >= 1"),
+    ({"warmup": -1}, ValueError, "warmup must be an int >= 0"),
+    ({"repeat": 2.5}, ValueError, "repeat"),
+    ({"flush_l2": "yes"}, TypeError, "flush_l2"),
+])
+def test_benchmark_validates_before_refusing(kwargs, error, words):
+    kwargs = {"fn": lambda: None, **kwargs}
+    with pytest.raises(error, match=words):
+        benchmark(**kwargs)
+
+
+def test_rates():
+    assert gbps(2e9, 1.0) == pytest.approx(2000.0)
+    assert tflops(2 * 1024**3, 0.5) == pytest.approx(2 * 1024**3 / 5e-4 / 1e12)
+    with pytest.raises(ValueError, match="ms must be positive"):
+        gbps(1.0, 0.0)
+
+
+# --------------------------------------------------------------------------- records
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch):
+    """Recordings go to a temporary course/data for the test (nothing fake lands in the package)."""
+    monkeypatch.setattr(records, "DATA_DIR", tmp_path)
+    return tmp_path
+
+
+def sample(name="day99_demo") -> Recording:
+    rec = new_recording(name, ceilings={"copy_gbps": 2900.0, "fp32_tflops": 51.2}, notes="demo")
+    rec.add(rung="v1_naive", N=np.int64(256), median_ms=np.float32(0.5), p10_ms=0.45, p90_ms=0.6,
+            causal=False, tflops=None)
+    rec.add(rung="torch_sdpa", N=256, median_ms=0.1)
+    return rec
+
+
+def test_new_recording_fills_metadata():
+    rec = sample()
+    assert rec.live and rec.device == "CUDA simulator" and rec.driver == "none"
+    assert set(rec.versions) == {"python", "numba", "numba_cuda", "numpy", "torch"}
+    assert rec.versions["numba"].startswith("0.")
+    assert datetime.datetime.fromisoformat(rec.date).tzinfo is not None
+    assert rec.stamp == "live on CUDA simulator"
+    assert rec.rows[0] == {"rung": "v1_naive", "N": 256, "median_ms": 0.5, "p10_ms": 0.45,
+                           "p90_ms": 0.6, "causal": False, "tflops": None}
+    assert type(rec.rows[0]["N"]) is int
+
+
+def test_round_trip_through_package_data(data_dir):
+    rec = sample()
+    path = rec.save()
+    assert path == data_dir / "day99_demo.json" == records.recording_path("day99_demo")
+    loaded = load_recording("day99_demo")
+    assert loaded == rec and not loaded.live
+    assert loaded.stamp == f"recorded on CUDA simulator ({rec.date[:10]})"
+    assert recorded_names() == ["day99_demo"]
+    assert json.loads(path.read_text())["schema"] == 1
+
+
+def test_save_to_a_chosen_path_and_load_it(tmp_path):
+    rec = sample()
+    path = rec.save(tmp_path / "out" / "x.json")
+    assert load_recording(path).rows == rec.rows
+
+
+def test_recording_path_is_in_the_package():
+    assert recording_path("day05_flash_timing").parts[-3:] == ("course", "data", "day05_flash_timing.json")
+    for bad in ("../etc/passwd", "a/b", "", 5):
+        with pytest.raises(ValueError, match="name must be"):
+            recording_path(bad)
+
+
+def test_missing_recording_says_how_to_record(data_dir):
+    with pytest.raises(FileNotFoundError, match=r"no recording 'day42_nothing'.*python -m course.record"):
+        load_recording("day42_nothing")
+
+
+@pytest.mark.parametrize("change,words", [
+    (lambda d: d.pop("device"), r"missing metadata \['device'\]"),
+    (lambda d: d.pop("versions"), "missing metadata"),
+    (lambda d: d.update(date="last tuesday"), "ISO 8601"),
+    (lambda d: d.update(driver=""), "driver must be a non-empty string"),
+    (lambda d: d["versions"].pop("torch"), "versions must name"),
+    (lambda d: d.update(ceilings={"copy_gbps": -1}), "ceilings must map"),
+    (lambda d: d.update(rows={"a": 1}), "rows must be a list"),
+    (lambda d: d.update(schema=2), "schema 2"),
+])
+def test_incomplete_recordings_are_rejected_on_load(tmp_path, change, words):
+    data = sample().to_dict()
+    change(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=words):
+        load_recording(path)
+
+
+def test_invalid_json_is_rejected(tmp_path):
+    path = tmp_path / "broken.json"
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        load_recording(path)
+
+
+def test_rows_must_be_plain_values():
+    rec = sample()
+    with pytest.raises(ValueError, match="must be finite"):
+        rec.add(median_ms=float("nan"))
+    with pytest.raises(TypeError, match=r"row\['samples'\] must be a number"):
+        rec.add(samples=[1.0, 2.0])
+    with pytest.raises(ValueError, match="at least one keyword"):
+        rec.add()
+
+
+def test_new_recording_validates():
+    with pytest.raises(TypeError, match="ceilings must be a dict"):
+        new_recording("x", ceilings=[1.0])
+    with pytest.raises(ValueError, match="name must be"):
+        new_recording("bad name")
+
+
+def test_live_or_recorded_loads_on_the_simulator(data_dir):
+    sample().save()
+
+    def run():
+        raise AssertionError("run() must not be called without a GPU")
+
+    rec, live = live_or_recorded("day99_demo", run)
+    assert not live and not rec.live and rec.name == "day99_demo"
+    with pytest.raises(FileNotFoundError):
+        live_or_recorded("day98_missing", run)
+    with pytest.raises(TypeError, match="run must be a function"):
+        live_or_recorded("day99_demo", None)
+
+
+def test_timing_exports_the_same_live_or_recorded():
+    import course.timing
+
+    assert course.timing.live_or_recorded is live_or_recorded
+
+
+def test_shipped_recordings_are_complete():
+    for name in recorded_names():
+        rec = load_recording(name)
+        assert rec.rows and rec.device != "CUDA simulator", name
