@@ -15,3 +15,23 @@ c.CourseDirectory.course_id = "llm-kernels"
 # Hidden tests must not leak into the student's release; the grader adds its own safety checks.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ExecutePreprocessor.timeout = 120
+
+# Plain nbgrader (the formgrader's buttons, `nbgrader autograde`, `nbgrader generate_feedback`) gets
+# the grader's safety too; `course grade` (grader/README.md) adds the kernel guard and parallelism.
+# Feedback without hidden tests, in the cells' source or in tracebacks:
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "nbgrader.preprocessors.ClearHiddenTests",
+    "grader.feedback.SanitizeFeedback",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+]
+# A timeout or a crashed kernel costs the cell, not the rest of the notebook:
+c.Autograde.autograde_preprocessors = [
+    "grader.execute.GuardedExecute",
+    "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor",
+    "nbgrader.preprocessors.LimitOutput",
+    "nbgrader.preprocessors.SaveAutoGrades",
+    "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]

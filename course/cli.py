@@ -1,4 +1,11 @@
-"""The ``course`` command: ``course doctor``, ``course release``, ``course grade``, ``course check``."""
+"""The ``course`` command: ``course doctor``, ``course release``, ``course grade``, ``course check``.
+
+- ``course doctor [--short]``: what this machine runs the course on, and what is wrong
+- ``course check [dayNN ...] [--path DIR]``: a student's visible tests, headless, as a table
+- ``course release [dayNN ...] [--check]``: instructors: generate ``exercises/`` and verify it
+- ``course grade SUBMISSIONS [--out DIR] [--jobs N] [--gpu] [--timeout S] [--force]``: instructors:
+  autograde a class, write feedback, a grades CSV and a summary
+"""
 
 from __future__ import annotations
 
@@ -7,19 +14,57 @@ import sys
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="course", description=__doc__)
+    parser = argparse.ArgumentParser(prog="course", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
+
     doctor = sub.add_parser("doctor", help="report Python, numba, numpy, the GPU or simulator, and problems")
     doctor.add_argument("--short", action="store_true", help="one line")
+
+    check = sub.add_parser("check", help="run the visible tests of your exercise notebooks and show a table")
+    check.add_argument("assignments", nargs="*", metavar="dayNN",
+                       help="days to check (day05 or day05_flash_attention); default: every exercise found")
+    check.add_argument("--path", default=None,
+                       help="folder holding your exercise notebooks (default: exercises/ of the course)")
+    check.add_argument("--timeout", type=int, default=300, help="seconds allowed per cell (default 300)")
+
+    release = sub.add_parser("release", help="instructors: generate exercises/ from solutions/ and verify it")
+    release.add_argument("assignments", nargs="*", metavar="dayNN", help="default: every assignment")
+    release.add_argument("--check", action="store_true",
+                         help="do not write exercises/; fail if it differs from a fresh release")
+
+    grade = sub.add_parser("grade", help="instructors: autograde submissions, write feedback and grades")
+    grade.add_argument("submissions", help="a folder or a .zip: one folder per student, or LMS-style "
+                                           "files dayNN_slug_<student>_<anything>.ipynb")
+    grade.add_argument("--out", default="grading", help="output folder (default: ./grading); it holds "
+                                                        "secrets (gradebook, autograded notebooks)")
+    grade.add_argument("--jobs", type=int, default=1, help="parallel grading processes (default 1)")
+    grade.add_argument("--gpu", action="store_true", help="run the kernels on the GPU (default: the simulator)")
+    grade.add_argument("--timeout", type=int, default=120, help="seconds allowed per cell (default 120)")
+    grade.add_argument("--force", action="store_true", help="grade again what a previous run already graded")
+    grade.add_argument("--assignments", nargs="*", metavar="dayNN", default=None,
+                       help="grade only these assignments (default: every assignment found)")
     return parser
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "doctor":
-        from course.doctor import run
+        from course.doctor import run as doctor_run
 
-        return run(args)
+        return doctor_run(args)
+    if args.command == "check":
+        from grader.check import main_check
+
+        return main_check(args)
+    if args.command == "release":
+        from grader.release import main_release
+
+        return main_release(args)
+    if args.command == "grade":
+        from grader.grade import main_grade
+
+        return main_grade(args)
     return 2
 
 

@@ -1,0 +1,243 @@
+"""Bytes moved and FLOPs of the GEMM ladder (kernels/gemm.py), and a model of shared-memory banks.
+
+``C = A @ B`` with A (M, K), B (K, N), C (M, N). Every rung does the same useful work,
+``flops_gemm(M, N, K) = 2·M·N·K`` (a multiply and an add per term); the rungs differ in how often
+they fetch the inputs from global memory.
+
+Global traffic, exact for the kernels as written (``course.traffic`` counts the same numbers):
+
+- ``traffic_<rung>(M, N, K, ...)`` returns an ``ElementTraffic`` (element loads of ``a`` and ``b``,
+  element stores of ``c``); ``bytes_<rung>(M, N, K, ..., itemsize=4)`` is its byte total.
+  v1 and v2 read a row of A and a column of B per element of C: ``2·M·N·K`` loads. v3 reads each
+  element of A once per block column of C and each element of B once per block row:
+  ``M·K·ceil(N/tile) + K·N·ceil(M/tile)``; tile slots outside the matrices are zero-filled without
+  a load, so the count is exact for shapes the tile does not divide. v4 likewise with its block tile.
+- ``compulsory_bytes(M, N, K)``: each input read once and C written once, the floor for DRAM.
+- ``intensity(rung, M, N, K)``: FLOPs per byte of global traffic (the x axis of a roofline).
+
+Shared-memory traffic of v3 and v4 (element counts, all shared arrays together), exact for the
+kernels as written: every thread of a block, also one outside C, fills tile slots and runs the
+full inner loop over the zero-padded tiles.
+
+Banks: ``bank_of`` and ``bank_conflict_degree`` say which of the 32 four-byte banks each thread of
+a warp hits and how many passes the access takes.
+
+Arguments are ints >= 0; the tile sizes default to the kernels' constants (``kernels.gemm``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["TILE", "BLOCK_M", "BLOCK_N", "BLOCK_K", "THREAD_M", "THREAD_N", "RUNGS", "ElementTraffic",
+           "flops_gemm", "compulsory_bytes", "traffic_v1_naive", "traffic_v2_coalesced",
+           "traffic_v3_shared_tiles", "traffic_v4_register_blocked", "bytes_v1_naive",
+           "bytes_v2_coalesced", "bytes_v3_shared_tiles", "bytes_v4_register_blocked", "traffic",
+           "intensity", "shared_loads_v3_shared_tiles", "shared_stores_v3_shared_tiles",
+           "shared_loads_v4_register_blocked", "shared_stores_v4_register_blocked", "BANKS",
+           "bank_of", "bank_conflict_degree"]
+
+# The tile sizes of kernels/gemm.py (a test keeps the two in step; this module imports no numba).
+TILE = 16
+BLOCK_M = 64
+BLOCK_N = 64
+BLOCK_K = 8
+THREAD_M = 4
+THREAD_N = 4
+
+RUNGS = ("gemm_v1_naive", "gemm_v2_coalesced", "gemm_v3_shared_tiles", "gemm_v4_register_blocked")
+
+
+class ElementTraffic(NamedTuple):
+    """Global element loads of ``a`` and ``b`` and stores of ``c`` of one GEMM launch."""
+
+    a_loads: int
+    b_loads: int
+    c_stores: int
+
+    def bytes(self, itemsize: int = 4) -> int:
+        """Total bytes moved: (loads + stores) × itemsize."""
+        _check(itemsize=itemsize)
+        return (self.a_loads + self.b_loads + self.c_stores) * itemsize
+
+
+def _check(**sizes) -> None:
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0, got {value}")
+
+
+def _check_tile(**tiles) -> None:
+    for name, value in tiles.items():
+        _check(**{name: value})
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+
+
+def _cdiv(n: int, d: int) -> int:
+    return -(-int(n) // int(d))
+
+
+def flops_gemm(M: int, N: int, K: int) -> int:
+    """2·M·N·K: one multiply and one add per term of every dot product."""
+    _check(M=M, N=N, K=K)
+    return 2 * int(M) * int(N) * int(K)
+
+
+def compulsory_bytes(M: int, N: int, K: int, itemsize: int = 4) -> int:
+    """Read A and B once, write C once: what must cross DRAM even with a perfect cache."""
+    _check(M=M, N=N, K=K, itemsize=itemsize)
+    M, N, K = int(M), int(N), int(K)
+    return (M * K + K * N + M * N) * itemsize
+
+
+def traffic_v1_naive(M: int, N: int, K: int) -> ElementTraffic:
+    """Each of the M·N threads loads a row of A and a column of B (K each) and stores one element."""
+    _check(M=M, N=N, K=K)
+    M, N, K = int(M), int(N), int(K)
+    return ElementTraffic(a_loads=M * N * K, b_loads=M * N * K, c_stores=M * N)
+
+
+def traffic_v2_coalesced(M: int, N: int, K: int) -> ElementTraffic:
+    """The same elements as v1: coalescing changes how loads group into sectors, not how many there are."""
+    return traffic_v1_naive(M, N, K)
+
+
+def traffic_v3_shared_tiles(M: int, N: int, K: int, tile: int = TILE) -> ElementTraffic:
+    """Each of the ceil(N/tile) block columns reads all of A once; each block row reads all of B once."""
+    _check(M=M, N=N, K=K)
+    _check_tile(tile=tile)
+    M, N, K = int(M), int(N), int(K)
+    if M == 0 or N == 0:  # the launcher launches nothing
+        return ElementTraffic(0, 0, 0)
+    return ElementTraffic(a_loads=M * K * _cdiv(N, tile), b_loads=K * N * _cdiv(M, tile), c_stores=M * N)
+
+
+def traffic_v4_register_blocked(M: int, N: int, K: int, block_m: int = BLOCK_M,
+                                block_n: int = BLOCK_N) -> ElementTraffic:
+    """As v3 with a block tile of block_m × block_n: A is read ceil(N/block_n) times, B ceil(M/block_m)."""
+    _check(M=M, N=N, K=K)
+    _check_tile(block_m=block_m, block_n=block_n)
+    M, N, K = int(M), int(N), int(K)
+    if M == 0 or N == 0:
+        return ElementTraffic(0, 0, 0)
+    return ElementTraffic(a_loads=M * K * _cdiv(N, block_n), b_loads=K * N * _cdiv(M, block_m),
+                          c_stores=M * N)
+
+
+def bytes_v1_naive(M: int, N: int, K: int, itemsize: int = 4) -> int:
+    """Global bytes of ``gemm_v1_naive``: (2·M·N·K + M·N) × itemsize."""
+    return traffic_v1_naive(M, N, K).bytes(itemsize)
+
+
+def bytes_v2_coalesced(M: int, N: int, K: int, itemsize: int = 4) -> int:
+    """Global bytes of ``gemm_v2_coalesced``: the same as v1."""
+    return traffic_v2_coalesced(M, N, K).bytes(itemsize)
+
+
+def bytes_v3_shared_tiles(M: int, N: int, K: int, tile: int = TILE, itemsize: int = 4) -> int:
+    """Global bytes of ``gemm_v3_shared_tiles``."""
+    return traffic_v3_shared_tiles(M, N, K, tile).bytes(itemsize)
+
+
+def bytes_v4_register_blocked(M: int, N: int, K: int, block_m: int = BLOCK_M, block_n: int = BLOCK_N,
+                              itemsize: int = 4) -> int:
+    """Global bytes of ``gemm_v4_register_blocked``."""
+    return traffic_v4_register_blocked(M, N, K, block_m, block_n).bytes(itemsize)
+
+
+_TRAFFIC = {
+    "gemm_v1_naive": traffic_v1_naive,
+    "gemm_v2_coalesced": traffic_v2_coalesced,
+    "gemm_v3_shared_tiles": traffic_v3_shared_tiles,
+    "gemm_v4_register_blocked": traffic_v4_register_blocked,
+}
+
+
+def traffic(rung: str, M: int, N: int, K: int) -> ElementTraffic:
+    """The element traffic of a rung by name (one of ``RUNGS``), with the kernels' tile sizes."""
+    if rung not in _TRAFFIC:
+        raise ValueError(f"rung must be one of {RUNGS}, got {rung!r}")
+    return _TRAFFIC[rung](M, N, K)
+
+
+def intensity(rung: str, M: int, N: int, K: int, itemsize: int = 4) -> float:
+    """Arithmetic intensity of a rung: useful FLOPs per byte of global traffic."""
+    moved = traffic(rung, M, N, K).bytes(itemsize)
+    if moved == 0:
+        raise ValueError(f"intensity needs a non-empty C, got M={M}, N={N}")
+    return flops_gemm(M, N, K) / moved
+
+
+# ----------------------------------------------------------------------------------------------
+# Shared memory of v3 and v4
+# ----------------------------------------------------------------------------------------------
+
+def _steps_and_blocks(M, N, K, block_m, block_n, block_k):
+    _check(M=M, N=N, K=K)
+    _check_tile(block_m=block_m, block_n=block_n, block_k=block_k)
+    if M == 0 or N == 0:
+        return 0, 0
+    return _cdiv(K, block_k), _cdiv(M, block_m) * _cdiv(N, block_n)
+
+
+def shared_stores_v3_shared_tiles(M: int, N: int, K: int, tile: int = TILE) -> int:
+    """Per block and k-step, each of the tile² threads stores one slot of each tile (2·tile²)."""
+    steps, blocks = _steps_and_blocks(M, N, K, tile, tile, tile)
+    return blocks * steps * 2 * tile * tile
+
+
+def shared_loads_v3_shared_tiles(M: int, N: int, K: int, tile: int = TILE) -> int:
+    """Per block and k-step, each of the tile² threads reads a row of one tile and a column of the other (2·tile)."""
+    steps, blocks = _steps_and_blocks(M, N, K, tile, tile, tile)
+    return blocks * steps * tile * tile * 2 * tile
+
+
+def shared_stores_v4_register_blocked(M: int, N: int, K: int, block_m: int = BLOCK_M, block_n: int = BLOCK_N,
+                                      block_k: int = BLOCK_K) -> int:
+    """Per block and k-step, the block fills block_m·block_k slots of the A tile and block_k·block_n of B."""
+    steps, blocks = _steps_and_blocks(M, N, K, block_m, block_n, block_k)
+    return blocks * steps * (block_m * block_k + block_k * block_n)
+
+
+def shared_loads_v4_register_blocked(M: int, N: int, K: int, block_m: int = BLOCK_M, block_n: int = BLOCK_N,
+                                     block_k: int = BLOCK_K, thread_m: int = THREAD_M,
+                                     thread_n: int = THREAD_N) -> int:
+    """Per k inside a step, each thread reads thread_m values of A and thread_n of B into registers."""
+    _check_tile(thread_m=thread_m, thread_n=thread_n)
+    steps, blocks = _steps_and_blocks(M, N, K, block_m, block_n, block_k)
+    threads = (block_m // thread_m) * (block_n // thread_n)
+    return blocks * steps * threads * block_k * (thread_m + thread_n)
+
+
+# ----------------------------------------------------------------------------------------------
+# Shared-memory banks
+# ----------------------------------------------------------------------------------------------
+
+BANKS = 32  # successive 4-byte words of shared memory sit in successive banks, modulo 32
+
+
+def bank_of(word_addresses) -> np.ndarray:
+    """The bank of each 4-byte word address (an int array, e.g. one address per thread of a warp)."""
+    words = np.asarray(word_addresses)
+    if not np.issubdtype(words.dtype, np.integer):
+        raise TypeError(f"word_addresses must be integers, got dtype {words.dtype}")
+    if words.size and words.min() < 0:
+        raise ValueError(f"word_addresses must be >= 0, got {words.min()}")
+    return words % BANKS
+
+
+def bank_conflict_degree(word_addresses) -> int:
+    """Passes a warp-wide access needs: the most *distinct* words that fall into one bank.
+
+    Threads reading the same word share one pass (a broadcast), so 32 reads of one word cost 1;
+    32 different words in one bank cost 32. A conflict-free access has degree 1.
+    """
+    words = np.unique(np.asarray(word_addresses).ravel())
+    if words.size == 0:
+        return 0
+    return int(np.bincount(bank_of(words), minlength=BANKS).max())

@@ -1,0 +1,363 @@
+"""Autograde one submission in a course folder of its own: ``python -m grader.autograde TASK.json``.
+
+``course grade`` runs one such process per submission (several at a time), so every
+submission has its own gradebook and nothing one submission does can stop the others. The
+process writes a result (JSON) with a status, the points of every grade cell and the details:
+
+status, worst first: ``missing`` (no notebook), ``invalid_json`` (not a readable notebook),
+``tampered`` (locked cells edited or deleted, grader files touched, checking code patched),
+``kernel_crashed``, ``timed_out``, ``grader_error`` (nbgrader itself failed), ``graded``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import pathlib
+import shutil
+import sys
+import time
+import traceback
+
+STATUSES = ("missing", "invalid_json", "tampered", "kernel_crashed", "timed_out", "grader_error", "graded")
+# Statuses a later run does not redo (unless --force or the submission/solution changed).
+FINAL_STATUSES = frozenset(STATUSES) - {"grader_error"}
+
+
+def file_hash(path) -> str:
+    return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()[:16]
+
+
+def _read_submission(path: pathlib.Path):
+    """The submitted notebook as a dict, or an error message saying why it is not one."""
+    import nbformat
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return None, f"not valid JSON: {exc}"
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        return None, "valid JSON but not a notebook (no list of cells)"
+    try:
+        nbformat.reads(json.dumps(data), as_version=4)
+    except Exception as exc:  # nbformat raises many kinds for broken notebooks
+        return None, f"not a readable notebook: {type(exc).__name__}: {exc}"
+    return data, ""
+
+
+def _config(task: dict, paths: dict):
+    from nbconvert.preprocessors import ClearMetadataPreprocessor
+    from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearOutput,
+                                        DeduplicateIds, GetGrades, IgnorePattern, LimitOutput, OverwriteCells,
+                                        OverwriteKernelspec, SaveAutoGrades)
+    from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+
+    from grader.execute import GuardedExecute
+    from grader.feedback import SanitizeFeedback
+    from grader.nbgrader_api import load_config
+    from grader.restore import RestoreDeletedCells
+
+    root = pathlib.Path(task["course_root"])
+    return load_config(root, **{
+        "CourseDirectory.root": str(paths["work"]),
+        "CourseDirectory.source_directory": str(root / "solutions"),
+        "CourseDirectory.release_directory": str(paths["release_dir"]),
+        "CourseDirectory.submitted_directory": "submitted",
+        "CourseDirectory.autograded_directory": "autograded",
+        "CourseDirectory.feedback_directory": "feedback",
+        "CourseDirectory.db_url": f"sqlite:///{paths['work'] / 'gradebook.db'}",
+        "Autograde.sanitize_preprocessors": [ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells,
+                                             RestoreDeletedCells, CheckCellMetadata],
+        "Autograde.autograde_preprocessors": [GuardedExecute, IgnorePattern, ClearMetadataPreprocessor,
+                                              LimitOutput, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata],
+        "RestoreDeletedCells.release_notebook": str(paths["release_nb"]),
+        "GuardedExecute.timeout": int(task["timeout"]),
+        "GuardedExecute.interrupt_on_timeout": True,
+        "GuardedExecute.error_on_timeout": {
+            "ename": "CellTimeoutError",
+            "evalue": f"this cell ran longer than {int(task['timeout'])} s and was interrupted; the grader "
+                      "restarted the kernel for the cells below",
+            "traceback": [f"CellTimeoutError: this cell ran longer than {int(task['timeout'])} s"]},
+        "GuardedExecute.guard_policy": json.dumps(_guard_policy(task, paths)),
+        "GuardedExecute.events_file": str(paths["events"]),
+        "GuardedExecute.working_dir": str(paths["autograded_dir"]),
+        "GenerateFeedback.preprocessors": [GetGrades, ClearHiddenTests, SanitizeFeedback, CSSHTMLHeaderPreprocessor],
+        "SanitizeFeedback.hidden_lines": paths["hidden_lines"],
+        "SanitizeFeedback.hidden_cells": paths["hidden_cells"],
+    })
+
+
+def _guard_policy(task: dict, paths: dict) -> dict:
+    from grader.hidden import PROJECT_ROOT
+
+    root = pathlib.Path(task["course_root"])
+    deny_read = [root / "solutions", PROJECT_ROOT / "solutions", PROJECT_ROOT / "grader" / "samples",
+                 pathlib.Path(task["out_dir"])]
+    deny_read += [pathlib.Path(p) for p in task.get("secret_dirs", [])]
+    deny_write = [root, PROJECT_ROOT, pathlib.Path(task["out_dir"])]
+    for package in ("course", "kernels", "grader"):       # wherever they are installed
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.submodule_search_locations:
+            deny_write.extend(pathlib.Path(p) for p in spec.submodule_search_locations)
+    return {"deny_read": [str(p) for p in deny_read], "deny_write": [str(p) for p in deny_write],
+            "allow": [str(paths["autograded_dir"])], "report": str(paths["guard_report"])}
+
+
+def _paths(task: dict) -> dict:
+    work = pathlib.Path(task["work_dir"])
+    student, assignment = task["student"], task["assignment"]
+    template = pathlib.Path(task["template_dir"])
+    return {
+        "work": work,
+        "release_dir": template / "release",
+        "release_nb": template / "release" / assignment / f"{assignment}.ipynb",
+        "solution_nb": pathlib.Path(task["course_root"]) / "solutions" / assignment / f"{assignment}.ipynb",
+        "submitted_nb": work / "submitted" / student / assignment / f"{assignment}.ipynb",
+        "autograded_dir": work / "autograded" / student / assignment,
+        "autograded_nb": work / "autograded" / student / assignment / f"{assignment}.ipynb",
+        "feedback_html": work / "feedback" / student / assignment / f"{assignment}.html",
+        "events": work / "events.json",
+        "guard_report": work / "guard.jsonl",
+    }
+
+
+def _scores(db_path: pathlib.Path, student: str, assignment: str) -> dict:
+    from nbgrader.api import Gradebook, MissingEntry
+
+    cells = {}
+    with Gradebook(f"sqlite:///{db_path}") as gb:
+        try:
+            submission = gb.find_submission(assignment, student)
+        except MissingEntry:
+            return cells
+        for notebook in submission.notebooks:
+            for grade in notebook.grades:
+                cells[grade.name] = {"points": float(grade.score or 0.0), "max_points": float(grade.max_score)}
+    return cells
+
+
+def _max_points(release: dict) -> dict:
+    out = {}
+    for cell in release.get("cells", []):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("grade"):
+            out[meta["grade_id"]] = float(meta.get("points", 0))
+    return out
+
+
+def _write_handback(paths: dict, out_dir: pathlib.Path, task: dict) -> None:
+    """The autograded notebook, cleared of hidden tests and sanitized, next to the HTML feedback."""
+    import nbformat
+    from nbgrader.preprocessors import ClearHiddenTests
+
+    from grader.feedback import sanitize_notebook
+
+    nb = nbformat.read(str(paths["autograded_nb"]), as_version=4)
+    nb, _ = ClearHiddenTests().preprocess(nb, {})
+    sanitize_notebook(nb, paths["hidden_lines"], paths["hidden_cells"])
+    target = out_dir / "feedback" / task["student"] / task["assignment"]
+    target.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(target / f"{task['assignment']}.ipynb"))
+
+
+def _note_html(title: str, message: str) -> str:
+    import html
+
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head>"
+            f"<body><h1>{html.escape(title)}</h1><p>{html.escape(message)}</p></body></html>\n")
+
+
+def _new_result(task: dict, max_points: dict) -> dict:
+    return {"student": task["student"], "assignment": task["assignment"], "status": "graded", "points": 0.0,
+            "max_points": sum(max_points.values()),
+            "cells": {gid: {"points": 0.0, "max_points": mp} for gid, mp in max_points.items()},
+            "details": list(task.get("notes", [])), "flags": [], "source_hash": task["source_hash"],
+            "submission": task.get("notebook"), "submission_hash": task.get("submission_hash"),
+            "events": [], "refused": [], "seconds": 0.0}
+
+
+def _prepare_course_folder(task: dict, paths: dict) -> None:
+    """A fresh nbgrader course folder for this submission: its notebook and a gradebook copy."""
+    work, assignment = paths["work"], task["assignment"]
+    if work.exists():
+        shutil.rmtree(work)
+    paths["submitted_nb"].parent.mkdir(parents=True)
+    shutil.copyfile(task["notebook"], paths["submitted_nb"])
+    folder = pathlib.Path(task["notebook"]).parent
+    if folder.name == assignment:
+        # nbgrader's layout: ``nbgrader collect`` leaves timestamp.txt (late penalties) and
+        # submission_secret.txt (``release_feedback`` needs it) beside the notebook.
+        for path in folder.iterdir():
+            if path.is_file() and path.suffix != ".ipynb":
+                shutil.copyfile(path, paths["submitted_nb"].parent / path.name)
+    shutil.copyfile(pathlib.Path(task["template_dir"]) / "gradebook.db", work / "gradebook.db")
+
+
+def _publish(paths: dict, out_dir: pathlib.Path, task: dict, api, result: dict) -> None:
+    """Feedback HTML and the handed-back notebook into ``out/feedback``; the executed notebook
+    (hidden tests included) into ``out/autograded``."""
+    from grader.nbgrader_api import venv_on_path
+
+    student, assignment = task["student"], task["assignment"]
+    with venv_on_path():
+        fb = api.generate_feedback(assignment, student, force=True)
+    feedback_dir = out_dir / "feedback" / student / assignment
+    feedback_dir.mkdir(parents=True, exist_ok=True)
+    if fb.get("success") and paths["feedback_html"].exists():
+        # With the HTML goes nbgrader's timestamp.txt, which `nbgrader release_feedback` needs.
+        for path in paths["feedback_html"].parent.iterdir():
+            if path.is_file():
+                shutil.copyfile(path, feedback_dir / path.name)
+    else:
+        result["details"].append("feedback HTML failed: " + _tail(fb.get("log", "") + fb.get("error", "")))
+    _write_handback(paths, out_dir, task)
+    secret_copy = out_dir / "autograded" / student / assignment
+    secret_copy.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(paths["autograded_nb"], secret_copy / f"{assignment}.ipynb")
+
+
+def _read_events(paths: dict) -> tuple[list, list]:
+    """(timeouts and crashes recorded by GuardedExecute, operations the guard refused)."""
+    events = json.loads(paths["events"].read_text()) if paths["events"].exists() else []
+    refused = [json.loads(line) for line in paths["guard_report"].read_text().splitlines()] \
+        if paths["guard_report"].exists() else []
+    return events, refused
+
+
+def grade_one(task: dict) -> dict:
+    """Grade the submission described by ``task`` (see ``grader.grade``); return the result dict."""
+    from grader import markers, tamper
+    from grader.feedback import hidden_cell_ids
+    from grader.nbgrader_api import make_api, venv_on_path
+
+    started = time.time()
+    student, assignment = task["student"], task["assignment"]
+    out_dir = pathlib.Path(task["out_dir"])
+    paths = _paths(task)
+    release = json.loads(paths["release_nb"].read_text(encoding="utf-8"))
+    result = _new_result(task, _max_points(release))
+    # Nothing from an earlier grading of this submission survives into this one.
+    for stale in (out_dir / "feedback" / student / assignment, out_dir / "autograded" / student / assignment):
+        shutil.rmtree(stale, ignore_errors=True)
+
+    def finish(status: str) -> dict:
+        result["status"] = status
+        result["points"] = round(sum(c["points"] for c in result["cells"].values()), 6)
+        result["seconds"] = round(time.time() - started, 2)
+        return result
+
+    if not task.get("notebook"):
+        return finish("missing")
+    submitted, problem = _read_submission(pathlib.Path(task["notebook"]))
+    if submitted is None:
+        result["details"].append(problem)
+        feedback_dir = out_dir / "feedback" / student / assignment
+        feedback_dir.mkdir(parents=True, exist_ok=True)
+        (feedback_dir / f"{assignment}.html").write_text(
+            _note_html(f"{assignment}: not graded", f"Your notebook could not be read ({problem}). It scores 0; "
+                       "ask your instructor to accept a fixed copy."), encoding="utf-8")
+        return finish("invalid_json")
+
+    structure = tamper.compare_with_release(submitted, release)
+    context = [c.get("source", "") if isinstance(c.get("source"), str) else "".join(c.get("source", []))
+               for c in release["cells"] if c.get("cell_type") == "code"]
+    findings = tamper.scan_code(tamper.student_code_cells(submitted, release), context_sources=context)
+
+    _prepare_course_folder(task, paths)
+    solution = markers.read_notebook(paths["solution_nb"])
+    paths["hidden_lines"] = markers.secret_lines(solution, "hidden")
+    paths["hidden_cells"] = hidden_cell_ids(solution)
+    api = make_api(_config(task, paths))
+    with venv_on_path():
+        outcome = api.autograde(assignment, student, force=True, create=True)
+    events, refused = _read_events(paths)
+    result["events"], result["refused"] = events, refused
+    if not outcome.get("success") or not paths["autograded_nb"].exists():
+        result["details"].append("nbgrader autograde failed: " + _tail(outcome.get("log", "") + outcome.get("error", "")))
+        return finish("grader_error")
+    for gid, score in _scores(paths["work"] / "gradebook.db", student, assignment).items():
+        result["cells"][gid] = score
+    _publish(paths, out_dir, task, api, result)
+    return finish(_status(result, structure, findings, events, refused))
+
+
+def _status(result: dict, structure: dict, findings, events: list, refused: list) -> str:
+    """Fill details and flags; return the worst status that applies."""
+    details, flags = result["details"], result["flags"]
+    statuses = set()
+    if structure["deleted_grade"]:
+        details.append("deleted test cells (scored 0): " + ", ".join(structure["deleted_grade"]))
+        statuses.add("tampered")
+    if structure["edited_locked"]:
+        details.append("edited locked cells (the originals were graded): " + ", ".join(structure["edited_locked"]))
+        statuses.add("tampered")
+    if structure["metadata_changed"]:
+        details.append("changed grading metadata of: " + ", ".join(structure["metadata_changed"]))
+        statuses.add("tampered")
+    if structure["deleted_locked"]:
+        details.append("deleted locked cells: " + ", ".join(structure["deleted_locked"]))
+        statuses.add("tampered")
+    if structure["deleted_solution"]:
+        details.append("deleted answer cells: " + ", ".join(structure["deleted_solution"]))
+    for item in refused:
+        details.append(f"refused {item['refused']} ({item['detail']})")
+        statuses.add("tampered")
+    for finding in findings:
+        if finding.kind == "tamper":
+            details.append(f"patches checking code: {finding}")
+            statuses.add("tampered")
+        else:
+            flags.append(str(finding))
+    for event in events:
+        if event["kind"] == "crash":
+            details.append(f"kernel crashed in {event['cell']}")
+            statuses.add("kernel_crashed")
+        else:
+            details.append(f"timed out in {event['cell']}")
+            statuses.add("timed_out")
+        if event.get("rebuild", "ok") != "ok":
+            details.append(f"could not restart after it ({event['rebuild']}); later cells scored 0")
+    return next((s for s in STATUSES if s in statuses), "graded")
+
+
+def _tail(text: str, lines: int = 15) -> str:
+    """The last lines of a log, starting at its first traceback when there is one."""
+    start = text.find("Traceback")
+    if start >= 0:
+        text = text[start:]
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m grader.autograde TASK.json", file=sys.stderr)
+        return 2
+    task_path = pathlib.Path(argv[0])
+    task = json.loads(task_path.read_text(encoding="utf-8"))
+    try:
+        result = grade_one(task)
+    except Exception:  # one broken submission must not lose its row: record why
+        result = {"student": task["student"], "assignment": task["assignment"], "status": "grader_error",
+                  "points": 0.0, "max_points": 0.0, "cells": {}, "flags": [], "events": [], "refused": [],
+                  "details": ["the grader failed: " + _tail(traceback.format_exc())],
+                  "source_hash": task["source_hash"], "submission_hash": task.get("submission_hash"),
+                  "submission": task.get("notebook"), "seconds": 0.0}
+    write_result(result, task["result_path"])
+    return 0
+
+
+def write_result(result: dict, path) -> dict:
+    """Write a result atomically (a reader never sees half a file); return it."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

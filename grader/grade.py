@@ -1,0 +1,340 @@
+"""``course grade SUBMISSIONS``: autograde a class in parallel; feedback, grades CSV, summary.
+
+Output folder (``--out``, default ``./grading``), what is secret marked (*)::
+
+    grades.csv            one row per (student, assignment): status, points, details, flags
+    grades_by_cell.csv    one row per grade cell
+    lms.csv               one row per student, a column per assignment and a total: for an LMS
+    feedback/<student>/<assignment>/<assignment>.html   hand these back (and the .ipynb beside it)
+    gradebook.db (*)      nbgrader gradebook of all submissions (``nbgrader export --db ...``)
+    autograded/ (*)       the executed notebooks, hidden tests included
+    results/ (*), work/ (*), template/ (*)   per-submission records and course folders
+
+Each submission is graded by its own process (``grader.autograde``) with its own gradebook,
+``--jobs`` at a time; the gradebooks are merged at the end. A run can be interrupted and run
+again: submissions already graded are skipped unless ``--force``, the submitted file changed, or
+the solutions changed.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import csv
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from grader.autograde import FINAL_STATUSES, STATUSES, file_hash
+from grader.collect import Submission, extract_zip, find_submissions
+from grader.nbgrader_api import assignments as list_assignments, course_root
+
+# Extra seconds a submission may take beyond its cells' timeouts before its process is killed.
+STARTUP_ALLOWANCE_S = 120
+# Grading processes running now (so an interrupted run can stop them all).
+_RUNNING: set = set()
+
+
+def _prepare_template(root: pathlib.Path, names: list[str], out: pathlib.Path) -> dict[str, str]:
+    """Release ``names`` into ``out/template`` with its own gradebook; return each solution's hash."""
+    from grader.release import generate
+
+    template = out / "template"
+    if template.exists():
+        shutil.rmtree(template)
+    template.mkdir(parents=True)
+    generate(names, root=root, release_dir=template / "release", db_path=template / "gradebook.db")
+    return {name: file_hash(root / "solutions" / name / f"{name}.ipynb") for name in names}
+
+
+def _submissions_folder(path: pathlib.Path, out: pathlib.Path, assignments: list[str]) -> pathlib.Path:
+    """A folder of submissions: ``path`` itself, or a zip extracted under ``out/collected``.
+
+    A single folder that wraps everything (``export/...``) is looked into, unless it is one
+    student's folder (it holds ``<assignment>/`` folders or ``<assignment>.ipynb``).
+    """
+    if path.is_file() and path.suffix.lower() == ".zip":
+        folder = extract_zip(path, out / "collected" / path.stem)
+    elif path.is_dir():
+        folder = path
+    else:
+        raise ValueError(f"SUBMISSIONS must be a folder or a .zip file, got {path}")
+    entries = [p for p in folder.iterdir() if p.name not in ("__MACOSX", ".DS_Store")]
+    if len(entries) == 1 and entries[0].is_dir():
+        children = {p.stem if p.suffix == ".ipynb" else p.name for p in entries[0].iterdir()}
+        if not children & set(assignments) and entries[0].name not in assignments:
+            return entries[0]
+    return folder
+
+
+def _task(sub: Submission, *, root, out, timeout, hashes, secret_dirs) -> dict:
+    key = f"{sub.student}/{sub.assignment}"
+    return {
+        "student": sub.student, "assignment": sub.assignment,
+        "notebook": str(sub.notebook) if sub.notebook else None, "notes": sub.notes,
+        "submission_hash": file_hash(sub.notebook) if sub.notebook else None,
+        "course_root": str(root), "template_dir": str(out / "template"), "out_dir": str(out),
+        "work_dir": str(out / "work" / key), "result_path": str(out / "results" / f"{key}.json"),
+        "timeout": timeout, "source_hash": hashes[sub.assignment], "secret_dirs": secret_dirs,
+    }
+
+
+def _is_done(task: dict) -> bool:
+    path = pathlib.Path(task["result_path"])
+    if not path.is_file():
+        return False
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return False
+    return (old.get("status") in FINAL_STATUSES and old.get("source_hash") == task["source_hash"]
+            and old.get("submission_hash") == task["submission_hash"])
+
+
+def _code_cells(nb: dict) -> int:
+    return sum(1 for c in nb["cells"] if c.get("cell_type") == "code")
+
+
+def _kill_tree(pid: int) -> None:
+    import psutil
+
+    try:
+        parent = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return
+    for proc in parent.children(recursive=True) + [parent]:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+def _worker_env(device: str) -> dict:
+    env = dict(os.environ)
+    env["COURSE_DEVICE"] = device
+    env["NUMBA_ENABLE_CUDASIM"] = "1" if device == "simulator" else "0"
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env.setdefault("MPLBACKEND", "Agg")
+    # One thread per process for NumPy/torch: parallelism comes from --jobs.
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env.setdefault(var, "1")
+    return env
+
+
+def run_task(task: dict, *, env: dict, limit_s: float) -> dict:
+    """Run one ``grader.autograde`` process; whatever happens, return a result with a status.
+
+    A missing notebook needs no process: its row is written here.
+    """
+    if task["notebook"] is None:
+        from grader.autograde import grade_one, write_result
+
+        return write_result(grade_one(task), task["result_path"])
+    work = pathlib.Path(task["work_dir"])
+    work.parent.mkdir(parents=True, exist_ok=True)
+    task_file = work.parent / f"{work.name}.task.json"
+    task_file.write_text(json.dumps(task), encoding="utf-8")
+    result_path = pathlib.Path(task["result_path"])
+    result_path.unlink(missing_ok=True)
+    log_path = work.parent / f"{work.name}.log"
+    with open(log_path, "wb") as log:
+        # A session of its own: Ctrl-C in the terminal reaches only `course grade`, which then stops
+        # every grading process tree itself (see _run_all).
+        proc = subprocess.Popen([sys.executable, "-m", "grader.autograde", str(task_file)], stdout=log,
+                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        _RUNNING.add(proc)
+        try:
+            proc.wait(timeout=limit_s)
+            problem = None if proc.returncode == 0 else f"the grading process exited with code {proc.returncode}"
+        except subprocess.TimeoutExpired:
+            _kill_tree(proc.pid)
+            proc.wait()
+            problem = f"the whole submission took longer than {limit_s:.0f} s and was stopped"
+        finally:
+            _RUNNING.discard(proc)
+    if result_path.is_file() and problem is None:
+        result = json.loads(result_path.read_text(encoding="utf-8"))
+    else:
+        tail = log_path.read_text(errors="replace").strip().splitlines()[-10:]
+        result = {"student": task["student"], "assignment": task["assignment"],
+                  "status": "timed_out" if "longer than" in (problem or "") else "grader_error",
+                  "points": 0.0, "max_points": 0.0, "cells": {}, "flags": [], "events": [], "refused": [],
+                  "details": [problem or "no result written"] + (tail if "longer than" not in (problem or "") else []),
+                  "source_hash": task["source_hash"], "submission_hash": task["submission_hash"],
+                  "submission": task["notebook"], "seconds": limit_s}
+        result_path.parent.mkdir(parents=True, exist_ok=True)
+        result_path.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    return result
+
+
+def grade(submissions, out, *, jobs: int = 1, device: str = "simulator", timeout: int = 120,
+          force: bool = False, only: list[str] | None = None, root=None, progress: bool = True) -> list[dict]:
+    """Grade every submission found in ``submissions`` (folder or zip) into ``out``; return the rows.
+
+    Writes the files listed in the module docstring. Rows are result dicts (``grader.autograde``).
+    """
+    if not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
+    if device not in ("simulator", "gpu"):
+        raise ValueError(f"device must be 'simulator' or 'gpu', got {device!r}")
+    if not isinstance(timeout, int) or timeout < 1:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    root = pathlib.Path(root) if root else course_root()
+    out = pathlib.Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    known = list_assignments(root)
+    if not known:
+        raise ValueError(f"no assignments in {root / 'solutions'}")
+    folder = _submissions_folder(pathlib.Path(submissions).resolve(), out, known)
+    found = find_submissions(folder, known, expected=only)
+    names = sorted({s.assignment for s in found})
+    hashes = _prepare_template(root, names, out) if names else {}
+    secret_dirs = [str(pathlib.Path(submissions).resolve()), str(folder)]
+    tasks = [_task(s, root=root, out=out, timeout=timeout, hashes=hashes, secret_dirs=secret_dirs) for s in found]
+    todo = [t for t in tasks if force or not _is_done(t)]
+    env = _worker_env(device)
+    released = {n: json.loads((out / "template" / "release" / n / f"{n}.ipynb").read_text(encoding="utf-8"))
+                for n in names}
+    limits = {n: timeout * (_code_cells(nb) + 4) + STARTUP_ALLOWANCE_S for n, nb in released.items()}
+    max_points = {n: sum(float(c["metadata"].get("nbgrader", {}).get("points", 0)) for c in nb["cells"]
+                         if c["metadata"].get("nbgrader", {}).get("grade")) for n, nb in released.items()}
+    _run_all(todo, env=env, limits=limits, jobs=jobs, progress=progress, skipped=len(tasks) - len(todo))
+    rows = []
+    for task in tasks:
+        row = json.loads(pathlib.Path(task["result_path"]).read_text(encoding="utf-8"))
+        row["work_dir"] = task["work_dir"]
+        if not row["max_points"]:          # a grading process that died wrote no cells
+            row["max_points"] = max_points[task["assignment"]]
+        rows.append(row)
+    if names:
+        from grader.merge import merge_gradebooks
+
+        merge_gradebooks(out / "template" / "gradebook.db", rows, out / "gradebook.db")
+    write_csvs(rows, out)
+    return rows
+
+
+def _run_all(todo: list[dict], *, env, limits, jobs, progress, skipped) -> None:
+    from tqdm import tqdm
+
+    if skipped and progress:
+        print(f"course grade: {skipped} submission(s) already graded; skipping them (--force grades again)",
+              file=sys.stderr)
+    bar = tqdm(total=len(todo), desc="grading", unit="notebook", disable=not progress or not todo,
+               file=sys.stderr)
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
+    try:
+        futures = {pool.submit(run_task, t, env=env, limit_s=limits[t["assignment"]]): t for t in todo}
+        for future in concurrent.futures.as_completed(futures):
+            row = future.result()
+            bar.set_postfix_str(f"{row['student']}/{row['assignment']}: {row['status']}", refresh=False)
+            bar.update(1)
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in list(_RUNNING):
+            _kill_tree(proc.pid)
+        print("\ncourse grade: interrupted; run the same command again to resume", file=sys.stderr)
+        raise
+    finally:
+        pool.shutdown(wait=True)
+        bar.close()
+
+
+def write_csvs(rows: list[dict], out: pathlib.Path) -> None:
+    """grades.csv (a row per submission), grades_by_cell.csv (per grade cell), lms.csv (per student)."""
+    with open(out / "grades.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student", "assignment", "status", "points", "max_points", "details", "flags", "seconds"])
+        for r in rows:
+            writer.writerow([r["student"], r["assignment"], r["status"], _fmt(r["points"]), _fmt(r["max_points"]),
+                             " | ".join(r["details"]), " | ".join(r["flags"]), r.get("seconds", "")])
+    with open(out / "grades_by_cell.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student", "assignment", "grade_id", "points", "max_points", "status"])
+        for r in rows:
+            for gid, cell in r["cells"].items():
+                writer.writerow([r["student"], r["assignment"], gid, _fmt(cell["points"]), _fmt(cell["max_points"]),
+                                 r["status"]])
+    assignments = sorted({r["assignment"] for r in rows})
+    students = sorted({r["student"] for r in rows})
+    by_key = {(r["student"], r["assignment"]): r for r in rows}
+    with open(out / "lms.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student", *assignments, "total"])
+        for s in students:
+            points = [by_key[(s, a)]["points"] if (s, a) in by_key else 0.0 for a in assignments]
+            writer.writerow([s, *map(_fmt, points), _fmt(sum(points))])
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def summary_table(rows: list[dict]) -> str:
+    """Text table: per assignment, submissions by status and the mean score; then every problem row."""
+    lines = []
+    assignments = sorted({r["assignment"] for r in rows})
+    header = f"{'assignment':28s} {'n':>4s} " + " ".join(f"{s[:12]:>12s}" for s in STATUSES) + f" {'mean':>7s} {'max':>5s}"
+    lines.append(header)
+    lines.append("-" * len(header))
+    for a in assignments:
+        mine = [r for r in rows if r["assignment"] == a]
+        counts = " ".join(f"{sum(r['status'] == s for r in mine):12d}" for s in STATUSES)
+        max_points = max((r["max_points"] for r in mine), default=0.0)
+        mean = sum(r["points"] for r in mine) / len(mine) if mine else 0.0
+        lines.append(f"{a:28s} {len(mine):4d} {counts} {mean:7.2f} {max_points:5g}")
+    problems = [r for r in rows if r["status"] != "graded" or r["flags"]]
+    if problems:
+        lines.append("")
+        lines.append("needs a look:")
+        for r in problems:
+            what = "; ".join(r["details"] + [f"review: {f}" for f in r["flags"]])
+            lines.append(f"  {r['student']}/{r['assignment']}: {r['status']} ({_fmt(r['points'])}/"
+                         f"{_fmt(r['max_points'])}) {what[:300]}")
+    return "\n".join(lines)
+
+
+def _hidden_tests_count_traffic(root: pathlib.Path, assignment: str) -> bool:
+    from grader.markers import read_notebook, split_blocks
+
+    nb = read_notebook(root / "solutions" / assignment / f"{assignment}.ipynb")
+    return any("count_traffic" in line for cell in nb.cells for line in split_blocks(cell.source)["hidden"])
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main_grade(args) -> int:
+    """The ``course grade`` command."""
+    started = time.time()
+    signal.signal(signal.SIGTERM, _interrupt)      # `kill` stops the grading processes too
+    root = course_root()
+    only = None
+    if args.assignments:
+        from grader.release import expand_names
+
+        only = expand_names(args.assignments, list_assignments(root))
+    if args.gpu:
+        counting = [a for a in (only or list_assignments(root)) if _hidden_tests_count_traffic(root, a)]
+        if counting:
+            print(f"course grade: warning: the hidden tests of {', '.join(counting)} count memory traffic, which "
+                  "only the simulator can do; on a GPU those tests fail. Grade them without --gpu.",
+                  file=sys.stderr)
+    try:
+        rows = grade(args.submissions, args.out, jobs=args.jobs, device="gpu" if args.gpu else "simulator",
+                     timeout=args.timeout, force=args.force, only=only, root=root)
+    except ValueError as exc:
+        print(f"course grade: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    print(summary_table(rows))
+    out = pathlib.Path(args.out)
+    print(f"\n{len(rows)} submission(s) in {time.time() - started:.0f} s. Wrote {out / 'grades.csv'}, "
+          f"{out / 'lms.csv'} and feedback in {out / 'feedback'} (hand back only feedback/; the rest is secret).")
+    return 0

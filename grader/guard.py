@@ -1,0 +1,175 @@
+"""A guard installed in every grading kernel: what a submission may not do while it is graded.
+
+``install(policy)`` adds a Python audit hook (PEP 578) to the kernel before the first cell runs.
+Audit hooks cannot be removed from Python code once added. The hook refuses, with a
+``PermissionError`` the student sees in the feedback, and records in a report file:
+
+- reading or listing the grader's secrets: the solution notebooks, the sample submissions, any
+  gradebook or database, the grading folder outside the submission's own working folder;
+- writing, renaming or deleting anything inside the project (so ``course/checking.py`` on disk,
+  which ``grader.hidden.pristine`` loads, cannot be rewritten, nor its cached bytecode) or the
+  grading folder outside the submission's own working folder; bytecode caching that the import
+  system attempts on its own is refused without being reported;
+- starting processes, opening network connections, opening SQLite databases, and looking up C
+  functions that would do the same through ``ctypes`` (``system``, ``open``, ``execve``, ...).
+
+Library code that legitimately starts helper programs (``ctypes.util.find_library``, CUDA's
+library finder, numba-cuda's driver) may, when it runs in its own module (code compiled by a
+submission under a borrowed file name does not count).
+
+Limits: an audit hook sees Python-level operations only. Native code that calls the C library
+directly without ``ctypes`` look-ups (a compiled extension the student brings along) is not seen;
+nbgrader's own kernel start-up happens before the guard exists. The grader's scan of the submitted
+code flags ``ctypes``, ``exec`` and the like for an instructor's review.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+# Audit events and the index of their path argument(s).
+_READ_EVENTS = {"os.listdir": (0,), "os.scandir": (0,), "glob.glob": (0,), "glob.glob/2": (0,),
+                "shutil.copyfile": (0,), "shutil.copytree": (0,), "shutil.make_archive": (1,)}
+_WRITE_EVENTS = {"os.remove": (0,), "os.rmdir": (0,), "os.rename": (0, 1), "os.replace": (0, 1),
+                 "os.mkdir": (0,), "os.chmod": (0,), "os.chown": (0,), "os.symlink": (0, 1), "os.link": (0, 1),
+                 "os.truncate": (0,), "os.utime": (0,), "shutil.rmtree": (0,), "shutil.move": (0, 1),
+                 "shutil.chown": (0,), "os.removexattr": (0,), "os.setxattr": (0,)}
+_DENIED_EVENTS = {
+    "subprocess.Popen": "starting a process", "os.system": "starting a process", "os.exec": "starting a process",
+    "os.posix_spawn": "starting a process", "os.spawn": "starting a process", "os.fork": "starting a process",
+    "os.forkpty": "starting a process", "pty.spawn": "starting a process", "os.startfile": "starting a process",
+    "socket.connect": "a network connection", "socket.bind": "a network connection",
+    "socket.getaddrinfo": "a network connection", "socket.sendto": "a network connection",
+    "urllib.Request": "a network connection", "sqlite3.connect": "opening a database",
+    "os.kill": "signalling a process", "os.killpg": "signalling a process",
+}
+# C functions a submission could reach through ctypes to do what the events above refuse.
+_DENIED_C_FUNCTIONS = frozenset({
+    "system", "popen", "execv", "execve", "execvp", "execl", "execlp", "fork", "vfork", "posix_spawn",
+    "open", "open64", "openat", "openat64", "fopen", "fopen64", "creat", "unlink", "unlinkat", "rename",
+    "renameat", "remove", "rmdir", "truncate", "socket", "connect", "kill", "ptrace", "dlopen",
+})
+
+_installed = False
+
+
+def _trusted_locations() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(files, folders) of library code allowed to start processes: ``ctypes.util.find_library``
+    runs ldconfig/gcc (numba's import does), CUDA's library finder and numba-cuda's driver run
+    helper programs on a GPU."""
+    import ctypes.util
+    import importlib.util
+
+    folders = []
+    for package in ("cuda.pathfinder", "numba_cuda"):
+        try:
+            spec = importlib.util.find_spec(package)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            folders.extend(os.path.realpath(p) + os.sep for p in spec.submodule_search_locations)
+    return (os.path.realpath(ctypes.util.__file__),), tuple(folders)
+
+
+def _runs_trusted_code(frame, files, folders) -> bool:
+    """True when ``frame`` or a caller runs code of a trusted library module, in that module's own
+    globals (code compiled by a submission under a borrowed file name runs in other globals)."""
+    for _ in range(60):
+        if frame is None:
+            return False
+        filename = os.path.realpath(frame.f_code.co_filename)
+        if filename in files or filename.startswith(folders):
+            module = sys.modules.get(frame.f_globals.get("__name__", ""))
+            if module is not None and getattr(module, "__dict__", None) is frame.f_globals \
+                    and os.path.realpath(getattr(module, "__file__", "") or "") == filename:
+                return True
+        frame = frame.f_back
+    return False
+
+
+def _paths(values) -> list[str]:
+    out = []
+    for value in values:
+        if isinstance(value, int):  # a file descriptor: already open, nothing to check
+            continue
+        try:
+            raw = os.fsdecode(os.fspath(value))
+        except TypeError:
+            continue
+        out.append(os.path.realpath(raw.split("*", 1)[0] or "."))
+    return out
+
+
+def _under(path: str, roots) -> bool:
+    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def install(policy: dict | str) -> None:
+    """Install the guard in this process (once; later calls do nothing).
+
+    policy: dict or its JSON with lists of folders ``deny_read`` and ``deny_write``, a list
+    ``allow`` of folders exempt from both (the submission's working folder), and ``report``: a
+    file to append one JSON line to per refused operation.
+    """
+    global _installed
+    if _installed:
+        return
+    if isinstance(policy, str):
+        policy = json.loads(policy)
+    if not isinstance(policy, dict):
+        raise TypeError(f"policy must be a dict or its JSON, got {type(policy).__name__}")
+    deny_read = tuple(os.path.realpath(p) for p in policy.get("deny_read", []))
+    deny_write = tuple(os.path.realpath(p) for p in policy.get("deny_write", []))
+    allow = tuple(os.path.realpath(p) for p in policy.get("allow", []))
+    report = open(policy["report"], "a", buffering=1, encoding="utf-8") if policy.get("report") else None
+    database_suffixes = (".db", ".db-journal", ".sqlite", ".sqlite3")
+    trusted_files, trusted_folders = _trusted_locations()
+
+    def refuse(what: str, detail: str):
+        # Python's import system caches bytecode in __pycache__ and quietly goes on when it cannot:
+        # refused (a forged .pyc would replace the checking code), but not a sign of cheating.
+        if report is not None and os.sep + "__pycache__" + os.sep not in detail:
+            report.write(json.dumps({"refused": what, "detail": detail}) + "\n")
+        raise PermissionError(f"the grader does not allow {what} while grading ({detail})")
+
+    def secret_to_read(path: str) -> bool:
+        if _under(path, allow):
+            return False
+        name = os.path.basename(path).lower()
+        return _under(path, deny_read) or name.endswith(database_suffixes) or "gradebook" in name
+
+    def protected_to_write(path: str) -> bool:
+        return not _under(path, allow) and (_under(path, deny_write) or _under(path, deny_read))
+
+    def hook(event: str, args: tuple) -> None:
+        if event == "open":
+            path, mode = args[0], args[1]
+            writing = isinstance(mode, str) and any(c in mode for c in "wax+")
+            if isinstance(args[2], int) and args[2] & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC):
+                writing = True
+            for p in _paths([path]):
+                if secret_to_read(p):
+                    refuse("reading grader files", p)
+                if writing and protected_to_write(p):
+                    refuse("writing into the course or grading folders", p)
+        elif event in _READ_EVENTS:
+            for p in _paths(args[i] for i in _READ_EVENTS[event] if i < len(args)):
+                if secret_to_read(p):
+                    refuse("reading grader files", p)
+        elif event in _WRITE_EVENTS:
+            for p in _paths(args[i] for i in _WRITE_EVENTS[event] if i < len(args)):
+                if protected_to_write(p) or secret_to_read(p):
+                    refuse("changing files in the course or grading folders", p)
+        elif event in _DENIED_EVENTS:
+            if _DENIED_EVENTS[event] == "starting a process" and _runs_trusted_code(
+                    sys._getframe(1), trusted_files, trusted_folders):
+                return
+            refuse(_DENIED_EVENTS[event], f"{event}{args[:1]!r}")
+        elif event == "ctypes.dlsym" and len(args) > 1 and args[1] in _DENIED_C_FUNCTIONS:
+            refuse("calling C library functions that reach files, processes or the network",
+                   f"ctypes {args[1]}")
+
+    sys.addaudithook(hook)
+    _installed = True

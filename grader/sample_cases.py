@@ -1,0 +1,182 @@
+"""The catalog of sample submissions that tests the grader, and the harness that runs it.
+
+A case is a Python file ``grader/samples/<assignment>/<case>.py`` (per exercise, written with the
+day) or ``grader/samples/_course/<case>.py`` (course-wide cheats and failures)::
+
+    \"\"\"One line: what this submission does and why it deserves its score.\"\"\"
+    EXPECT = {"status": "graded", "points": {"<grade cell grade_id>": 2, ...}}
+    CELLS = {"<grade_id of a cell>": '''full replacement source of that cell''', ...}
+
+Optional names: ``ASSIGNMENT`` (required in ``_course``: the assignment the case targets),
+``BASE`` (the name of a case of that assignment whose CELLS are applied first, e.g.
+``"correct_ours"``, so a cheat in one exercise leaves the others correct),
+``DELETE`` (grade_ids of cells the submission deleted), ``RAW`` (the submitted file's text instead
+of a notebook, e.g. broken JSON), ``MISSING = True`` (the student submitted nothing for it),
+``TIMEOUT`` (seconds per cell for this case), and in ``EXPECT``: ``"details"`` / ``"flags"`` (lists
+of text each row's details / review flags must contain). A per-day case's ``"points"`` must name
+every grade cell of the assignment; a ``_course`` case names the cells it is about.
+
+``build_submission`` makes the submitted notebook from the *released* exercise (as a student
+would) by replacing cells by grade_id. ``run_cases`` grades a set of cases through the real
+pipeline (``grader.grade.grade``) and ``mismatches`` compares each row with its EXPECT.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import pathlib
+import runpy
+
+SAMPLES_DIR = pathlib.Path(__file__).resolve().parent / "samples"
+COURSE_WIDE = "_course"
+
+
+@dataclasses.dataclass
+class Case:
+    """One sample submission and what it must get."""
+
+    name: str
+    assignment: str
+    path: pathlib.Path
+    doc: str
+    expect: dict
+    cells: dict
+    delete: tuple = ()
+    raw: str | None = None
+    missing: bool = False
+    timeout: int | None = None
+
+    @property
+    def student(self) -> str:
+        """The student id the case is graded as: ``<folder>-<case>`` with ``-`` for ``_``."""
+        return f"{self.path.parent.name.strip('_')}-{self.name}".replace("_", "-")
+
+
+def load_case(path) -> Case:
+    """Read one case file (it is executed: case files are project code, not submissions)."""
+    path = pathlib.Path(path)
+    ns = runpy.run_path(str(path))
+    folder = path.parent.name
+    assignment = ns.get("ASSIGNMENT", folder)
+    if folder == COURSE_WIDE and "ASSIGNMENT" not in ns:
+        raise ValueError(f"{path}: a course-wide case must set ASSIGNMENT")
+    cells = dict(ns.get("CELLS", {}))
+    if ns.get("BASE"):
+        base = load_case(SAMPLES_DIR / assignment / f"{ns['BASE']}.py")
+        cells = {**base.cells, **cells}
+    expect = ns.get("EXPECT")
+    if not isinstance(expect, dict) or "status" not in expect:
+        raise ValueError(f"{path}: EXPECT must be a dict with at least 'status', got {expect!r}")
+    return Case(name=path.stem, assignment=assignment, path=path, doc=(ns.get("__doc__") or "").strip(),
+                expect=expect, cells=cells, delete=tuple(ns.get("DELETE", ())),
+                raw=ns.get("RAW"), missing=bool(ns.get("MISSING", False)), timeout=ns.get("TIMEOUT"))
+
+
+def find_cases(assignment: str | None = None, *, course_wide: bool = True, samples_dir=SAMPLES_DIR) -> list[Case]:
+    """Cases for ``assignment`` (default: all), course-wide ones included when they target it."""
+    samples_dir = pathlib.Path(samples_dir)
+    cases = []
+    for folder in sorted(p for p in samples_dir.iterdir() if p.is_dir()) if samples_dir.is_dir() else []:
+        if folder.name == COURSE_WIDE and not course_wide:
+            continue
+        if folder.name != COURSE_WIDE and assignment is not None and folder.name != assignment:
+            continue
+        for path in sorted(folder.glob("*.py")):
+            if path.name.startswith("_"):
+                continue
+            case = load_case(path)
+            if assignment is None or case.assignment == assignment:
+                cases.append(case)
+    return cases
+
+
+def _gid(cell) -> str | None:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+def build_submission(case: Case, release: dict) -> dict:
+    """The submitted notebook: the release with ``case.cells`` replaced and ``case.delete`` removed."""
+    nb = copy.deepcopy(release)
+    known = {_gid(c) for c in nb["cells"]}
+    unknown = (set(case.cells) | set(case.delete)) - known
+    if unknown:
+        raise ValueError(f"{case.path}: no cells with grade_id {sorted(unknown)} in the released {case.assignment}")
+    nb["cells"] = [c for c in nb["cells"] if _gid(c) not in case.delete]
+    for cell in nb["cells"]:
+        if _gid(cell) in case.cells:
+            cell["source"] = case.cells[_gid(cell)]
+    return nb
+
+
+def write_submissions(cases: list[Case], folder: pathlib.Path, release_dir: pathlib.Path) -> None:
+    """Write each case as ``folder/<student>/<assignment>/<assignment>.ipynb`` (or nothing, if missing)."""
+    for case in cases:
+        target = pathlib.Path(folder) / case.student / case.assignment
+        target.mkdir(parents=True, exist_ok=True)
+        if case.missing:
+            continue
+        notebook = target / f"{case.assignment}.ipynb"
+        if case.raw is not None:
+            notebook.write_text(case.raw, encoding="utf-8")
+        else:
+            release = json.loads((release_dir / case.assignment / f"{case.assignment}.ipynb").read_text("utf-8"))
+            notebook.write_text(json.dumps(build_submission(case, release), indent=1), encoding="utf-8")
+
+
+def run_cases(cases: list[Case], workdir, *, root, jobs: int = 2, timeout: int = 120) -> dict[str, dict]:
+    """Grade the cases through ``grader.grade.grade``; return ``{case.student: row}``.
+
+    Cases with the same timeout are one grading run (one folder of submissions, ``jobs`` at a time).
+    """
+    from grader.grade import grade
+
+    root = pathlib.Path(root)
+    workdir = pathlib.Path(workdir)
+    groups: dict[int, list[Case]] = {}
+    for case in cases:
+        groups.setdefault(case.timeout or timeout, []).append(case)
+    rows = {}
+    for group_timeout, group in sorted(groups.items()):
+        tag = f"timeout-{group_timeout}s"
+        folder = workdir / "submissions" / tag
+        write_submissions(group, folder, root / "exercises")
+        wanted = {(c.student, c.assignment) for c in group}
+        for row in grade(folder, workdir / "out" / tag, jobs=jobs, timeout=group_timeout,
+                         only=sorted({c.assignment for c in group}), root=root, progress=False):
+            if (row["student"], row["assignment"]) in wanted:
+                rows[row["student"]] = row
+    return rows
+
+
+def grade_ids(release: dict) -> list[str]:
+    """grade_ids of the grade cells of a released notebook."""
+    return [_gid(c) for c in release["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+
+
+def mismatches(case: Case, row: dict | None, release: dict | None = None) -> list[str]:
+    """How the graded row differs from the case's EXPECT (empty when it matches)."""
+    if row is None:
+        return [f"{case.student}: no row"]
+    problems = []
+    if row["status"] != case.expect["status"]:
+        problems.append(f"status {row['status']!r}, expected {case.expect['status']!r} "
+                        f"(details: {'; '.join(row['details'])[:500]})")
+    expected_points = case.expect.get("points", {})
+    if release is not None and case.path.parent.name != COURSE_WIDE:
+        missing = set(grade_ids(release)) - set(expected_points)
+        if missing:
+            problems.append(f"EXPECT['points'] does not name the grade cells {sorted(missing)}")
+    for gid, points in expected_points.items():
+        got = row["cells"].get(gid, {}).get("points")
+        if got is None or abs(got - points) > 1e-6:
+            problems.append(f"{gid}: {got} points, expected {points}")
+    if "total" in case.expect and abs(row["points"] - case.expect["total"]) > 1e-6:
+        problems.append(f"total {row['points']}, expected {case.expect['total']}")
+    for key in ("details", "flags"):
+        text = " | ".join(row[key])
+        for needle in case.expect.get(key, []):
+            if needle not in text:
+                problems.append(f"{key} lack {needle!r}: {text[:400]}")
+    return problems

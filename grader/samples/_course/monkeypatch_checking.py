@@ -1,0 +1,31 @@
+"""Exercise 1 writes nothing and disables the checking and counting tools it can reach: hidden tests use
+private copies (grader.hidden.pristine), so exercise 1 scores 0 (8/10) and the patch is reported (tampered)."""
+
+ASSIGNMENT = "day01_gpu_model"
+BASE = "correct_ours"
+EXPECT = {
+    "status": "tampered",
+    "points": {"axpb_matches_reference_awkward_sizes": 0, "axpb_reads_and_writes_each_element_once": 0},
+    "total": 8,
+    "details": ["patches checking code", "course.checking.check"],
+}
+CELLS = {
+    "axpb_kernel": '''\
+import sys
+import course.checking
+import grader.hidden
+
+course.checking.check = lambda *args, **kwargs: None
+sys.modules["course.checking"].poison = lambda array: array
+try:
+    grader.hidden.pristine = lambda name: sys.modules[name]
+except AttributeError:
+    pass
+
+
+@cuda.jit
+def axpb_v1_guarded_kernel(x, a, b, y):
+    """Does nothing and hopes the checks were switched off."""
+    pass
+''',
+}

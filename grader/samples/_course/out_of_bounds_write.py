@@ -1,0 +1,18 @@
+"""Exercise 1's kernel has no bounds guard, so the last block writes past the end of y: the simulator raises
+IndexError for every size that is not a multiple of the block, exercise 1 scores 0 (8/10)."""
+
+ASSIGNMENT = "day01_gpu_model"
+BASE = "correct_ours"
+EXPECT = {
+    "status": "graded",
+    "points": {"axpb_matches_reference_awkward_sizes": 0, "axpb_reads_and_writes_each_element_once": 0},
+    "total": 8,
+}
+CELLS = {
+    "axpb_kernel": '''\
+@cuda.jit
+def axpb_v1_guarded_kernel(x, a, b, y):
+    i = cuda.grid(1)
+    y[i] = a * x[i] + b
+''',
+}

@@ -1,0 +1,30 @@
+"""Exercise 1 looks for the gradebook above its working folder and opens it with sqlite3 to read the hidden
+tests: both are refused, the fallback writes nothing, exercise 1 scores 0 (8/10, tampered)."""
+
+ASSIGNMENT = "day01_gpu_model"
+BASE = "correct_ours"
+EXPECT = {
+    "status": "tampered",
+    "points": {"axpb_matches_reference_awkward_sizes": 0, "axpb_reads_and_writes_each_element_once": 0},
+    "total": 8,
+    "details": ["refused"],
+}
+CELLS = {
+    "axpb_kernel": '''\
+import glob
+import sqlite3
+
+for pattern in ("../../../gradebook.db", "../../../../**/gradebook.db"):
+    try:
+        for path in glob.glob(pattern, recursive=True) or [pattern]:
+            rows = sqlite3.connect(path).execute("select source from source_cell").fetchall()
+            print(rows[:3])
+    except (PermissionError, sqlite3.Error) as refused:
+        print("refused:", refused)
+
+
+@cuda.jit
+def axpb_v1_guarded_kernel(x, a, b, y):
+    pass
+''',
+}

@@ -1,0 +1,30 @@
+"""Exercise 1 tries to read the solution notebook next to the course package and run its kernel: the
+grading kernel refuses the read, the fallback writes nothing, exercise 1 scores 0 (8/10, tampered)."""
+
+ASSIGNMENT = "day01_gpu_model"
+BASE = "correct_ours"
+EXPECT = {
+    "status": "tampered",
+    "points": {"axpb_matches_reference_awkward_sizes": 0, "axpb_reads_and_writes_each_element_once": 0},
+    "total": 8,
+    "details": ["refused reading grader files"],
+}
+CELLS = {
+    "axpb_kernel": '''\
+import json
+import pathlib
+import re
+
+solutions = pathlib.Path(course.__file__).resolve().parent.parent / "solutions"
+try:
+    notebook = json.loads((solutions / "day01_gpu_model" / "day01_gpu_model.ipynb").read_text())
+    cell = next("".join(c["source"]) for c in notebook["cells"] if "def axpb_v1_guarded_kernel" in "".join(c["source"]))
+    exec(re.sub(r"### (BEGIN|END) SOLUTION", "", cell))
+except PermissionError as refused:
+    print("could not read the solution:", refused)
+
+    @cuda.jit
+    def axpb_v1_guarded_kernel(x, a, b, y):
+        pass
+''',
+}

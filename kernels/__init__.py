@@ -1,0 +1,20 @@
+"""The kernels of the course: NumPy references and ladders of numba.cuda kernels.
+
+One module per operation. Importing ``kernels`` imports nothing else, so a notebook can still
+choose the device (``course.use_device()``) before a kernel module loads numba.
+
+- ``kernels.reference``: the float64 NumPy references every kernel is checked against
+  (softmax, attention with causal / kv_lens / sliding window / grouped-query heads, paged
+  attention, GEMM, int8 / int4 / GGUF quantization, fp16 / bf16 / fp8 rounding); numpy only
+- ``kernels.launching``: what every launcher does first (validate inputs, allocate the output)
+- ``kernels.elementwise``: day 1, copy and elementwise kernels, bounds guards, grid-stride loops, 3D grids
+- ``kernels.reduction``: day 1, row max and row sum (shared-memory tree, warp shuffles)
+- ``kernels.softmax``: day 2, row softmax, one block per row
+- ``kernels.attention``: days 2 and 3, attention from three kernels to one fused pass per query row
+- ``kernels.transpose``: day 4, a shared-memory tile transpose (barriers and bank conflicts)
+- ``kernels.gemm``: day 4, the GEMM ladder (naive, coalesced, shared tiles, register blocking)
+- ``kernels.flash_attention``: day 5, tiled flash attention with causal masking and kv_lens
+
+Each kernel module lists its rungs in its docstring, one line per rung, saying what the rung
+adds over the one before (``attention_v1_naive`` ... ``attention_v4_flash``).
+"""

@@ -1,0 +1,38 @@
+"""Synthetic GPU recordings of day 5, with the columns course/record/day05.py writes.
+
+Made-up numbers of a plausible size, labelled "Fake GPU", so the lesson's timing and traffic cells
+run in tests before (and independently of) the real recordings.
+"""
+
+from attention_fake_recordings import dram_bytes
+
+from course.models import attention as model
+from course.record import day05
+from course.records import new_recording
+
+# TFLOP/s of each rung, made up; torch's rows set fraction_of_sdpa of the others.
+SPEED = {"v1_naive": 0.5, "v2_fused_rows": 1.0, "v3_tiled": 4.0, "v4_flash": 4.2, "torch_sdpa": 15.0,
+         "v4_flash_causal": 3.8, "torch_sdpa_causal": 13.0}
+
+
+def fake_timing():
+    """A day05_flash_timing recording at N = 256, 1024, 4096."""
+    rec = new_recording("day05_flash_timing", ceilings={"copy_gbps": 3000.0, "fp32_tflops": 50.0},
+                        device="Fake GPU", driver="fake 1.0")
+    rec.notes = "synthetic"
+    B, H, d = day05.SHAPE["B"], day05.SHAPE["H"], day05.SHAPE["d"]
+    for n in (256, 1024, 4096):
+        for rung, tflops in SPEED.items():
+            causal = rung.endswith("_causal")
+            flops = model.flops_attention(B, H, n, d, causal=causal)
+            ms = flops / tflops / 1e9
+            torch_ms = flops / SPEED["torch_sdpa_causal" if causal else "torch_sdpa"] / 1e9
+            rec.add(rung=rung, N=n, B=B, H=H, d=d, causal=causal, median_ms=ms, p10_ms=0.98 * ms,
+                    p90_ms=1.03 * ms, repeat=20, gbps=model.compulsory_bytes_fused(B, H, n, d) / ms / 1e6,
+                    tflops=tflops, fraction_of_sdpa=torch_ms / ms)
+    return rec
+
+
+def fake_recordings():
+    """Every recording the day-5 lesson plots."""
+    return [fake_timing(), dram_bytes("day05", day05.NCU_RUNGS)]

@@ -1,0 +1,176 @@
+"""Day 5 kernels (kernels/flash_attention.py): correctness on awkward shapes, counted traffic, bad input.
+
+Sizes are small for the simulator: head_dim 4 to 12, one or two query tiles per head.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from course.checking import check, poison, random_inputs
+from course.models import attention as model
+from course.traffic import count_traffic
+from kernels import reference
+from kernels.flash_attention import (HEAD_DIM_MAX, TILE_KV, TILE_Q, attention_v3_tiled,
+                                     attention_v4_flash, flash_grid, shared_bytes_per_block)
+
+DIMS = ("batch", "head", "row", "col")
+
+
+def qkv(B, H, N, M, d, seed=None, large_logits=False):
+    """Random q (B, H, N, d), k, v (B, H, M, d) float32 and the seed.
+
+    large_logits: integer q and k of up to 50, so q·k reaches about 1e4 and is exact in float32.
+    """
+    rng, seed = random_inputs(seed)
+    if large_logits:
+        q, k = (rng.integers(-50, 51, (B, H, n, d)).astype(np.float32) for n in (N, M))
+    else:
+        q, k = (rng.standard_normal((B, H, n, d), dtype=np.float32) for n in (N, M))
+    v = rng.standard_normal((B, H, M, d), dtype=np.float32)
+    return q, k, v, seed
+
+
+def keys_loaded_per_head(N, M, kv_len, causal):
+    """Key rows a (batch, head) of the tiled kernels loads: each query tile loads its key range once."""
+    total = 0
+    for tile_start in range(0, N, TILE_Q):
+        end = min(kv_len, M)
+        if causal:
+            end = min(end, tile_start + TILE_Q)
+        total += max(end, 0)
+    return total
+
+
+def test_v3_matches_reference_on_awkward_shapes():
+    q, k, v, seed = qkv(2, 1, 70, 50, 12)
+    out = attention_v3_tiled(q, k, v, out=poison(np.empty_like(q)))
+    check(out, reference.attention(q, k, v), name="O of v3", dims=DIMS, tile={"row": TILE_Q}, seed=seed)
+
+
+@pytest.mark.parametrize("B, H, N, M, d, causal, kv_lens", [
+    (2, 1, 70, 50, 8, False, None),            # more queries than keys, neither a multiple of a tile
+    (1, 2, 100, 100, 8, True, None),           # the diagonal crosses two key tiles per query tile
+    (3, 1, 70, 70, 5, True, [0, 1, 45]),       # empty, length-1 and off-tile sequences, causal
+    (3, 1, 40, 90, 6, False, [0, 33, 90]),     # kv_lens with more keys than queries
+    (1, 1, 40, 70, 4, True, None),             # causal with N != M is top-left aligned
+    (1, 1, 1, 1, 4, True, None),               # a single query and key
+])
+def test_v4_matches_reference(B, H, N, M, d, causal, kv_lens):
+    q, k, v, seed = qkv(B, H, N, M, d)
+    lens = None if kv_lens is None else np.array(kv_lens, dtype=np.int32)
+    out = attention_v4_flash(q, k, v, causal=causal, kv_lens=lens, out=poison(np.empty_like(q)))
+    ref = reference.attention(q, k, v, causal=causal, kv_lens=lens)
+    check(out, ref, name=f"O of v4 causal={causal} kv_lens={kv_lens}", dims=DIMS,
+          tile={"row": TILE_Q}, seed=seed)
+    if lens is not None:
+        assert np.all(out[lens == 0] == 0.0), "rows of an empty sequence must be exactly 0"
+
+
+def test_v4_large_logits_do_not_overflow():
+    # Logits of about 1e4 before scaling: without subtracting the running max, exp overflows.
+    q, k, v, seed = qkv(1, 1, 70, 70, 16, large_logits=True)
+    assert np.abs(np.einsum("bhid,bhjd->bhij", q, k)).max() > 5e3
+    out = attention_v4_flash(q, k, v, causal=True, out=poison(np.empty_like(q)))
+    check(out, reference.attention(q, k, v, causal=True), name="O, logits ~1e4", dims=DIMS, seed=seed)
+
+
+def test_v4_accepts_device_arrays_and_gives_one_back():
+    from numba import cuda
+
+    q, k, v, seed = qkv(1, 1, 20, 20, 4)
+    lens = cuda.to_device(np.array([13], dtype=np.int32))
+    out = attention_v4_flash(cuda.to_device(q), cuda.to_device(k), cuda.to_device(v), kv_lens=lens)
+    assert hasattr(out, "copy_to_host")
+    ref = reference.attention(q, k, v, kv_lens=np.array([13]))
+    check(out.copy_to_host(), ref, name="O from device arrays", dims=DIMS, seed=seed)
+
+
+def test_v3_traffic_equals_the_flash_model():
+    B, H, N, d = 1, 2, 130, 4
+    q, k, v, _ = qkv(B, H, N, N, d)
+    with count_traffic() as t:
+        attention_v3_tiled(q, k, v)
+    assert t.launches == 1
+    assert t.global_bytes == model.bytes_flash(B, H, N, d, TILE_Q)
+    assert t.global_stores["o"] == B * H * N * d  # the output once, nothing of size N x N
+    assert t.global_loads["k"] == B * H * math.ceil(N / TILE_Q) * N * d
+
+
+@pytest.mark.parametrize("causal, kv_lens", [(False, None), (True, None), (True, [97]), (False, [0])])
+def test_v4_loads_only_the_key_tiles_it_needs(causal, kv_lens):
+    B, H, N, d = 1, 2, 130, 4
+    q, k, v, _ = qkv(B, H, N, N, d)
+    lens = None if kv_lens is None else np.array(kv_lens, dtype=np.int32)
+    with count_traffic() as t:
+        attention_v4_flash(q, k, v, causal=causal, kv_lens=lens)
+    kv_len = N if kv_lens is None else kv_lens[0]
+    expected = B * H * keys_loaded_per_head(N, N, kv_len, causal) * d
+    assert t.global_loads["k"] == t.global_loads["v"] == expected
+    assert t.global_loads["q"] == B * H * N * d
+    assert t.global_stores["o"] == B * H * N * d
+    if causal:  # tile skipping: fewer keys than every query tile reading all N (half, for large N)
+        assert expected < B * H * math.ceil(N / TILE_Q) * N * d
+
+
+def test_grid_and_shared_memory_sizes():
+    assert flash_grid(4, 16, 4096) == (4096 // TILE_Q, 16, 4)
+    assert flash_grid(1, 1, TILE_Q + 1) == (2, 1, 1)
+    assert shared_bytes_per_block() == 2 * TILE_KV * HEAD_DIM_MAX * 4
+    assert shared_bytes_per_block() <= 48 * 1024  # static shared memory limit of a block
+
+
+@pytest.mark.parametrize("change, error, words", [
+    (dict(q=np.zeros((1, 1, 8, 4), np.float64)), TypeError, "float32"),
+    (dict(k=np.zeros((1, 2, 8, 4), np.float32)), ValueError, "k must have shape"),
+    (dict(v=np.zeros((1, 1, 7, 4), np.float32)), ValueError, "v must have shape"),
+    (dict(q=np.zeros((1, 1, 8, HEAD_DIM_MAX + 1), np.float32),
+          k=np.zeros((1, 1, 8, HEAD_DIM_MAX + 1), np.float32),
+          v=np.zeros((1, 1, 8, HEAD_DIM_MAX + 1), np.float32)), ValueError, "head_dim"),
+    (dict(kv_lens=np.array([3, 4], np.int32)), ValueError, "kv_lens must have shape"),
+    (dict(kv_lens=np.array([9], np.int32)), ValueError, "kv_lens must lie in"),
+    (dict(kv_lens=np.array([-1], np.int32)), ValueError, "kv_lens must lie in"),
+    (dict(kv_lens=np.array([2.0], np.float32)), TypeError, "kv_lens must hold integers"),
+    (dict(kv_lens=[3]), TypeError, "kv_lens must be"),
+    (dict(causal="yes"), TypeError, "causal"),
+    (dict(out=np.zeros((1, 1, 8, 3), np.float32)), ValueError, "out must have shape"),
+])
+def test_v4_rejects_bad_input(change, error, words):
+    args = dict(q=np.zeros((1, 1, 8, 4), np.float32), k=np.zeros((1, 1, 8, 4), np.float32),
+                v=np.zeros((1, 1, 8, 4), np.float32))
+    args.update(change)
+    with pytest.raises(error, match=words):
+        attention_v4_flash(**args)
+
+
+def test_v4_rejects_mixed_host_and_device_arrays():
+    from numba import cuda
+
+    host = np.zeros((1, 1, 8, 4), np.float32)
+    with pytest.raises(TypeError, match="all be NumPy arrays or all be device arrays"):
+        attention_v4_flash(host, cuda.to_device(host), host)
+    with pytest.raises(TypeError, match="kv_lens must be a NumPy array"):
+        attention_v4_flash(host, host, host, kv_lens=cuda.to_device(np.array([3], np.int32)))
+    device = cuda.to_device(host)
+    with pytest.raises(ValueError, match="kv_lens must be int32 of shape"):
+        attention_v4_flash(device, device, device, kv_lens=cuda.to_device(np.array([3], np.int64)))
+
+
+def test_v4_clamps_device_kv_lens_to_the_keys_there_are():
+    # Device lengths are not copied back to be validated; the kernel must still stay in bounds.
+    from numba import cuda
+
+    q, k, v, seed = qkv(2, 1, 20, 12, 4)
+    lens = cuda.to_device(np.array([50, 5], dtype=np.int32))
+    out = attention_v4_flash(cuda.to_device(q), cuda.to_device(k), cuda.to_device(v), kv_lens=lens)
+    check(out.copy_to_host(), reference.attention(q, k, v, kv_lens=np.array([12, 5])), name="O", dims=DIMS,
+          seed=seed)
+
+
+def test_empty_shapes_launch_nothing():
+    q = np.zeros((2, 1, 0, 4), np.float32)
+    k = np.zeros((2, 1, 5, 4), np.float32)
+    with count_traffic() as t:
+        out = attention_v4_flash(q, k, k.copy())
+    assert out.shape == (2, 1, 0, 4) and t.launches == 0

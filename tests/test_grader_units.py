@@ -1,0 +1,248 @@
+"""Unit tests of the grader's parts that need no kernel: markers, collection, tamper checks,
+feedback sanitizing, deleted-cell stand-ins, the kernel guard and pristine modules."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+import zipfile
+
+import nbformat
+import pytest
+
+from grader import collect, feedback, markers, tamper
+from grader.hidden import module_file, pristine
+from grader.restore import restore_deleted_cells
+from grader.toy import TOY, make_toy_course, toy_notebook
+
+
+def _nb(*sources):
+    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+
+
+# --- markers -------------------------------------------------------------------------------------
+
+def test_secret_lines_skip_visible_and_trivial_lines():
+    nb = _nb("import numpy as np\nout = compute(x)",
+             "### BEGIN HIDDEN TESTS\nout = compute(x)\nassert secret_check(out, 77)\n)\n### END HIDDEN TESTS",
+             "def f():\n    ### BEGIN SOLUTION\n    return the_answer_is_42()\n    ### END SOLUTION")
+    assert markers.secret_lines(nb, "hidden") == ["assert secret_check(out, 77)"]
+    assert markers.secret_lines(nb, "solution") == ["return the_answer_is_42()"]
+    with pytest.raises(ValueError, match="kind"):
+        markers.secret_lines(nb, "visible")
+
+
+# --- collecting submissions ----------------------------------------------------------------------
+
+ASSIGNMENTS = ["day01_gpu_model", "day05_flash_attention"]
+
+
+def _touch(path: pathlib.Path, text="{}"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_collect_folder_per_student_and_lms_names(tmp_path):
+    _touch(tmp_path / "ada" / "day01_gpu_model" / "day01_gpu_model.ipynb")
+    _touch(tmp_path / "bob" / "day05_flash_attention.ipynb")
+    _touch(tmp_path / "day05_flash_attention_carol_attempt_2_20240101.ipynb")
+    _touch(tmp_path / "dave_123_456_day01_gpu_model.ipynb")          # Canvas style
+    _touch(tmp_path / "erin" / "notes.txt")                           # submitted nothing usable
+    _touch(tmp_path / "ada" / ".ipynb_checkpoints" / "day05_flash_attention-checkpoint.ipynb")
+    subs = {(s.student, s.assignment): s for s in collect.find_submissions(tmp_path, ASSIGNMENTS)}
+    assert subs[("ada", "day01_gpu_model")].notebook.name == "day01_gpu_model.ipynb"
+    assert subs[("bob", "day05_flash_attention")].notebook is not None
+    assert subs[("carol", "day05_flash_attention")].notebook is not None
+    assert subs[("dave", "day01_gpu_model")].notebook is not None
+    # everyone is expected to hand in every assignment seen: gaps become missing rows
+    assert subs[("ada", "day05_flash_attention")].notebook is None
+    assert subs[("erin", "day01_gpu_model")].notebook is None
+    assert len(subs) == 5 * 2
+
+
+def test_collect_newest_of_several_files_and_expected(tmp_path):
+    old = _touch(tmp_path / "day01_gpu_model_ada_1.ipynb")
+    new = _touch(tmp_path / "day01_gpu_model_ada_2.ipynb")
+    os.utime(old, (1, 1))
+    subs = collect.find_submissions(tmp_path, ASSIGNMENTS, expected=["day01_gpu_model"])
+    assert [(s.student, s.notebook) for s in subs] == [("ada", new)]
+    assert "2 files found" in subs[0].notes[0]
+
+
+def test_collect_rejects_unsafe_zip(tmp_path):
+    bad = tmp_path / "bad.zip"
+    with zipfile.ZipFile(bad, "w") as z:
+        z.writestr("../escape.ipynb", "{}")
+    with pytest.raises(ValueError, match="unsafe path"):
+        collect.extract_zip(bad, tmp_path / "x")
+    assert collect.safe_student_id("Ada Lovelace/../x") == "Ada-Lovelace-..-x"
+
+
+# --- tamper checks -------------------------------------------------------------------------------
+
+def _released_toy():
+    nb = toy_notebook()
+    for cell in nb.cells:
+        cell.source = cell.source.split("### BEGIN")[0]
+    return json.loads(nbformat.writes(nb))
+
+
+def test_compare_with_release_reports_edits_and_deletions():
+    release = _released_toy()
+    assert tamper.compare_with_release(release, release) == {k: [] for k in (
+        "deleted_grade", "deleted_locked", "deleted_solution", "edited_locked", "metadata_changed")}
+    sub = json.loads(json.dumps(release))
+    sub["cells"] = [c for c in sub["cells"] if c["metadata"]["nbgrader"]["grade_id"] != "square_tests"]
+    sub["cells"][3]["source"] = "pass"                                  # add_one_visible, locked
+    sub["cells"][0]["metadata"]["nbgrader"]["locked"] = False           # imports
+    report = tamper.compare_with_release(sub, release)
+    assert report["deleted_grade"] == ["square_tests"]
+    assert report["edited_locked"] == ["add_one_visible"]
+    assert report["metadata_changed"] == ["imports"]
+
+
+def test_scan_code_tells_tampering_from_review():
+    cells = [("a", "import course.checking\ncourse.checking.check = lambda *a, **k: None"),
+             ("b", "np.allclose = lambda *a: True\nsetattr(reference, 'softmax', f)\nx[0] = 1\nout.shape"),
+             ("c", "import subprocess\nprint(In[-1])\n!ls\nf = sys._getframe(1)"),
+             ("d", "def ok(x):\n    y = x * 2\n    y[0] = 3\n    return y")]
+    findings = tamper.scan_code(cells, context_sources=["import numpy as np\nfrom kernels import reference"])
+    tampered = {f.what for f in findings if f.kind == "tamper"}
+    assert tampered == {"changes course.checking.check", "changes np.allclose", "setattr() on reference"}
+    review = " ".join(f.what for f in findings if f.kind == "review")
+    for needle in ("subprocess", "input history", "shell command", "frame inspection"):
+        assert needle in review
+    assert not [f for f in findings if f.cell == "d"]
+
+
+# --- feedback ------------------------------------------------------------------------------------
+
+def test_sanitize_removes_hidden_lines_and_tracebacks():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x"), nbformat.v4.new_code_cell("y")])
+    nb.cells[0].metadata["nbgrader"] = {"grade_id": "hidden_cell"}
+    nb.cells[0].outputs = [nbformat.v4.new_output(
+        "error", ename="AssertionError", evalue="wrong for n=7",
+        traceback=["\x1b[0;32m----> 3\x1b[0m \x1b[38;5;28massert\x1b[39m secret_check(out, 77)", "frame"])]
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout",
+                                                  text="before\n    assert secret_check(out, 77)\nafter\n")]
+    feedback.sanitize_notebook(nb, ["assert secret_check(out, 77)"], ["hidden_cell"])
+    assert nb.cells[0].outputs[0].traceback == ["AssertionError: wrong for n=7", feedback.HIDDEN_TRACEBACK_NOTE]
+    assert nb.cells[1].outputs[0].text == f"before\n{feedback.REMOVED}\nafter\n"
+
+
+# --- deleted grade cells -------------------------------------------------------------------------
+
+def test_restore_deleted_cells_puts_failing_stand_ins_in_place():
+    release = _released_toy()
+    sub = nbformat.from_dict(json.loads(json.dumps(release)))
+    sub.cells = [c for c in sub.cells if c.metadata["nbgrader"]["grade_id"] not in ("add_one_hidden", "square_tests")]
+    assert restore_deleted_cells(sub, release) == ["add_one_hidden", "square_tests"]
+    ids = [c.metadata["nbgrader"]["grade_id"] for c in sub.cells]
+    assert ids == [c["metadata"]["nbgrader"]["grade_id"] for c in release["cells"]]
+    assert "raise AssertionError" in sub.cells[ids.index("square_tests")].source
+    from nbgrader.nbgraderformat import MetadataValidator
+
+    MetadataValidator().validate_nb(sub)
+
+
+# --- the kernel guard (in a subprocess: an audit hook cannot be removed) -------------------------
+
+def test_guard_refuses_secrets_processes_and_network_and_reports(tmp_path):
+    secret, project, work = tmp_path / "secret", tmp_path / "project", tmp_path / "work"
+    for folder in (secret, project, work, project / "__pycache__"):
+        folder.mkdir()
+    (secret / "solution.ipynb").write_text("the answer")
+    (project / "checking.py").write_text("x = 1")
+    report = work / "report.jsonl"
+    script = textwrap.dedent(f"""
+        import ctypes, ctypes.util, os, socket, sqlite3, subprocess, sys
+        from grader import guard
+        guard.install({{"deny_read": [{str(secret)!r}], "deny_write": [{str(project)!r}],
+                        "allow": [{str(work)!r}], "report": {str(report)!r}}})
+        attempts = {{
+            "read": lambda: open({str(secret / 'solution.ipynb')!r}).read(),
+            "list": lambda: os.listdir({str(secret)!r}),
+            "symlink": lambda: os.symlink({str(secret / 'solution.ipynb')!r}, "link"),
+            "write project": lambda: open({str(project / 'checking.py')!r}, "w"),
+            "gradebook": lambda: open("/nonexistent/gradebook.db"),
+            "process": lambda: subprocess.run(["true"]),
+            "sqlite": lambda: sqlite3.connect(":memory:"),
+            "network": lambda: socket.create_connection(("127.0.0.1", 9)),
+            "ctypes": lambda: ctypes.CDLL(None).system,
+            "forged bytecode": lambda: open({str(project / '__pycache__' / 'checking.cpython-311.pyc')!r}, "wb"),
+            "borrowed file name": lambda: exec(compile("import subprocess; subprocess.run(['true'])",
+                                                       ctypes.util.__file__, "exec"), {{}}),
+        }}
+        for name, attempt in attempts.items():
+            try:
+                attempt()
+                print(name, "ALLOWED")
+            except PermissionError:
+                print(name, "refused")
+        open({str(work / 'mine.txt')!r}, "w").write("fine")
+        print("project read", open({str(project / 'checking.py')!r}).read())
+        ctypes.util.find_library("m")   # runs ldconfig: allowed, numba needs it
+        print("done")
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=work, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "ALLOWED" not in out.stdout, out.stdout
+    assert "project read x = 1" in out.stdout and "done" in out.stdout
+    # every refusal is reported, except bytecode caching (the import system tries it on its own)
+    assert len(report.read_text().splitlines()) == 10
+
+
+# --- pristine modules ----------------------------------------------------------------------------
+
+def test_pristine_ignores_monkeypatches_and_sys_modules():
+    import course.device
+
+    original = course.device.use_device
+    try:
+        course.device.use_device = lambda *a, **k: "patched"
+        saved, sys.modules["course.device"] = sys.modules["course.device"], None
+        fresh = pristine("course.device")
+        assert fresh.use_device is not original and fresh.use_device.__name__ == "use_device"
+        assert fresh.__name__.startswith("course._pristine_")
+    finally:
+        sys.modules["course.device"] = saved
+        course.device.use_device = original
+
+
+def test_pristine_rejects_other_modules_and_is_read_only():
+    import grader.hidden
+
+    with pytest.raises(ValueError, match="module_name"):
+        pristine("numpy")
+    with pytest.raises(FileNotFoundError):
+        pristine("course.no_such_module")
+    with pytest.raises(TypeError):
+        module_file(3)
+    with pytest.raises(AttributeError, match="read-only"):
+        grader.hidden.pristine = None
+
+
+def test_toy_course_is_a_valid_nbgrader_source(tmp_path):
+    root = make_toy_course(tmp_path)
+    nb = nbformat.read(str(root / "solutions" / TOY / f"{TOY}.ipynb"), as_version=4)
+    nbformat.validate(nb)
+    from nbgrader.nbgraderformat import MetadataValidator
+
+    MetadataValidator().validate_nb(nb)
+
+
+def test_a_wrapping_folder_is_looked_into_but_a_single_student_is_not(tmp_path):
+    from grader.grade import _submissions_folder
+
+    wrapped = tmp_path / "wrapped"
+    _touch(wrapped / "export" / "ada" / "day01_gpu_model" / "day01_gpu_model.ipynb")
+    assert _submissions_folder(wrapped, tmp_path / "out", ASSIGNMENTS) == wrapped / "export"
+    single = tmp_path / "single"
+    _touch(single / "ada" / "day01_gpu_model" / "day01_gpu_model.ipynb")
+    assert _submissions_folder(single, tmp_path / "out", ASSIGNMENTS) == single
+    flat = tmp_path / "flat"
+    _touch(flat / "export" / "day01_gpu_model_ada_1.ipynb")
+    assert _submissions_folder(flat, tmp_path / "out", ASSIGNMENTS) == flat / "export"
