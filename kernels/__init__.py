@@ -13,8 +13,9 @@ choose the device (``course.use_device()``) before a kernel module loads numba.
 - ``kernels.attention``: days 2 and 3, attention from three kernels to one fused pass per query row
 - ``kernels.transpose``: day 4, a shared-memory tile transpose (barriers and bank conflicts)
 - ``kernels.gemm``: day 4, the GEMM ladder (naive, coalesced, shared tiles, register blocking)
-- ``kernels.flash_attention``: day 5, tiled flash attention with causal masking and kv_lens
+- ``kernels.flash_attention``: day 5, tiled flash attention with causal masking and kv_lens, then
+  the same kernel with head_dim fixed at compile time so its per-thread arrays live in registers
 
 Each kernel module lists its rungs in its docstring, one line per rung, saying what the rung
-adds over the one before (``attention_v1_naive`` ... ``attention_v4_flash``).
+adds over the one before (``attention_v1_naive`` ... ``attention_v5_flash_registers``).
 """

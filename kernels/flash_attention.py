@@ -14,6 +14,11 @@
 - ``attention_v4_flash``: adds causal attention (key ``j`` is allowed for query ``i`` iff ``j <= i``),
   which skips the key tiles above the diagonal and masks inside the diagonal tiles, and variable-length
   batches: ``kv_lens[b]`` keys exist in batch element ``b``; a query row with no allowed key gives 0.
+- ``attention_v5_flash_registers``: v4 with ``head_dim`` fixed when the kernel compiles (one kernel
+  per head_dim) and the scores of a tile kept in shared memory, so every loop over the head
+  dimension unrolls and each thread's query row and accumulator live in registers. v4 indexes its
+  per-thread arrays with a loop bound known only at run time, so they sit in local memory, which
+  is DRAM behind the caches.
 
 Launchers accept NumPy arrays or numba device arrays (see ``kernels.launching``), validate their
 inputs and return the output.
@@ -31,6 +36,7 @@ from kernels.launching import default_scale, is_device_array, output_array
 
 __all__ = ["TILE_Q", "TILE_KV", "HEAD_DIM_MAX", "attention_v3_tiled_kernel", "attention_v3_tiled",
            "attention_v4_flash_kernel", "attention_v4_flash", "check_attention_shapes",
+           "attention_v5_flash_registers_kernel", "attention_v5_flash_registers",
            "prepare_kv_lens", "flash_grid", "shared_bytes_per_block"]
 
 # Query rows per block, one thread each: 64 rows means K and V are read once per 64 queries.
@@ -275,4 +281,117 @@ def attention_v4_flash(q, k, v, *, causal=False, kv_lens=None, scale=None, out=N
     if batch and heads and n_queries:
         attention_v4_flash_kernel[flash_grid(batch, heads, n_queries), TILE_Q](
             q, k, v, lens, out, scale, bool(causal))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# v5: the same algorithm as v4, with head_dim a compile-time constant so arrays live in registers
+# ----------------------------------------------------------------------------------------------
+
+_V5_KERNELS: dict = {}
+
+
+def attention_v5_flash_registers_kernel(head_dim: int):
+    """The v5 kernel for one ``head_dim`` (1 ... HEAD_DIM_MAX), compiled on first use and kept.
+
+    ``head_dim`` is a constant inside the kernel: loops over it have a trip count the compiler
+    knows, it unrolls them, and the per-thread arrays ``q_row`` and ``acc`` become registers.
+    """
+    if isinstance(head_dim, bool) or not isinstance(head_dim, (int, np.integer)):
+        raise TypeError(f"head_dim must be an int, got {type(head_dim).__name__}")
+    if not 1 <= head_dim <= HEAD_DIM_MAX:
+        raise ValueError(f"head_dim must lie in [1, {HEAD_DIM_MAX}], got {head_dim}")
+    head_dim = int(head_dim)
+    if head_dim not in _V5_KERNELS:
+        _V5_KERNELS[head_dim] = _build_v5_kernel(head_dim)
+    return _V5_KERNELS[head_dim]
+
+
+def _build_v5_kernel(D: int):
+    """Compile-time constants D, TILE_Q and TILE_KV size every array and bound every inner loop."""
+
+    @cuda.jit
+    def kernel(q, k, v, kv_lens, o, scale, causal):
+        tile_start = cuda.blockIdx.x * TILE_Q
+        h = cuda.blockIdx.y
+        b = cuda.blockIdx.z
+        t = cuda.threadIdx.x
+        row = tile_start + t
+        n_queries = q.shape[2]
+        k_tile = cuda.shared.array((TILE_KV, D), float32)
+        v_tile = cuda.shared.array((TILE_KV, D), float32)
+        # scores[j, t]: thread t's score for key j of the tile; a warp's 32 threads touch 32
+        # consecutive words, one per bank. In shared memory, because j runs to a bound known only
+        # at run time (the tile may be partial), which would push a per-thread array to local memory.
+        scores = cuda.shared.array((TILE_KV, TILE_Q), float32)
+        q_row = cuda.local.array(D, float32)
+        acc = cuda.local.array(D, float32)
+
+        active = row < n_queries
+        for c in range(D):
+            q_row[c] = q[b, h, row, c] * scale if active else float32(0.0)
+            acc[c] = float32(0.0)
+        row_max = float32(-math.inf)
+        row_sum = float32(0.0)
+
+        kv_end = min(kv_lens[b], k.shape[2])
+        if causal:
+            kv_end = min(kv_end, tile_start + TILE_Q)
+        for kv_start in range(0, kv_end, TILE_KV):
+            n_tile = min(TILE_KV, kv_end - kv_start)
+            for idx in range(t, n_tile * D, TILE_Q):
+                j = idx // D
+                c = idx - j * D
+                k_tile[j, c] = k[b, h, kv_start + j, c]
+                v_tile[j, c] = v[b, h, kv_start + j, c]
+            cuda.syncthreads()
+
+            n_valid = n_tile
+            if causal:
+                n_valid = min(n_tile, row - kv_start + 1)
+            if active and n_valid > 0:
+                tile_max = float32(-math.inf)
+                for j in range(n_valid):
+                    s = float32(0.0)
+                    for c in range(D):
+                        s += q_row[c] * k_tile[j, c]
+                    scores[j, t] = s
+                    tile_max = max(tile_max, s)
+                new_max = max(row_max, tile_max)
+                correction = math.exp(row_max - new_max)
+                row_sum *= correction
+                for c in range(D):
+                    acc[c] *= correction
+                for j in range(n_valid):
+                    p = math.exp(scores[j, t] - new_max)
+                    row_sum += p
+                    for c in range(D):
+                        acc[c] += p * v_tile[j, c]
+                row_max = new_max
+            cuda.syncthreads()
+
+        if active:
+            inv_sum = float32(0.0)
+            if row_sum > 0:
+                inv_sum = float32(1.0) / row_sum
+            for c in range(D):
+                o[b, h, row, c] = acc[c] * inv_sum
+
+    return kernel
+
+
+def attention_v5_flash_registers(q, k, v, *, causal=False, kv_lens=None, scale=None, out=None):
+    """v4's flash attention with the v5 kernel for this head_dim; returns out (B, H, N, d).
+
+    Same arguments and results as ``attention_v4_flash``.
+    """
+    batch, heads, n_queries, n_keys, head_dim = check_attention_shapes(q, k, v)
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"causal must be True or False, got {type(causal).__name__}")
+    lens = prepare_kv_lens(kv_lens, batch, n_keys, like=q)
+    scale = default_scale(head_dim, scale)
+    out = output_array("out", out, (batch, heads, n_queries, head_dim), like=q)
+    if batch and heads and n_queries and head_dim:
+        kernel = attention_v5_flash_registers_kernel(head_dim)
+        kernel[flash_grid(batch, heads, n_queries), TILE_Q](q, k, v, lens, out, scale, bool(causal))
     return out

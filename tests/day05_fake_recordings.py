@@ -11,8 +11,8 @@ from course.record import day05
 from course.records import new_recording
 
 # TFLOP/s of each rung, made up; torch's rows set fraction_of_sdpa of the others.
-SPEED = {"v1_naive": 0.5, "v2_fused_rows": 1.0, "v3_tiled": 4.0, "v4_flash": 4.2, "torch_sdpa": 15.0,
-         "v4_flash_causal": 3.8, "torch_sdpa_causal": 13.0}
+SPEED = {"v1_naive": 0.5, "v2_fused_rows": 1.0, "v3_tiled": 4.0, "v4_flash": 4.2, "v5_flash_registers": 9.0,
+         "torch_sdpa": 15.0, "v4_flash_causal": 3.8, "v5_flash_registers_causal": 8.0, "torch_sdpa_causal": 13.0}
 
 
 def fake_timing():
@@ -33,6 +33,17 @@ def fake_timing():
     return rec
 
 
+def fake_resources():
+    """A day05_kernel_resources recording: registers, local and shared memory of v3, v4 and v5."""
+    rec = new_recording("day05_kernel_resources", device="Fake GPU", driver="fake 1.0")
+    rec.notes = "synthetic"
+    for rung, registers, local in (("v3_tiled", 56, 640), ("v4_flash", 50, 640), ("v5_flash_registers", 200, 0)):
+        rec.add(rung=rung, d=day05.SHAPE["d"], registers=registers, local_bytes=local,
+                shared_bytes=16384 if local else 24576, ptx_local_loads=3 if local else 0,
+                ptx_local_stores=2 if local else 0)
+    return rec
+
+
 def fake_recordings():
     """Every recording the day-5 lesson plots."""
-    return [fake_timing(), dram_bytes("day05", day05.NCU_RUNGS)]
+    return [fake_timing(), fake_resources(), dram_bytes("day05", day05.NCU_RUNGS)]

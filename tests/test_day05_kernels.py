@@ -4,6 +4,10 @@ Sizes are small for the simulator: head_dim 4 to 12, one or two query tiles per 
 """
 
 import math
+import pathlib
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -12,8 +16,13 @@ from course.checking import check, poison, random_inputs
 from course.models import attention as model
 from course.traffic import count_traffic
 from kernels import reference
-from kernels.flash_attention import (HEAD_DIM_MAX, TILE_KV, TILE_Q, attention_v3_tiled,
-                                     attention_v4_flash, flash_grid, shared_bytes_per_block)
+from kernels.flash_attention import (HEAD_DIM_MAX, TILE_KV, TILE_Q, attention_v3_tiled, attention_v4_flash,
+                                     attention_v5_flash_registers, attention_v5_flash_registers_kernel,
+                                     flash_grid, shared_bytes_per_block)
+
+# v5 is v4 with head_dim fixed at compile time: every v4 check holds for it too.
+FLASH_RUNGS = pytest.mark.parametrize("flash", [attention_v4_flash, attention_v5_flash_registers],
+                                      ids=["v4", "v5"])
 
 DIMS = ("batch", "head", "row", "col")
 
@@ -57,22 +66,24 @@ def test_v3_matches_reference_on_awkward_shapes():
     (1, 1, 40, 70, 4, True, None),             # causal with N != M is top-left aligned
     (1, 1, 1, 1, 4, True, None),               # a single query and key
 ])
-def test_v4_matches_reference(B, H, N, M, d, causal, kv_lens):
+@FLASH_RUNGS
+def test_flash_matches_reference(flash, B, H, N, M, d, causal, kv_lens):
     q, k, v, seed = qkv(B, H, N, M, d)
     lens = None if kv_lens is None else np.array(kv_lens, dtype=np.int32)
-    out = attention_v4_flash(q, k, v, causal=causal, kv_lens=lens, out=poison(np.empty_like(q)))
+    out = flash(q, k, v, causal=causal, kv_lens=lens, out=poison(np.empty_like(q)))
     ref = reference.attention(q, k, v, causal=causal, kv_lens=lens)
-    check(out, ref, name=f"O of v4 causal={causal} kv_lens={kv_lens}", dims=DIMS,
+    check(out, ref, name=f"O of {flash.__name__} causal={causal} kv_lens={kv_lens}", dims=DIMS,
           tile={"row": TILE_Q}, seed=seed)
     if lens is not None:
         assert np.all(out[lens == 0] == 0.0), "rows of an empty sequence must be exactly 0"
 
 
-def test_v4_large_logits_do_not_overflow():
+@FLASH_RUNGS
+def test_flash_large_logits_do_not_overflow(flash):
     # Logits of about 1e4 before scaling: without subtracting the running max, exp overflows.
     q, k, v, seed = qkv(1, 1, 70, 70, 16, large_logits=True)
     assert np.abs(np.einsum("bhid,bhjd->bhij", q, k)).max() > 5e3
-    out = attention_v4_flash(q, k, v, causal=True, out=poison(np.empty_like(q)))
+    out = flash(q, k, v, causal=True, out=poison(np.empty_like(q)))
     check(out, reference.attention(q, k, v, causal=True), name="O, logits ~1e4", dims=DIMS, seed=seed)
 
 
@@ -99,12 +110,13 @@ def test_v3_traffic_equals_the_flash_model():
 
 
 @pytest.mark.parametrize("causal, kv_lens", [(False, None), (True, None), (True, [97]), (False, [0])])
-def test_v4_loads_only_the_key_tiles_it_needs(causal, kv_lens):
+@FLASH_RUNGS
+def test_flash_loads_only_the_key_tiles_it_needs(flash, causal, kv_lens):
     B, H, N, d = 1, 2, 130, 4
     q, k, v, _ = qkv(B, H, N, N, d)
     lens = None if kv_lens is None else np.array(kv_lens, dtype=np.int32)
     with count_traffic() as t:
-        attention_v4_flash(q, k, v, causal=causal, kv_lens=lens)
+        flash(q, k, v, causal=causal, kv_lens=lens)
     kv_len = N if kv_lens is None else kv_lens[0]
     expected = B * H * keys_loaded_per_head(N, N, kv_len, causal) * d
     assert t.global_loads["k"] == t.global_loads["v"] == expected
@@ -174,3 +186,34 @@ def test_empty_shapes_launch_nothing():
     with count_traffic() as t:
         out = attention_v4_flash(q, k, k.copy())
     assert out.shape == (2, 1, 0, 4) and t.launches == 0
+
+
+def test_v5_compiles_one_kernel_per_head_dim_and_rejects_others():
+    assert attention_v5_flash_registers_kernel(8) is attention_v5_flash_registers_kernel(8)
+    assert attention_v5_flash_registers_kernel(8) is not attention_v5_flash_registers_kernel(12)
+    for bad, error in ((0, ValueError), (HEAD_DIM_MAX + 1, ValueError), (8.0, TypeError), (True, TypeError)):
+        with pytest.raises(error, match="head_dim"):
+            attention_v5_flash_registers_kernel(bad)
+    q, k, v, _ = qkv(1, 1, 4, 4, HEAD_DIM_MAX + 1)
+    with pytest.raises(ValueError, match="head_dim"):
+        attention_v5_flash_registers(q, k, v)
+
+
+def test_v5_types_and_lowers_for_the_gpu():
+    """The closure's head_dim sizes shared and local arrays: check numba accepts that for a real GPU."""
+    program = textwrap.dedent("""
+        import os
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
+        from numba import types
+        from numba.cuda.compiler import compile_cuda
+        from kernels.flash_attention import attention_v5_flash_registers_kernel
+        a4, lens = types.Array(types.float32, 4, "C"), types.Array(types.int32, 1, "C")
+        for d in (64, 24, 1):
+            compile_cuda(attention_v5_flash_registers_kernel(d).py_func, types.void,
+                         (a4, a4, a4, lens, a4, types.float32, types.boolean), cc=(9, 0))
+            print(d)
+    """)
+    root = pathlib.Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", program], cwd=root, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["64", "24", "1"]

@@ -71,7 +71,7 @@ def test_lesson_runs_with_recordings_and_shows_no_solution(tmp_path):
         f"import course.records, pathlib\ncourse.records.DATA_DIR = pathlib.Path({str(tmp_path)!r})"))
     shown = _output_text(_execute(nb, LESSON.parent))
     assert "recorded on Fake GPU" in shown and "of torch SDPA fp32" in shown
-    assert "No Nsight Compute recording" not in shown
+    assert "No Nsight Compute recording" not in shown and "No kernel-resource recording" not in shown
     leaked = [line for line in exercise_only_lines() if line in shown]
     assert not leaked, f"the lesson's outputs show lines of the exercise's kernel: {leaked[:3]}"
 

@@ -23,9 +23,11 @@ def test_ncu_cases_name_every_rung_and_size_and_build_nothing_yet():
 def test_fraction_summary_reads_the_largest_size_of_each_flash_rung():
     summary = day05.flash_fraction_summary(fake_timing())
     lines = summary.splitlines()
-    assert len(lines) == 2
+    assert len(lines) == 4
     assert lines[0].startswith("v4_flash at N=4096: 0.28 of torch SDPA fp32")
     assert lines[1].startswith("v4_flash_causal at N=4096: 0.29 of torch SDPA fp32")
+    assert lines[2].startswith("v5_flash_registers at N=4096: 0.60 of torch SDPA fp32")
+    assert lines[3].startswith("v5_flash_registers_causal at N=4096: 0.62 of torch SDPA fp32")
 
 
 @pytest.mark.gpu
@@ -33,10 +35,13 @@ def test_record_quick_checks_and_times_every_rung(tmp_path):
     paths = day05.record(tmp_path, quick=True)
     checks = load_recording(paths[0])
     assert checks.rows and all(row["rel_err"] <= 1e-4 for row in checks.rows)
-    timing = load_recording(paths[1])
+    assert {row["rung"] for row in checks.rows} == {"v3_tiled", "v4_flash", "v5_flash_registers"}
+    resources = {row["rung"]: row for row in load_recording(paths[1]).rows}
+    assert resources["v5_flash_registers"]["local_bytes"] == 0, resources
+    timing = load_recording(paths[2])
     rungs = {row["rung"] for row in timing.rows}
-    assert {"v1_naive", "v2_fused_rows", "v3_tiled", "v4_flash", "v4_flash_causal", "torch_sdpa",
-            "torch_sdpa_causal"} <= rungs
+    assert {"v1_naive", "v2_fused_rows", "v3_tiled", "v4_flash", "v4_flash_causal", "v5_flash_registers",
+            "v5_flash_registers_causal", "torch_sdpa", "torch_sdpa_causal"} <= rungs
     assert all(row["fraction_of_sdpa"] > 0 for row in timing.rows)
 
 
@@ -76,8 +81,9 @@ def test_timing_recording_launches_every_rung_and_relates_it_to_torch(monkeypatc
     monkeypatch.setattr(day05, "torch_sdpa", fake_sdpa)
     rec = day05.timing_recording(quick=True)
     assert {row["rung"] for row in rec.rows} == {"v1_naive", "v2_fused_rows", "v3_tiled", "v4_flash",
-                                                 "torch_sdpa", "v4_flash_causal", "torch_sdpa_causal"}
-    assert len(timed) == 7 and all(n == 16 for _, n, _ in timed)
+                                                 "v5_flash_registers", "torch_sdpa", "v4_flash_causal",
+                                                 "v5_flash_registers_causal", "torch_sdpa_causal"}
+    assert len(timed) == 9 and all(n == 16 for _, n, _ in timed)
     fractions = {row["rung"]: row["fraction_of_sdpa"] for row in rec.rows}
     assert fractions["v4_flash"] == fractions["v4_flash_causal"] == 0.25 and fractions["torch_sdpa"] == 1.0
     assert "v4_flash at N=16: 0.25 of torch SDPA fp32" in day05.flash_fraction_summary(rec)

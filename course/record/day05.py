@@ -1,18 +1,21 @@
 """GPU recordings of day 5: tiled and flash attention (``kernels.flash_attention``).
 
-``record(out_dir)`` checks ``attention_v3_tiled`` and ``attention_v4_flash`` (full, and causal with
-variable lengths) at full size against the float64 reference, then writes:
+``record(out_dir)`` checks ``attention_v3_tiled``, ``attention_v4_flash`` and
+``attention_v5_flash_registers`` (full, and causal with variable lengths) at full size against the
+float64 reference, then writes:
 
 - ``day05_full_size_checks.json``: one row per check: rung, causal, kv_lens (as text), N, B, H, d,
   rel_err, max_abs_err, seed.
+- ``day05_kernel_resources.json``: registers, local and shared memory of the v3, v4 and v5 kernels.
 - ``day05_flash_timing.json``: every attention rung (v1 naive, v2 fused rows, v3 tiled, v4 flash,
-  v4 flash causal) and torch SDPA fp32 (causal and not) against N; rows: rung, N, B, H, d, causal,
+  v5 flash registers, and v4 and v5 causal) and torch SDPA fp32 (causal and not) against N; rows: rung, N, B, H, d, causal,
   median_ms, p10_ms, p90_ms, gbps, tflops, and ``fraction_of_sdpa`` (torch's median time over the
   rung's, same N and mask: 1.0 means as fast as torch).
 
 ``ncu_cases()`` gives the launches whose DRAM bytes Nsight Compute records as ``day05_dram_bytes``
-(labels ``v1_naive``, ``v2_fused_rows``, ``v3_tiled``, ``v4_flash``, ``v4_flash_causal`` at
-``NCU_SHAPE`` and each N of ``NCU_SIZES``); ``sanitize()`` launches v3 and v4 once, small.
+(labels ``v1_naive``, ``v2_fused_rows``, ``v3_tiled``, ``v4_flash``, ``v4_flash_causal``,
+``v5_flash_registers``, ``v5_flash_registers_causal`` at
+``NCU_SHAPE`` and each N of ``NCU_SIZES``); ``sanitize()`` launches v3, v4 and v5 once, small.
 """
 
 from __future__ import annotations
@@ -48,16 +51,19 @@ def _reference(q, k, v, *, causal: bool, kv_lens):
 
 
 def check_full_size(n: int = CHECK_N) -> list[dict]:
-    """Check v3 and v4 at (B, H, n, d): full attention, then causal with variable lengths; one row per check."""
+    """Check v3, v4 and v5 at (B, H, n, d): full attention, then causal with variable lengths; one row per check."""
     from course.checking import check
-    from kernels.flash_attention import TILE_Q, attention_v3_tiled, attention_v4_flash
+    from kernels.flash_attention import TILE_Q, attention_v3_tiled, attention_v4_flash, attention_v5_flash_registers
 
     qh, kh, vh, seed = host_inputs(n=n, **SHAPE)
     q, k, v = device_inputs(qh, kh, vh)
     lens = full_size_kv_lens(n, SHAPE["B"])
     cases = [(False, None, {"v3_tiled": lambda: attention_v3_tiled(q, k, v),
-                            "v4_flash": lambda: attention_v4_flash(q, k, v)}),
-             (True, lens, {"v4_flash": lambda: attention_v4_flash(q, k, v, causal=True, kv_lens=lens)})]
+                            "v4_flash": lambda: attention_v4_flash(q, k, v),
+                            "v5_flash_registers": lambda: attention_v5_flash_registers(q, k, v)}),
+             (True, lens, {"v4_flash": lambda: attention_v4_flash(q, k, v, causal=True, kv_lens=lens),
+                           "v5_flash_registers": lambda: attention_v5_flash_registers(q, k, v, causal=True,
+                                                                                      kv_lens=lens)})]
     rows = []
     for causal, kv_lens, runs in cases:
         ref = _reference(qh, kh, vh, causal=causal, kv_lens=kv_lens)
@@ -67,7 +73,7 @@ def check_full_size(n: int = CHECK_N) -> list[dict]:
             rows.append(dict(rung=rung, causal=causal, kv_lens=None if kv_lens is None else str(kv_lens.tolist()),
                              N=n, **SHAPE, rel_err=float(res.rel_err), max_abs_err=float(res.max_abs_err),
                              seed=seed))
-            print(f"   check {rung:<10} causal={causal!s:<5} rel_err {res.rel_err:.2e}", flush=True)
+            print(f"   check {rung:<18} causal={causal!s:<5} rel_err {res.rel_err:.2e}", flush=True)
         del ref
     return rows
 
@@ -76,10 +82,11 @@ def timing_recording(quick: bool = False, ceilings=None):
     """Time every attention rung and torch SDPA fp32 against N at SHAPE; return the Recording (not saved)."""
     from course.records import new_recording
     from kernels.attention import attention_v1_naive, attention_v2_fused_rows
-    from kernels.flash_attention import TILE_Q, attention_v3_tiled, attention_v4_flash
+    from kernels.flash_attention import TILE_Q, attention_v3_tiled, attention_v4_flash, attention_v5_flash_registers
 
     rec = new_recording("day05_flash_timing", ceilings=ceilings)
-    rec.notes = ("attention rungs v1 naive, v2 fused rows, v3 tiled, v4 flash (causal and not, "
+    rec.notes = ("attention rungs v1 naive, v2 fused rows, v3 tiled, v4 flash and v5 flash registers "
+                 "(v4 and v5 causal and not, "
                  f"TILE_Q={TILE_Q}) against torch.nn.functional.scaled_dot_product_attention in fp32 "
                  f"(TF32 off), B={SHAPE['B']} H={SHAPE['H']} d={SHAPE['d']}, M = N. gbps: compulsory "
                  "bytes per second (Q, K, V read and O written once; plus S and P for v1); tflops: 2 FLOPs "
@@ -97,6 +104,9 @@ def timing_recording(quick: bool = False, ceilings=None):
             if causal:
                 runs = {"v4_flash_causal": (lambda: attention_v4_flash(q, k, v, causal=True, kv_lens=lens, out=o),
                                             compulsory, flops),
+                        "v5_flash_registers_causal": (
+                            lambda: attention_v5_flash_registers(q, k, v, causal=True, kv_lens=lens, out=o),
+                            compulsory, flops),
                         "torch_sdpa_causal": (torch_sdpa(qh, kh, vh, causal=True), compulsory, flops)}
             else:
                 runs = {"v1_naive": (lambda: attention_v1_naive(q, k, v, out=o),
@@ -104,6 +114,8 @@ def timing_recording(quick: bool = False, ceilings=None):
                         "v2_fused_rows": (lambda: attention_v2_fused_rows(q, k, v, out=o), compulsory, flops),
                         "v3_tiled": (lambda: attention_v3_tiled(q, k, v, out=o), compulsory, flops),
                         "v4_flash": (lambda: attention_v4_flash(q, k, v, kv_lens=lens, out=o), compulsory, flops),
+                        "v5_flash_registers": (lambda: attention_v5_flash_registers(q, k, v, kv_lens=lens, out=o),
+                                               compulsory, flops),
                         "torch_sdpa": (torch_sdpa(qh, kh, vh, causal=False), compulsory, flops)}
             rows = time_rows(runs, dict(N=n, **SHAPE, causal=causal), quick=quick)
             torch_ms = next(r["median_ms"] for r in rows if r["rung"].startswith("torch"))
@@ -115,16 +127,43 @@ def timing_recording(quick: bool = False, ceilings=None):
 
 
 def flash_fraction_summary(rec) -> str:
-    """One line per mask: v4_flash's throughput as a fraction of torch SDPA fp32 at the largest N."""
+    """One line per flash rung and mask: its throughput as a fraction of torch SDPA fp32 at the largest N."""
     rows = rec.rows if hasattr(rec, "rows") else rec
     lines = []
-    for rung in ("v4_flash", "v4_flash_causal"):
+    for rung in ("v4_flash", "v4_flash_causal", "v5_flash_registers", "v5_flash_registers_causal"):
         mine = [r for r in rows if r["rung"] == rung]
         if mine:
             top = max(mine, key=lambda r: r["N"])
             lines.append(f"{rung} at N={top['N']}: {top['fraction_of_sdpa']:.2f} of torch SDPA fp32 "
                          f"({top['median_ms']:.2f} ms, {top['tflops']:.2f} TFLOP/s)")
     return "\n".join(lines)
+
+
+def kernel_resources() -> list[dict]:
+    """Registers, local memory (bytes per thread) and shared memory of the v3, v4 and v5 kernels at d=64.
+
+    Local memory is per-thread storage in DRAM behind the caches: a kernel that needs it pays
+    memory traffic the algorithm does not ask for. Each kernel is compiled by one small launch.
+    """
+    from kernels import flash_attention as fa
+
+    q, k, v = device_inputs(*host_inputs(B=1, H=1, n=70, m=70, d=SHAPE["d"])[:3])
+    fa.attention_v3_tiled(q, k, v)
+    fa.attention_v4_flash(q, k, v)
+    fa.attention_v5_flash_registers(q, k, v)
+    kernels = {"v3_tiled": fa.attention_v3_tiled_kernel, "v4_flash": fa.attention_v4_flash_kernel,
+               "v5_flash_registers": fa.attention_v5_flash_registers_kernel(SHAPE["d"])}
+    rows = []
+    for rung, kernel in kernels.items():
+        for arg_types, compiled in kernel.overloads.items():
+            ptx = kernel.inspect_asm(arg_types)
+            rows.append(dict(rung=rung, d=SHAPE["d"], registers=int(compiled.regs_per_thread),
+                             local_bytes=int(compiled.local_mem_per_thread),
+                             shared_bytes=int(compiled.shared_mem_per_block),
+                             ptx_local_loads=ptx.count("ld.local"), ptx_local_stores=ptx.count("st.local")))
+            print(f"   {rung:<20} {rows[-1]['registers']:>4} registers  {rows[-1]['local_bytes']:>5} B local  "
+                  f"{rows[-1]['shared_bytes']:>6} B shared", flush=True)
+    return rows
 
 
 def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
@@ -134,20 +173,26 @@ def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
 
     out_dir = pathlib.Path(out_dir)
     checks = new_recording("day05_full_size_checks")
-    checks.notes = ("attention_v3_tiled and attention_v4_flash against kernels.reference.attention (float64) "
+    checks.notes = ("attention_v3_tiled, attention_v4_flash and attention_v5_flash_registers against kernels.reference.attention (float64) "
                     f"at B={SHAPE['B']} H={SHAPE['H']} d={SHAPE['d']}; fp32 passes at rel_err <= 1e-4.")
     for row in check_full_size(1024 if quick else CHECK_N):
         checks.add(**row)
+    resources = new_recording("day05_kernel_resources")
+    resources.notes = ("registers, local memory (bytes per thread) and static shared memory per block that the "
+                       "compiler gave each kernel at d=64, and the ld.local / st.local instructions in its PTX")
+    for row in kernel_resources():
+        resources.add(**row)
     timing = timing_recording(quick, ceilings=measure_ceilings())
     print(flash_fraction_summary(timing), flush=True)
     return [checks.save(out_dir / "day05_full_size_checks.json"),
+            resources.save(out_dir / "day05_kernel_resources.json"),
             timing.save(out_dir / "day05_flash_timing.json")]
 
 
 def _launch(rung: str, n: int):
     """One launch of ``rung`` at (NCU_SHAPE, n) on device arrays, as a callable."""
     from kernels.attention import attention_v1_naive, attention_v2_fused_rows
-    from kernels.flash_attention import attention_v3_tiled, attention_v4_flash
+    from kernels.flash_attention import attention_v3_tiled, attention_v4_flash, attention_v5_flash_registers
 
     qh, kh, vh, _ = host_inputs(n=n, **NCU_SHAPE)
     q, k, v = device_inputs(qh, kh, vh)
@@ -157,11 +202,15 @@ def _launch(rung: str, n: int):
                 "v2_fused_rows": lambda: attention_v2_fused_rows(q, k, v, out=o),
                 "v3_tiled": lambda: attention_v3_tiled(q, k, v, out=o),
                 "v4_flash": lambda: attention_v4_flash(q, k, v, kv_lens=lens, out=o),
-                "v4_flash_causal": lambda: attention_v4_flash(q, k, v, causal=True, kv_lens=lens, out=o)}
+                "v4_flash_causal": lambda: attention_v4_flash(q, k, v, causal=True, kv_lens=lens, out=o),
+                "v5_flash_registers": lambda: attention_v5_flash_registers(q, k, v, kv_lens=lens, out=o),
+                "v5_flash_registers_causal": lambda: attention_v5_flash_registers(q, k, v, causal=True,
+                                                                                  kv_lens=lens, out=o)}
     return launches[rung]
 
 
-NCU_RUNGS = ("v1_naive", "v2_fused_rows", "v3_tiled", "v4_flash", "v4_flash_causal")
+NCU_RUNGS = ("v1_naive", "v2_fused_rows", "v3_tiled", "v4_flash", "v4_flash_causal", "v5_flash_registers",
+             "v5_flash_registers_causal")
 
 
 def ncu_cases() -> list:
@@ -170,13 +219,15 @@ def ncu_cases() -> list:
 
 
 def sanitize() -> None:
-    """Launch v3 and v4 (full; causal with variable lengths) once at a small awkward size."""
+    """Launch v3, v4 and v5 (full; causal with variable lengths) once at a small awkward size."""
     from numba import cuda
 
-    from kernels.flash_attention import attention_v3_tiled, attention_v4_flash
+    from kernels.flash_attention import attention_v3_tiled, attention_v4_flash, attention_v5_flash_registers
 
     q, k, v = device_inputs(*host_inputs(B=3, H=2, n=97, m=75, d=24)[:3])
+    lens = np.array([75, 40, 0], dtype=np.int32)
     attention_v3_tiled(q, k, v)
-    attention_v4_flash(q, k, v)
-    attention_v4_flash(q, k, v, causal=True, kv_lens=np.array([75, 40, 0], dtype=np.int32))
+    for flash in (attention_v4_flash, attention_v5_flash_registers):
+        flash(q, k, v)
+        flash(q, k, v, causal=True, kv_lens=lens)
     cuda.synchronize()
