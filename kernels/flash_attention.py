@@ -272,16 +272,23 @@ def attention_v4_flash(q, k, v, *, causal=False, kv_lens=None, scale=None, out=N
     ``causal``: key j is allowed for query i iff j <= i. ``kv_lens`` (B,) int32: only the first
     ``kv_lens[b]`` keys exist (default: all M). Rows with no allowed key give 0.
     """
+    lens, scale, out = _flash_arguments(q, k, v, causal, kv_lens, scale, out)
+    batch, heads, n_queries, _ = out.shape
+    if batch and heads and n_queries:
+        attention_v4_flash_kernel[flash_grid(batch, heads, n_queries), TILE_Q](
+            q, k, v, lens, out, scale, bool(causal))
+    return out
+
+
+def _flash_arguments(q, k, v, causal, kv_lens, scale, out):
+    """What the v4 and v5 launchers validate: returns (kv_lens as int32, scale as float32, out)."""
     batch, heads, n_queries, n_keys, head_dim = check_attention_shapes(q, k, v)
     if not isinstance(causal, (bool, np.bool_)):
         raise TypeError(f"causal must be True or False, got {type(causal).__name__}")
     lens = prepare_kv_lens(kv_lens, batch, n_keys, like=q)
     scale = default_scale(head_dim, scale)
     out = output_array("out", out, (batch, heads, n_queries, head_dim), like=q)
-    if batch and heads and n_queries:
-        attention_v4_flash_kernel[flash_grid(batch, heads, n_queries), TILE_Q](
-            q, k, v, lens, out, scale, bool(causal))
-    return out
+    return lens, scale, out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -385,12 +392,8 @@ def attention_v5_flash_registers(q, k, v, *, causal=False, kv_lens=None, scale=N
 
     Same arguments and results as ``attention_v4_flash``.
     """
-    batch, heads, n_queries, n_keys, head_dim = check_attention_shapes(q, k, v)
-    if not isinstance(causal, (bool, np.bool_)):
-        raise TypeError(f"causal must be True or False, got {type(causal).__name__}")
-    lens = prepare_kv_lens(kv_lens, batch, n_keys, like=q)
-    scale = default_scale(head_dim, scale)
-    out = output_array("out", out, (batch, heads, n_queries, head_dim), like=q)
+    lens, scale, out = _flash_arguments(q, k, v, causal, kv_lens, scale, out)
+    batch, heads, n_queries, head_dim = out.shape
     if batch and heads and n_queries and head_dim:
         kernel = attention_v5_flash_registers_kernel(head_dim)
         kernel[flash_grid(batch, heads, n_queries), TILE_Q](q, k, v, lens, out, scale, bool(causal))
