@@ -18,26 +18,32 @@ Policy (DESIGN.md section 6):
 
 On failure ``check`` raises :class:`CheckFailure` (an ``AssertionError``) whose message gives the
 seed, how many elements are wrong, the first wrong element by named dimensions (and its tile), got
-against expected, and the likely bugs found by the detectors below (keys for ``hints=``):
+against expected, and the likely bugs that :mod:`course.diagnoses` finds. Context makes those
+diagnoses specific (each keyword is optional):
 
-``unwritten`` poison left (grid too small, guard too strict) · ``zeros`` the output is all zero ·
-``nonfinite`` NaN/inf produced (exp overflow) · ``transposed`` · ``scale`` a constant factor off ·
-``temperature`` softmax of wrongly scaled logits · ``row_sums`` rows not summing like the reference ·
-``row_scale`` each row off by its own factor · ``slices`` only some (batch, head) slices wrong ·
-``first`` / ``last`` only index 0 / the last index of a dimension wrong · ``tile_edge`` only the
-partial last tile · ``last_tile`` · ``first_tile`` · ``tile_offset`` every tile but the first ·
-``tile_boundary`` only the first/last element of each tile · ``spread`` small errors everywhere.
+- ``attention=dict(q=q, k=k, v=v, causal=True, kv_lens=lens)``: ``out`` is an attention output O;
+  the asserts "row 0 sees only key 0" and "rows of an empty sequence are 0" run first, then the
+  classic mistakes of the online softmax and of masking are tried against the output;
+- ``reduction=dict(x=x, op="max", threads=64)``: ``out`` is a row reduction of ``x`` by blocks of
+  ``threads`` threads;
+- ``gemm=dict(a=a, b=b, tile_k=16)``: ``out`` is C = A B computed in steps of ``tile_k`` along K;
+- ``kernel=my_kernel``: the kernel's source is read for barriers that not every thread reaches or
+  that are missing; these are reported even when the output passes (the simulator runs threads in
+  an order that hides most races), under the OK line and as a :class:`BarrierWarning`.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from course.diagnoses import DETECTORS, Case, diagnose, kernel_findings
+
 __all__ = ["random_inputs", "poison", "is_poison", "check", "CheckResult", "CheckFailure",
-           "DETECTORS", "PRECISIONS", "FP32_RTOL"]
+           "BarrierWarning", "DETECTORS", "PRECISIONS", "FP32_RTOL"]
 
 FP32_RTOL = 1e-4            # Frobenius relative error allowed in float32
 FP32_ELEMENT_RTOL = 1e-3    # one element may be off by this much of its own size ...
@@ -144,13 +150,20 @@ class CheckResult:
     diagnoses: list = field(default_factory=list)   # likely bugs, in words
     causes: list = field(default_factory=list)      # keys of the detectors that fired (DETECTORS)
     same_precision_max_abs_err: float | None = None
+    label: str = ""                 # what was compared: the output's dtype under the fp32 rule, else precision
+    warnings: list = field(default_factory=list)    # barrier mistakes found in the kernel's source
 
     def __str__(self) -> str:
         seed = f"seed {self.seed}" if self.seed is not None else "seed not given"
+        label = self.label or self.precision
         if self.passed:
-            return (f"{self.name}: OK ({self.precision}, rel_err {self.rel_err:.1e}, "
+            text = (f"{self.name}: OK ({label}, rel_err {self.rel_err:.1e}, "
                     f"max abs err {self.max_abs_err:.1e}; {self.limit}; {seed})")
-        lines = [f"{self.name} does not match the reference ({self.precision}, {seed})",
+            if self.warnings:
+                text += "\nbut the kernel's source has a bug the simulator hides:"
+                text += "".join(f"\n  - {w}" for w in self.warnings)
+            return text
+        lines = [f"{self.name} does not match the reference ({label}, {seed})",
                  f"  wrong elements: {self.n_wrong} of {self.n_total}"
                  f" ({100.0 * self.n_wrong / max(self.n_total, 1):.3g}%); " + (
                      f"rel_err {self.rel_err:.2e}, max abs err {self.max_abs_err:.2e}"
@@ -172,6 +185,10 @@ class CheckFailure(AssertionError):
     def __init__(self, result: CheckResult):
         super().__init__(str(result))
         self.result = result
+
+
+class BarrierWarning(UserWarning):
+    """Issued by :func:`check` when the output passes but the kernel's source has a barrier mistake."""
 
 
 def _fmt(x) -> str:
@@ -272,13 +289,122 @@ def _validate(out, ref, name, dims, tile, seed, precision, same_precision_ref, a
     return out, ref, dims, tile, hints, same_precision_ref
 
 
+_ATTENTION_KEYS = ("q", "k", "v", "causal", "kv_lens", "scale", "tile_q", "tile_kv")
+_REDUCTION_KEYS = ("x", "op", "threads")
+
+
+def _positive_int_or_none(value, arg: str):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{arg} must be a positive int or None, got {value!r}")
+    return int(value)
+
+
+def _attention_context(attention, out: np.ndarray) -> dict | None:
+    """Validate ``attention=`` of :func:`check`; return it with float64 host arrays and defaults."""
+    if attention is None:
+        return None
+    if not isinstance(attention, dict):
+        raise TypeError(f"attention must be a dict such as dict(q=q, k=k, v=v, causal=True), "
+                        f"got {type(attention).__name__}")
+    unknown = set(attention) - set(_ATTENTION_KEYS)
+    missing = {"q", "k", "v"} - set(attention)
+    if unknown or missing:
+        raise ValueError(f"attention takes the keys {_ATTENTION_KEYS} (q, k and v required); "
+                         f"unknown {sorted(unknown)}, missing {sorted(missing)}")
+    q, k, v = (_as_host_array(attention[key], f"attention['{key}']") for key in "qkv")
+    for key, a in zip("qkv", (q, k, v)):
+        _require_numeric(a, f"attention['{key}']")
+        if a.ndim != 4:
+            raise ValueError(f"attention['{key}'] must have 4 dimensions (batch, heads, seq, head_dim), "
+                             f"got shape {a.shape}")
+    if out.shape != q.shape:
+        raise ValueError(f"attention['q'] must have the shape of out {out.shape} (O is shaped like Q), "
+                         f"got {q.shape}")
+    if k.shape != v.shape or k.shape[:2] != q.shape[:2] or k.shape[3] != q.shape[3]:
+        raise ValueError(f"attention['k'] and attention['v'] must have shape (batch, heads, M, head_dim) "
+                         f"= {q.shape[:2] + ('M', q.shape[3])}, got {k.shape} and {v.shape}")
+    causal = attention.get("causal", False)
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"attention['causal'] must be True or False, got {causal!r}")
+    batch, n_keys = q.shape[0], k.shape[2]
+    lens = attention.get("kv_lens")
+    if lens is None:
+        lens = np.full(batch, n_keys, dtype=np.int64)
+    else:
+        lens = _as_host_array(lens, "attention['kv_lens']")
+        if lens.shape != (batch,) or not np.issubdtype(lens.dtype, np.integer):
+            raise ValueError(f"attention['kv_lens'] must be ints of shape ({batch},), got "
+                             f"{lens.dtype} of shape {lens.shape}")
+        lens = np.clip(lens.astype(np.int64), 0, n_keys)
+    scale = attention.get("scale")
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[3]) if q.shape[3] else 1.0
+    elif isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating)) or not scale > 0:
+        raise ValueError(f"attention['scale'] must be a positive number or None, got {scale!r}")
+    return {"q": q.astype(np.float64), "k": k.astype(np.float64), "v": v.astype(np.float64),
+            "causal": bool(causal), "kv_lens": lens, "scale": float(np.float32(scale)),
+            "tile_q": _positive_int_or_none(attention.get("tile_q"), "attention['tile_q']"),
+            "tile_kv": _positive_int_or_none(attention.get("tile_kv"), "attention['tile_kv']")}
+
+
+def _reduction_context(reduction, out: np.ndarray) -> dict | None:
+    """Validate ``reduction=`` of :func:`check`; return it with x as a float64 host array."""
+    if reduction is None:
+        return None
+    if not isinstance(reduction, dict):
+        raise TypeError(f"reduction must be a dict such as dict(x=x, op='max', threads=64), "
+                        f"got {type(reduction).__name__}")
+    if set(reduction) != set(_REDUCTION_KEYS):
+        raise ValueError(f"reduction takes exactly the keys {_REDUCTION_KEYS}, got {sorted(reduction)}")
+    x = _as_host_array(reduction["x"], "reduction['x']")
+    _require_numeric(x, "reduction['x']")
+    if x.ndim != 2 or out.shape != x.shape[:1]:
+        raise ValueError(f"reduction['x'] must be (rows, cols) with rows = len(out) = {out.shape}, "
+                         f"got shape {x.shape}")
+    if reduction["op"] not in ("max", "sum"):
+        raise ValueError(f"reduction['op'] must be 'max' or 'sum', got {reduction['op']!r}")
+    threads = _positive_int_or_none(reduction["threads"], "reduction['threads']")
+    if threads is None or threads & (threads - 1):
+        raise ValueError(f"reduction['threads'] must be a power of two (a tree halves it), got {threads!r}")
+    return {"x": x.astype(np.float64), "op": reduction["op"], "threads": threads}
+
+
+def _gemm_context(gemm, out: np.ndarray) -> dict | None:
+    """Validate ``gemm=`` of :func:`check`; return a and b as float64 host arrays."""
+    if gemm is None:
+        return None
+    if not isinstance(gemm, dict) or not {"a", "b"} <= set(gemm) <= {"a", "b", "tile_k"}:
+        raise ValueError("gemm must be a dict with the keys a, b and optionally tile_k, such as "
+                         f"dict(a=a, b=b, tile_k=16), got {gemm!r:.80}")
+    a = _as_host_array(gemm["a"], "gemm['a']")
+    b = _as_host_array(gemm["b"], "gemm['b']")
+    _require_numeric(a, "gemm['a']")
+    _require_numeric(b, "gemm['b']")
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] or out.shape != (a.shape[0], b.shape[1]):
+        raise ValueError(f"gemm['a'] (M, K) and gemm['b'] (K, N) must multiply to out's shape {out.shape}, "
+                         f"got {a.shape} and {b.shape}")
+    return {"a": a.astype(np.float64), "b": b.astype(np.float64),
+            "tile_k": _positive_int_or_none(gemm.get("tile_k"), "gemm['tile_k']")}
+
+
+def _kernel_source_notes(kernel) -> list:
+    if kernel is None:
+        return []
+    if not callable(kernel):
+        raise TypeError(f"kernel must be a @cuda.jit kernel or a function, got {type(kernel).__name__}")
+    return kernel_findings(kernel)
+
+
 # --------------------------------------------------------------------------- check
 
 
 def check(out, ref, *, name: str = "out", dims=None, tile=None, seed: int | None = None,
           precision: str = "fp32", same_precision_ref=None, atol: float | None = None,
           rtol: float = FP32_RTOL, rows_sum_to_one: bool = False, hints: dict | None = None,
-          dtype=None) -> CheckResult:
+          dtype=None, attention: dict | None = None, reduction: dict | None = None,
+          gemm: dict | None = None, kernel=None) -> CheckResult:
     """Compare ``out`` with the reference ``ref``: return a :class:`CheckResult` when it passes,
     raise :class:`CheckFailure` with a diagnosis when it does not.
 
@@ -294,10 +420,25 @@ def check(out, ref, *, name: str = "out", dims=None, tile=None, seed: int | None
     rows_sum_to_one: the last dimension holds probabilities (softmax-like) in the reference.
     hints: extra advice per detector name, shown when that detector fires (``"any"``: always).
     dtype: the dtype ``out`` must have (default float32 for ``fp32``, any number type otherwise).
+    attention: for an attention output O (batch, heads, N, head_dim), the inputs and the mask:
+        ``dict(q=q, k=k, v=v, causal=False, kv_lens=None, scale=None, tile_q=None, tile_kv=None)``
+        (scale defaults to 1/sqrt(head_dim); tile sizes let the diagnoses name tile mistakes).
+        On failure the asserts "row 0 sees only key 0" (causal) and "rows of an empty sequence are
+        0" come first, then the classic mistake whose NumPy model the output matches, if any.
+    reduction: for a row reduction out (rows,) of x (rows, cols) by blocks of ``threads`` threads:
+        ``dict(x=x, op="max" or "sum", threads=64)``.
+    gemm: for C = A B (M, N) computed in steps of ``tile_k`` along K: ``dict(a=a, b=b, tile_k=16)``.
+    kernel: the kernel that produced ``out``; its source is read for barrier mistakes, reported as
+        a likely cause on failure and, when the output passes, under the OK line and as a
+        :class:`BarrierWarning`.
     """
     out, ref, dims, tile, hints, same = _validate(out, ref, name, dims, tile, seed, precision,
                                                   same_precision_ref, atol, rtol,
                                                   rows_sum_to_one, hints, dtype)
+    attention = _attention_context(attention, out)
+    reduction = _reduction_context(reduction, out)
+    gemm = _gemm_context(gemm, out)
+    kernel_notes = _kernel_source_notes(kernel)
     got = out.astype(np.float64)
     want = ref.astype(np.float64)
     n_total = got.size
@@ -340,8 +481,13 @@ def check(out, ref, *, name: str = "out", dims=None, tile=None, seed: int | None
     result = CheckResult(name=name, passed=passed, precision=precision, rel_err=rel_err,
                          max_abs_err=max_abs, n_wrong=n_wrong, n_total=n_total, limit=limit_words,
                          seed=None if seed is None else int(seed),
-                         same_precision_max_abs_err=same_err)
+                         same_precision_max_abs_err=same_err,
+                         label=out.dtype.name if precision == "fp32" else precision,
+                         warnings=[message for _, message in kernel_notes])
     if passed:
+        if result.warnings:
+            # Also as a Python warning: a notebook shows it even when the result is not printed.
+            warnings.warn(str(result), BarrierWarning, stacklevel=2)
         return result
 
     first = np.argmax(wrong) if n_wrong else np.argmax(diff)
@@ -351,10 +497,12 @@ def check(out, ref, *, name: str = "out", dims=None, tile=None, seed: int | None
     poisoned = is_poison(out)
     result.got = "poison (never written)" if poisoned[index] else float(got[index])
     result.expected = float(want[index])
-    case = _Case(poisoned=poisoned, got=got, want=want, wrong=wrong, dims=dims, tile=tile, name=name,
-                 rows_sum_to_one=rows_sum_to_one, tol=max(1e-3, 4 * noise), rel_err=rel_err,
-                 rtol=rtol, precision=precision)
-    result.causes, result.diagnoses = _diagnose(case, hints)
+    case = Case(poisoned=poisoned, got=got, want=want, wrong=wrong, dims=dims, tile=tile, name=name,
+                rows_sum_to_one=rows_sum_to_one, tol=max(1e-3, 4 * noise), rel_err=rel_err,
+                rtol=rtol, precision=precision, attention=attention, reduction=reduction,
+                gemm=gemm, kernel_notes=kernel_notes)
+    result.warnings = []
+    result.causes, result.diagnoses = diagnose(case, hints)
     raise CheckFailure(result)
 
 
@@ -368,378 +516,3 @@ def _describe_index(index, dims, shape, tile) -> str:
             tiles.append(f"{d} tile {k} = {d} {k * t}..{min(n, (k + 1) * t) - 1}")
     text = ", ".join(parts) if parts else "the single element"
     return text + (f" ({'; '.join(tiles)})" if tiles else "")
-
-
-# --------------------------------------------------------------------------- detectors
-
-
-@dataclass
-class _Case:
-    poisoned: np.ndarray  # bool mask of elements still holding the poison
-    got: np.ndarray       # float64 copy of out
-    want: np.ndarray      # float64 reference
-    wrong: np.ndarray     # bool mask of wrong elements
-    dims: tuple
-    tile: dict
-    name: str
-    rows_sum_to_one: bool
-    tol: float            # relative tolerance of the pattern fits (above rounding noise)
-    rel_err: float
-    rtol: float
-    precision: str
-
-
-def _diagnose(case: _Case, hints: dict) -> tuple[list[str], list[str]]:
-    """Run every detector; return (keys of those that fired, messages in words)."""
-    found, messages = [], []
-    for key, detector in _DETECTOR_FUNCS:
-        message = detector(case, found)
-        if message:
-            found.append(key)
-            messages.append(f"{message} {hints[key]}" if key in hints else message)
-    if not messages:
-        messages.append("no simple pattern found: print a few wrong elements next to the reference "
-                        "on a small case, and follow one of them through the kernel by hand")
-    if "any" in hints:
-        messages.append(hints["any"])
-    return found, messages
-
-
-def _unwritten(case: _Case, found) -> str | None:
-    mask = case.poisoned & case.wrong
-    k = int(mask.sum())
-    if not k:
-        return None
-    message = (f"{k} elements were never written (they still hold the poison): is the grid large "
-               "enough to cover every element, or is the bounds guard too strict?")
-    for axis, dim in enumerate(case.dims):
-        n = case.got.shape[axis]
-        other = tuple(a for a in range(case.got.ndim) if a != axis)
-        all_unwritten = mask.all(axis=other) if other else mask
-        none_unwritten = ~mask.any(axis=other) if other else ~mask
-        start = int(np.argmax(all_unwritten)) if all_unwritten.any() else n
-        if 0 < start < n and all_unwritten[start:].all() and none_unwritten[:start].all():
-            message += (f" Nothing was written at {dim} >= {start} (of {n}): the grid covers "
-                        f"{dim} < {start} only; size it with a ceiling division, (n + tile - 1) // tile.")
-            break
-    return message
-
-
-def _zeros(case: _Case, found) -> str | None:
-    if "unwritten" in found or not (case.got == 0).all() or not (case.want != 0).any():
-        return None
-    return (f"{case.name} is all zeros: did the kernel run (kernel[grid, block](...)), and was the "
-            "result copied back from the device (copy_to_host)?")
-
-
-def _nonfinite(case: _Case, found) -> str | None:
-    produced = ~np.isfinite(case.got) & np.isfinite(case.want) & ~case.poisoned
-    if not produced.any():
-        return None
-    nans, infs = int(np.isnan(case.got[produced]).sum()), int(np.isinf(case.got[produced]).sum())
-    return (f"the kernel produced {nans} NaN and {infs} inf where the reference is finite: exp of a "
-            "large input overflows (exp(100) is 2.7e43, past float32's 3.4e38, and inf/inf is NaN), "
-            "so subtract the row max before exp; a division by a zero sum (a row with every key "
-            "masked) gives NaN too")
-
-
-def _finite_pair(case: _Case):
-    ok = np.isfinite(case.got) & np.isfinite(case.want)
-    return case.got[ok], case.want[ok]
-
-
-def _transposed(case: _Case, found) -> str | None:
-    if case.got.ndim < 2 or case.got.shape[-1] != case.got.shape[-2] or case.got.shape[-1] < 2:
-        return None
-    if not (np.isfinite(case.want).all() and np.isfinite(case.got).all()):
-        return None
-    swapped = np.swapaxes(case.want, -1, -2)
-    if np.array_equal(swapped, case.want):
-        return None
-    norm = np.linalg.norm(case.want)
-    if norm == 0 or np.linalg.norm(case.got - swapped) > case.tol * norm:
-        return None
-    a, b = case.dims[-2], case.dims[-1]
-    return (f"{case.name} is the transpose of the expected result ({a} and {b} swapped): somewhere "
-            f"[{b}, {a}] is indexed instead of [{a}, {b}], or the x and y of the grid are exchanged")
-
-
-_SIMPLE_K = tuple(range(2, 17)) + (24, 32, 48, 64, 80, 96, 112, 128, 160, 192, 256)
-
-
-def _describe_factor(c: float) -> str:
-    """``" (= 1/8 = 1/sqrt(64))"`` when c is a small integer, a head_dim's square root, or 1 over one."""
-    for prefix, value in (("", c), ("1/", 1.0 / c)):
-        for k in _SIMPLE_K:
-            root = math.sqrt(k)
-            if abs(value - root) <= 1e-3 * root:
-                whole = math.isqrt(k) if math.isqrt(k) ** 2 == k else None
-                return f" (= {prefix}{whole} = {prefix}sqrt({k}))" if whole else f" (= {prefix}sqrt({k}))"
-        for k in _SIMPLE_K:
-            if abs(value - k) <= 1e-3 * k:
-                return f" (= {prefix}{k})"
-    return ""
-
-
-def _scale(case: _Case, found) -> str | None:
-    g, r = _finite_pair(case)
-    rr = float(r @ r)
-    if rr == 0 or g.size < 2:
-        return None
-    c = float(g @ r) / rr
-    if abs(c) < 1e-12 or abs(c - 1) <= case.tol:
-        return None
-    if np.linalg.norm(g - c * r) > case.tol * abs(c) * math.sqrt(rr):
-        return None
-    if abs(c + 1) <= case.tol:
-        return f"{case.name} is the negative of the expected result: a sign is flipped"
-    return (f"every element is off by the same factor {c:.4g}{_describe_factor(abs(c))}: a scale is "
-            "missing, applied twice or inverted (e.g. the 1/sqrt(head_dim) of attention scores)")
-
-
-def _rows(case: _Case):
-    """The last dimension as rows: (got, want) reshaped to (rows, cols); None for 1-D or inf in ref."""
-    if case.got.ndim < 2 or case.got.shape[-1] < 2 or not np.isfinite(case.want).all():
-        return None
-    cols = case.got.shape[-1]
-    return case.got.reshape(-1, cols), case.want.reshape(-1, cols)
-
-
-def _row_name(case: _Case, flat_row: int) -> str:
-    index = np.unravel_index(flat_row, case.got.shape[:-1])
-    return ", ".join(f"{d} {i}" for d, i in zip(case.dims[:-1], index))
-
-
-def _temperature(case: _Case, found) -> str | None:
-    rows = _rows(case)
-    if not case.rows_sum_to_one or rows is None or "scale" in found:
-        return None
-    g, r = rows
-    ok = (g > 0) & (r > 0) & np.isfinite(g)
-    usable = ok.all(axis=1)
-    if usable.sum() == 0:
-        return None
-    lg, lr = np.log(g[usable]), np.log(r[usable])
-    x = lr - lr.mean(axis=1, keepdims=True)
-    y = lg - lg.mean(axis=1, keepdims=True)
-    xx = float((x * x).sum())
-    if xx == 0:
-        return None
-    s = float((x * y).sum()) / xx
-    if abs(s - 1) <= case.tol or np.linalg.norm(y - s * x) > case.tol * abs(s) * math.sqrt(xx):
-        return None
-    return (f"the rows are a softmax of logits multiplied by {s:.4g}{_describe_factor(abs(s))} too "
-            "much: the scale applied before exp is missing or wrong (e.g. 1/sqrt(head_dim))")
-
-
-def _row_sums(case: _Case, found) -> str | None:
-    rows = _rows(case)
-    if not case.rows_sum_to_one or rows is None:
-        return None
-    g, r = rows
-    gs, rs = g.sum(axis=1), r.sum(axis=1)
-    bad = ~(np.abs(gs - rs) <= max(1e-3, case.tol))
-    if not bad.any():
-        return None
-    first = int(np.argmax(bad))
-    message = (f"{int(bad.sum())} of {bad.size} rows do not sum like the reference (row at "
-               f"{_row_name(case, first)} sums to {gs[first]:.6g}, expected {rs[first]:.6g}): "
-               "is the running sum rescaled by exp(m_old - m_new) when the max changes, and is "
-               "every key counted exactly once?")
-    if rs[first] == 0:
-        message += " A row with no allowed key must be all zeros."
-    return message
-
-
-def _row_scale(case: _Case, found) -> str | None:
-    rows = _rows(case)
-    if rows is None or {"scale", "row_sums", "temperature", "transposed"} & set(found):
-        return None
-    g, r = rows
-    wrong_rows = case.wrong.reshape(g.shape).any(axis=1)
-    if not wrong_rows.any() or not np.isfinite(g[wrong_rows]).all():
-        return None
-    gw, rw = g[wrong_rows], r[wrong_rows]
-    rr = (rw * rw).sum(axis=1)
-    if (rr == 0).any():
-        return None
-    c = (gw * rw).sum(axis=1) / rr
-    resid = np.linalg.norm(gw - c[:, None] * rw, axis=1)
-    if (np.abs(c) <= case.tol).any() or (resid > case.tol * np.abs(c) * np.sqrt(rr)).any():
-        return None
-    if c.size == 1:
-        row = _row_name(case, int(np.flatnonzero(wrong_rows)[0]))
-        which = f"the row at {row} is the right row times {c[0]:.4g}"
-    else:
-        which = (f"{c.size} rows are each the right row times a factor of their own "
-                 f"(from {c.min():.4g} to {c.max():.4g})")
-    return (f"{which}: the normalisation differs per row: is the running sum rescaled when the "
-            "running max changes, and is each row divided by its own final sum?")
-
-
-def _slices(case: _Case, found) -> str | None:
-    if case.got.ndim < 3:
-        return None
-    lead = case.got.shape[:-2]
-    per_slice = case.wrong.reshape(int(np.prod(lead)), -1).any(axis=1)
-    k, m = int(per_slice.sum()), per_slice.size
-    if k == 0 or k == m:
-        return None
-    names = case.dims[:-2]
-
-    def label(flat):
-        return "(" + ", ".join(f"{d} {i}" for d, i in zip(names, np.unravel_index(flat, lead))) + ")"
-
-    wrong_ids = np.flatnonzero(per_slice)
-    listed = ", ".join(label(i) for i in wrong_ids[:6]) + (", ..." if k > 6 else "")
-    message = (f"only {k} of {m} ({', '.join(names)}) slices {'is' if k == 1 else 'are'} wrong: "
-               f"{listed}; the others are "
-               f"right. Check how the grid's y/z block indices map to {' and '.join(names)}"
-               " (and, with grouped-query attention, the KV head h // group).")
-    moved = _moved_slices(case, wrong_ids[:8], label)
-    if moved:
-        message += " " + moved
-    return message
-
-
-def _moved_slices(case: _Case, wrong_ids, label) -> str:
-    """Name the reference slice that a wrong output slice holds instead, if any."""
-    cols = case.got.shape[-2] * case.got.shape[-1]
-    g = case.got.reshape(-1, cols)
-    r = case.want.reshape(-1, cols)
-    notes = []
-    for i in wrong_ids:
-        if not np.isfinite(g[i]).all():
-            continue
-        for j in range(r.shape[0]):
-            if j != i and np.allclose(g[i], r[j], rtol=case.tol, atol=case.tol * np.abs(r[j]).max()):
-                notes.append(f"{label(i)} holds what belongs at {label(j)}")
-                break
-    return ("; ".join(notes) + ".") if notes else ""
-
-
-def _edge_dims(case: _Case):
-    """Dimensions worth looking along: the last two, and any with a tile size."""
-    for axis, dim in enumerate(case.dims):
-        if (axis >= case.got.ndim - 2 or dim in case.tile) and case.got.shape[axis] > 1:
-            yield axis, dim
-
-
-def _wrong_indices(case: _Case, axis: int) -> np.ndarray:
-    other = tuple(a for a in range(case.got.ndim) if a != axis)
-    return np.flatnonzero(case.wrong.any(axis=other) if other else case.wrong)
-
-
-def _localised(case: _Case) -> bool:
-    return 0 < int(case.wrong.sum()) < case.wrong.size
-
-
-def _first(case: _Case, found) -> str | None:
-    if not _localised(case):
-        return None
-    for axis, dim in _edge_dims(case):
-        idx = _wrong_indices(case, axis)
-        if idx.size and (idx == 0).all():
-            return (f"only {dim} 0 is wrong: the first {dim} is treated differently; a loop that "
-                    "starts at 1, or an initial value (a running max of 0 instead of -inf, a sum "
-                    "not reset) used in place of the first element?")
-    return None
-
-
-def _last(case: _Case, found) -> str | None:
-    if not _localised(case):
-        return None
-    for axis, dim in _edge_dims(case):
-        n = case.got.shape[axis]
-        idx = _wrong_indices(case, axis)
-        if idx.size and (idx == n - 1).all():
-            return (f"only the last {dim} ({dim} {n - 1}) is wrong: an off-by-one at the end, "
-                    f"like range(n - 1) or a guard `{dim} < n - 1` instead of `{dim} < n`")
-    return None
-
-
-def _tiles_of(case: _Case):
-    for axis, dim in _edge_dims(case):
-        if dim in case.tile:
-            n, t = case.got.shape[axis], case.tile[dim]
-            n_tiles = -(-n // t)
-            if n_tiles > 1:
-                yield dim, n, t, n_tiles, _wrong_indices(case, axis)
-
-
-def _tile_edge(case: _Case, found) -> str | None:
-    if not _localised(case):
-        return None
-    for dim, n, t, n_tiles, idx in _tiles_of(case):
-        start = (n_tiles - 1) * t
-        if n % t and idx.size and (idx >= start).all():
-            return (f"only the last {dim} tile is wrong ({dim} {start}..{n - 1}; {n} is not a multiple "
-                    f"of the tile {t}, so that tile is partial): check the bounds at the tile edge: "
-                    f"guard every load and store with `{dim} < n`, and load a neutral value (0, or "
-                    "-inf for scores) where a tile runs past the end")
-    return None
-
-
-def _last_tile(case: _Case, found) -> str | None:
-    if not _localised(case) or "tile_edge" in found:
-        return None
-    for dim, n, t, n_tiles, idx in _tiles_of(case):
-        if idx.size and (idx >= (n_tiles - 1) * t).all():
-            return (f"only the last {dim} tile is wrong: does the loop over tiles stop one tile "
-                    "early, or is the last tile's offset computed differently?")
-    return None
-
-
-def _first_tile(case: _Case, found) -> str | None:
-    if not _localised(case) or "first" in found:
-        return None
-    for dim, n, t, n_tiles, idx in _tiles_of(case):
-        if idx.size and (idx < t).all():
-            return (f"only the first {dim} tile ({dim} 0..{t - 1}) is wrong: the first pass through "
-                    "the tile loop starts from a wrong state (running max 0 instead of -inf, an "
-                    "accumulator not zeroed) or loads the first tile wrong")
-    return None
-
-
-def _tile_offset(case: _Case, found) -> str | None:
-    if not _localised(case):
-        return None
-    for dim, n, t, n_tiles, idx in _tiles_of(case):
-        tiles_wrong = set((idx // t).tolist())
-        if tiles_wrong == set(range(1, n_tiles)):
-            return (f"every {dim} tile except the first is wrong: the tile offset (tile index x {t}) "
-                    "is missing or wrong in one place, so later tiles read or write tile 0's elements")
-    return None
-
-
-def _tile_boundary(case: _Case, found) -> str | None:
-    if not _localised(case):
-        return None
-    for dim, n, t, n_tiles, idx in _tiles_of(case):
-        if t < 3 or not idx.size:
-            continue
-        position = idx % t
-        for where, value in (("first", 0), ("last", t - 1)):
-            if (position == value).all() and len(set((idx // t).tolist())) > 1:
-                return (f"only the {where} {dim} of each tile is wrong: an off-by-one where tiles "
-                        f"meet (a loop bound `< {t} - 1`, or a load index shifted by one)")
-    return None
-
-
-def _spread(case: _Case, found) -> str | None:
-    if int(case.wrong.sum()) or case.precision != "fp32" or not math.isfinite(case.rel_err):
-        return None
-    return (f"no single element is far off, but the errors add up to rel_err {case.rel_err:.2e} "
-            f"(limit {case.rtol:g}): is something computed in lower precision than float32 (a "
-            "float16 accumulator, rounded inputs), or a term missing that is small everywhere?")
-
-
-_DETECTOR_FUNCS = (
-    ("unwritten", _unwritten), ("zeros", _zeros), ("nonfinite", _nonfinite),
-    ("transposed", _transposed), ("scale", _scale), ("temperature", _temperature),
-    ("row_sums", _row_sums), ("row_scale", _row_scale), ("slices", _slices),
-    ("first", _first), ("last", _last), ("tile_edge", _tile_edge), ("last_tile", _last_tile),
-    ("first_tile", _first_tile), ("tile_offset", _tile_offset), ("tile_boundary", _tile_boundary),
-    ("spread", _spread),
-)
-DETECTORS = tuple(key for key, _ in _DETECTOR_FUNCS)

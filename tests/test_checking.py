@@ -4,11 +4,14 @@ Every wrong output below is a bug a student could write; the test asserts which 
 (exactly), so a detector that fires on the wrong bug fails here too.
 """
 
+import pathlib
+
 import numpy as np
 import pytest
+from numba import cuda, float32
 
-from course.checking import (DETECTORS, CheckFailure, CheckResult, check, is_poison, poison,
-                             random_inputs)
+from course.checking import (DETECTORS, BarrierWarning, CheckFailure, CheckResult, check, is_poison,
+                             poison, random_inputs)
 
 DIMS = ("batch", "head", "row", "col")
 SHAPE = (2, 3, 40, 24)          # 40 rows: not a multiple of the row tile 16
@@ -172,7 +175,7 @@ def test_int8_exact_output_and_unwritten_sentinel():
     out[:, :16] = ref[:, :16]
     res = failure(out, ref, precision="int8", same_precision_ref=ref.astype(np.int8),
                   dims=("row", "col"), tile={"col": 8})
-    assert res.causes == ["unwritten", "tile_edge"] and "col >= 16" in str(res)
+    assert res.causes == ["unwritten"] and "col >= 16" in str(res)
 
 
 # --------------------------------------------------------------------------- detectors
@@ -182,9 +185,9 @@ def test_unwritten_rows_grid_too_small(ref):
     out = poison(np.empty(SHAPE, np.float32))
     out[:, :, :32] = ref[:, :, :32]
     res = failure(out, ref, tile={"row": 16}, seed=11)
-    assert res.causes == ["unwritten", "tile_edge"]
+    assert res.causes == ["unwritten"]       # whole tiles unwritten: not a guard at the tile edge
     text = str(res)
-    assert "never written" in text and "grid large enough" in text and "row >= 32" in text
+    assert "never written" in text and "ceiling division" in text and "row >= 32" in text
     assert "first wrong: batch 0, head 0, row 32, col 0 (row tile 2 = row 32..39)" in text
     assert "got poison (never written)" in text
     assert "seed 11" in text and "random_inputs(seed=11)" in text
@@ -284,9 +287,15 @@ def test_softmax_of_wrongly_scaled_logits():
 def test_rows_not_summing_to_one():
     rng, _ = random_inputs(seed=13)
     ref = softmax(rng.standard_normal((2, 3, 16, 32)))
-    out = (ref * rng.uniform(0.5, 1.5, (2, 3, 16, 1))).astype(np.float32)
-    res = failure(out, ref, rows_sum_to_one=True)
-    assert res.causes == ["row_sums"] and "running sum rescaled" in str(res)
+    below = (ref * rng.uniform(0.5, 0.95, (2, 3, 16, 1))).astype(np.float32)
+    res = failure(below, ref, rows_sum_to_one=True)
+    assert res.causes == ["row_sums"] and "sum below 1" in str(res) and "running sum rescaled" in str(res)
+    above = (ref * rng.uniform(1.05, 1.5, (2, 3, 16, 1))).astype(np.float32)
+    res = failure(above, ref, rows_sum_to_one=True)
+    assert res.causes == ["row_sums"] and "sum above 1" in str(res) and "rescaled" not in str(res)
+    mixed = (ref * rng.uniform(0.5, 1.5, (2, 3, 16, 1))).astype(np.float32)
+    res = failure(mixed, ref, rows_sum_to_one=True)
+    assert res.causes == ["row_sums"] and "exactly once" in str(res)
 
 
 def test_each_row_off_by_its_own_factor(ref):
@@ -319,9 +328,264 @@ def test_hints_are_added(ref):
     assert res.diagnoses[-1] == "See lesson 5."
 
 
-def test_every_detector_is_exercised_by_this_file():
-    source = open(__file__).read()
-    assert all(f'"{key}"' in source for key in DETECTORS)
+def test_every_detector_is_exercised_by_this_file_or_by_a_real_kernel():
+    here = pathlib.Path(__file__).parent
+    source = (here / "test_checking.py").read_text() + (here / "test_classic_mistakes.py").read_text()
+    missing = [key for key in DETECTORS if f'"{key}"' not in source]
+    assert not missing, f"detectors no test triggers: {missing}"
+
+
+# --------------------------------------------------------------------------- non-finite outputs
+
+
+def test_nan_in_a_fully_masked_row_is_named_as_zero_over_zero():
+    rng, _ = random_inputs(seed=16)
+    x = rng.standard_normal((4, 12))
+    x[2] = -np.inf
+    ref = np.nan_to_num(softmax(np.where(np.isinf(x), -1e300, x)))
+    ref[2] = 0.0
+    out = ref.astype(np.float32)
+    out[2] = np.nan
+    res = failure(out, ref, dims=("row", "col"), rows_sum_to_one=True)
+    assert res.causes == ["empty_row_nan"] and "0/0 is NaN" in str(res) and "subtract the row max" not in str(res)
+
+
+@pytest.mark.parametrize("broken", [np.nan, 0.0])
+def test_masked_rows_broken_by_an_empty_state_merge(broken):
+    rng, _ = random_inputs(seed=17)
+    x = rng.standard_normal((4, 40))
+    x[1, 10:] = -np.inf
+    ref = softmax(x)
+    out = ref.astype(np.float32)
+    out[1] = broken            # NaN, or zeros when the NaN sum failed a `sum > 0` test
+    res = failure(out, ref, dims=("row", "col"), rows_sum_to_one=True)
+    assert res.causes == ["masked_nan"] and "exp(-inf - (-inf))" in str(res)
+
+
+def test_nan_in_unmasked_rows_is_still_blamed_on_overflow():
+    rng, _ = random_inputs(seed=18)
+    ref = softmax(rng.standard_normal((4, 40)))
+    out = ref.astype(np.float32)
+    out[3] = np.nan
+    res = failure(out, ref, dims=("row", "col"), rows_sum_to_one=True)
+    assert res.causes[0] == "nonfinite" and not {"masked_nan", "empty_row_nan", "row_sums"} & set(res.causes)
+
+
+# --------------------------------------------------------------------------- attention context
+
+
+def attention_np(q, k, v, allowed, scale):
+    s = np.einsum("bhid,bhjd->bhij", q, k) * scale
+    s = np.where(allowed[:, None], s, -np.inf)
+    m = s.max(axis=-1, keepdims=True, initial=-np.inf)
+    p = np.where(allowed[:, None], np.exp(s - np.where(np.isfinite(m), m, 0.0)), 0.0)
+    total = p.sum(axis=-1, keepdims=True)
+    return np.divide(p @ v, total, out=np.zeros(q.shape), where=total > 0)
+
+
+@pytest.fixture
+def qkv():
+    rng, _ = random_inputs(seed=19)
+    return tuple(rng.standard_normal((2, 2, 12, 4)) for _ in range(3))
+
+
+def masks(n, m, lens, causal, tile_q=None, strict=False, lens_delta=0, keep=None):
+    i, j = np.arange(n)[:, None], np.arange(m)[None, :]
+    allowed = j[None] < (np.asarray(lens) + lens_delta)[:, None, None]
+    if causal:
+        bound = (i // tile_q + 1) * tile_q if tile_q else i + (0 if strict else 1)
+        allowed = allowed & (j < bound)[None]
+    if keep is not None:
+        allowed = allowed & (j < keep)[None]
+    return allowed
+
+
+@pytest.mark.parametrize("wrong_mask,causal,key,words", [
+    (dict(strict=True), True, "causal_strict", "j < i instead of j <= i"),
+    (dict(tile_q=8), True, "diagonal_unmasked", "inside the diagonal tile"),
+    (dict(lens_delta=1), True, "kv_lens_off_by_one", "one key too many"),
+    (dict(lens_delta=-1), False, "kv_lens_off_by_one", "one key too few"),
+    (dict(keep=8), False, "keys_dropped", "last, partial tile of keys"),
+])
+def test_attention_mask_mistakes_are_named(qkv, wrong_mask, causal, key, words):
+    q, k, v = qkv
+    lens = np.array([12, 9], np.int32)
+    scale = 0.5
+    ref = attention_np(q, k, v, masks(12, 12, lens, causal), scale)
+    wrong = attention_np(q, k, v, masks(12, 12, lens, causal, **wrong_mask), scale).astype(np.float32)
+    context = dict(q=q.astype(np.float32), k=k.astype(np.float32), v=v.astype(np.float32), causal=causal,
+                   kv_lens=lens, scale=scale, tile_q=8, tile_kv=8)
+    res = failure(wrong, ref, attention=context)
+    assert key in res.causes and words in str(res), str(res)
+    assert "no simple pattern" not in str(res)
+
+
+def test_attention_without_causal_mask_or_kv_lens(qkv):
+    q, k, v = qkv
+    lens = np.array([12, 7], np.int32)
+    ref = attention_np(q, k, v, masks(12, 12, lens, True), 0.5)
+    no_mask = attention_np(q, k, v, masks(12, 12, lens, False), 0.5).astype(np.float32)
+    res = failure(no_mask, ref, attention=dict(q=q, k=k, v=v, causal=True, kv_lens=lens, scale=0.5))
+    assert res.causes == ["row0_key0", "causal_missing"]
+    no_lens = attention_np(q, k, v, masks(12, 12, [12, 12], True), 0.5).astype(np.float32)
+    res = failure(no_lens, ref, attention=dict(q=q, k=k, v=v, causal=True, kv_lens=lens, scale=0.5))
+    assert res.causes == ["kv_lens_ignored"]
+    reversed_mask = attention_np(q, k, v, masks(12, 12, lens, False) & (np.arange(12)[None, None, :] >= np.arange(12)[None, :, None]), 0.5)
+    res = failure(reversed_mask.astype(np.float32), ref, attention=dict(q=q, k=k, v=v, causal=True, kv_lens=lens, scale=0.5))
+    assert "causal_reversed" in res.causes
+
+
+@pytest.mark.parametrize("factor,words", [(2.0, "is missing"), (0.5, "is applied twice")])
+def test_attention_scale_mistakes(qkv, factor, words):
+    q, k, v = qkv
+    allowed = masks(12, 12, [12, 12], False)
+    ref = attention_np(q, k, v, allowed, 0.5)
+    wrong = attention_np(q, k, v, allowed, 0.5 * factor).astype(np.float32)
+    res = failure(wrong, ref, attention=dict(q=q, k=k, v=v, scale=0.5))
+    assert res.causes == ["attention_scale"] and words in str(res)
+
+
+def test_online_softmax_rescale_mistakes(qkv):
+    from course.diagnoses.contexts import _attend_online
+
+    q, k, v = qkv
+    context = dict(q=q, k=k, v=v, causal=False, kv_lens=np.array([12, 12]), scale=0.5, tile_q=None, tile_kv=4)
+    allowed = masks(12, 12, [12, 12], False)
+    ref = attention_np(q, k, v, allowed, 0.5)
+    assert np.allclose(_attend_online(context, allowed, 0.5, 4, True, True), ref)   # the model itself
+    for rescale_acc, key in ((False, "acc_not_rescaled"), (True, "sum_not_rescaled")):
+        wrong = _attend_online(context, allowed, 0.5, 4, rescale_acc, not rescale_acc).astype(np.float32)
+        res = failure(wrong, ref, attention={**context, "kv_lens": None, "tile_q": None})
+        assert res.causes == [key] and "4 at a time" in str(res)
+
+
+def test_empty_sequence_rows_must_be_zero(qkv):
+    q, k, v = qkv
+    lens = np.array([12, 0], np.int32)
+    ref = attention_np(q, k, v, masks(12, 12, lens, False), 0.5)
+    out = ref.astype(np.float32)
+    out[1, 0, 3] = 0.25
+    res = failure(out, ref, attention=dict(q=q, k=k, v=v, kv_lens=lens, scale=0.5))
+    assert res.causes[0] == "empty_sequence" and "kv_lens[1] = 0" in str(res)
+
+
+def test_a_failed_assert_alone_leaves_the_output_patterns_on(qkv):
+    q, k, v = qkv
+    ref = attention_np(q, k, v, masks(12, 12, [12, 12], True), 0.5)
+    out = ref.astype(np.float32)
+    out[:, :, 0] *= 0.5                          # only row 0 wrong, and no model of a mistake fits
+    res = failure(out, ref, attention=dict(q=q, k=k, v=v, causal=True, scale=0.5),
+                  hints={"row0_key0": "Row 0 has one key: see the lesson's mask figure."})
+    assert res.causes == ["row0_key0", "row_scale", "first"]
+    assert "Row 0 has one key" in res.diagnoses[0]
+
+
+def test_context_names_no_cause_when_none_fits(qkv):
+    q, k, v = qkv
+    rng, _ = random_inputs(seed=20)
+    ref = attention_np(q, k, v, masks(12, 12, [12, 12], False), 0.5)
+    res = failure(rng.standard_normal(ref.shape).astype(np.float32), ref,
+                  attention=dict(q=q, k=k, v=v, scale=0.5, tile_kv=4), reduction=None)
+    assert res.causes == [] and "no simple pattern" in str(res)
+    assert check(ref.astype(np.float32), ref, attention=dict(q=q, k=k, v=v, scale=0.5, causal=False)).passed
+
+
+# --------------------------------------------------------------------------- reduction and GEMM contexts
+
+
+def test_reduction_context_names_the_tree_mistakes():
+    rng, _ = random_inputs(seed=21)
+    x = rng.standard_normal((3, 200))
+    x[1] = -np.abs(x[1])
+    threads = 64
+    partials = np.stack([x[:, t::threads].sum(axis=1) for t in range(threads)], axis=1)
+    context = dict(x=x.astype(np.float32), op="sum", threads=threads)
+    cases = [(partials[:, ::4].sum(axis=1), "tree_early", "stopped 2 levels early"),
+             (partials[:, :1].sum(axis=1), "tree_early", "only thread 0's own partial"),
+             (partials[:, :32].sum(axis=1), "tree_partial", "the first warp"),
+             (partials[:, :16].sum(axis=1), "tree_partial", "start at stride 32"),
+             (x[:, :64].sum(axis=1), "stride_loop", "only the first 64 columns")]
+    for wrong, key, words in cases:
+        res = failure(wrong.astype(np.float32), x.sum(axis=1), dims=("row",), reduction=context)
+        assert res.causes == [key] and words in str(res), str(res)
+    res = failure(np.maximum(x.max(axis=1), 0).astype(np.float32), x.max(axis=1), dims=("row",),
+                  reduction={**context, "op": "max"})
+    assert res.causes == ["max_identity"] and "last" not in res.causes
+
+
+def test_gemm_context_names_the_k_loop_mistakes():
+    rng, _ = random_inputs(seed=22)
+    a, b = rng.standard_normal((9, 19)), rng.standard_normal((19, 11))
+    context = dict(a=a, b=b, tile_k=8)
+    wrapped = np.arange(19) % 8
+    for wrong, key in ((a[:, :16] @ b[:16], "k_steps_dropped"), (a[:, wrapped] @ b, "tile_offset_k"),
+                       (a @ b[wrapped], "tile_offset_k")):
+        assert failure(wrong.astype(np.float32), a @ b, dims=("row", "col"), gemm=context).causes == [key]
+    square_b = rng.standard_normal((19, 19))
+    res = failure((a @ square_b.T).astype(np.float32), a @ square_b, dims=("row", "col"),
+                  gemm=dict(a=a, b=square_b))
+    assert res.causes == ["transposed_operand"]
+
+
+# --------------------------------------------------------------------------- the kernel's source
+
+
+def tree_without_barrier(x, out):
+    partial = cuda.shared.array(32, float32)
+    tid = cuda.threadIdx.x
+    partial[tid] = x[tid]
+    cuda.syncthreads()
+    half = 16
+    while half > 0:
+        if tid < half:
+            partial[tid] += partial[tid + half]
+        half //= 2
+    out[0] = partial[0]
+
+
+def tile_loop_without_first_barrier(a, out):
+    tile = cuda.shared.array(32, float32)
+    tid = cuda.threadIdx.x
+    acc = float32(0.0)
+    for start in range(0, a.shape[0], 32):
+        tile[tid] = a[start + tid]
+        acc += tile[31 - tid]
+        cuda.syncthreads()
+    out[tid] = acc
+
+
+def barrier_in_a_branch(a, out):
+    i = cuda.grid(1)
+    if i < a.shape[0]:
+        out[i] = a[i]
+        cuda.syncthreads()
+
+
+def test_kernel_source_findings():
+    from course.diagnoses import kernel_findings
+
+    assert [key for key, _ in kernel_findings(tree_without_barrier)] == ["missing_barrier"]
+    (key, message), = kernel_findings(tile_loop_without_first_barrier)
+    assert key == "missing_barrier" and "written" in message and "then read" in message
+    (key, message), = kernel_findings(barrier_in_a_branch)
+    assert key == "divergent_barrier" and "if i < a.shape[0]:" in message
+    assert kernel_findings(len) == [] and kernel_findings(lambda: None) == []
+
+
+def test_barrier_findings_come_first_on_failure_and_as_warnings_on_a_pass(ref):
+    out = ref.astype(np.float32)
+    with pytest.warns(BarrierWarning, match="depends on the thread"):
+        passed = check(out, ref, dims=DIMS, kernel=barrier_in_a_branch)
+    assert passed.passed and "bug the simulator hides" in str(passed) and "depends on the thread" in str(passed)
+    res = failure(out * 2, ref, kernel=barrier_in_a_branch)
+    assert res.causes == ["divergent_barrier", "scale"] and not res.warnings
+
+
+def test_float64_comparisons_are_not_labelled_fp32(ref):
+    text = str(check(ref, ref, dims=DIMS, dtype=np.float64))
+    assert "(float64," in text and "fp32" not in text
+    assert "(float32," in str(check(ref.astype(np.float32), ref, dims=DIMS))
+    assert "does not match the reference (float64," in str(failure(ref * 2, ref, dtype=np.float64))
 
 
 # --------------------------------------------------------------------------- validation
@@ -355,6 +619,22 @@ def test_shape_and_dtype_mismatch_name_the_argument(ref):
     ({"atol": -1.0}, ValueError, "atol"),
     ({"seed": "1"}, TypeError, "seed"),
     ({"rows_sum_to_one": 1}, TypeError, "rows_sum_to_one"),
+    ({"attention": [1]}, TypeError, "attention must be a dict"),
+    ({"attention": {"q": 1}}, ValueError, "missing"),
+    ({"attention": {"q": np.zeros(SHAPE), "k": np.zeros(SHAPE), "v": np.zeros(SHAPE), "causal": 1}},
+     TypeError, r"attention\['causal'\]"),
+    ({"attention": {"q": np.zeros((2, 3, 41, 24)), "k": np.zeros(SHAPE), "v": np.zeros(SHAPE)}},
+     ValueError, r"attention\['q'\] must have the shape of out"),
+    ({"attention": {"q": np.zeros(SHAPE), "k": np.zeros(SHAPE), "v": np.zeros((2, 3, 40, 23))}},
+     ValueError, r"attention\['k'\] and attention\['v'\]"),
+    ({"attention": {"q": np.zeros(SHAPE), "k": np.zeros(SHAPE), "v": np.zeros(SHAPE), "kv_lens": np.zeros(3)}},
+     ValueError, r"attention\['kv_lens'\]"),
+    ({"attention": {"q": np.zeros(SHAPE), "k": np.zeros(SHAPE), "v": np.zeros(SHAPE), "tile_kv": 0}},
+     ValueError, r"attention\['tile_kv'\]"),
+    ({"reduction": {"x": np.zeros((3, 4)), "op": "max"}}, ValueError, "reduction takes exactly the keys"),
+    ({"reduction": {"x": np.zeros((3, 4)), "op": "max", "threads": 32}}, ValueError, r"reduction\['x'\]"),
+    ({"gemm": {"a": np.zeros((3, 4))}}, ValueError, "gemm must be a dict"),
+    ({"kernel": 3}, TypeError, "kernel must be"),
 ])
 def test_check_validates_its_arguments(ref, kwargs, error, words):
     kwargs = {"dims": DIMS, **kwargs}
