@@ -3,12 +3,19 @@
 - :func:`plot_timing` draws a Recording: one line per rung against a size, the torch baseline
   dashed, the measured ceiling dotted, and a legend that says where the numbers come from
   ("recorded on <device> (<date>)" or "live on <device>").
-- :func:`plot_traffic` draws bytes moved three ways: ``"model: v1_naive"`` (the analytic model),
-  ``"counted: your kernel"`` (the simulator's counter), ``"Nsight: v1_naive"`` (recorded DRAM bytes).
+- :func:`plot_traffic` draws bytes moved four ways: ``"model: v1_naive"`` (the analytic model),
+  ``"counted: your kernel"`` (the simulator's counter), ``"Nsight: v1_naive"`` (recorded DRAM bytes)
+  and ``"compulsory: ..."`` (the least any version must move, dotted).
 - :func:`plot_roofline` places kernels under the copy-bandwidth and fp32-matmul roofs.
 
 A rung keeps its colour in every plot: ``v1_...`` is the first colour, ``v2_...`` the second, and
 so on; torch is dark grey and dashed, "your kernel" red. Every function returns its Axes.
+
+Log scales are safe both ways: a rate axis starts at 0 through its data limits, not through a fixed
+``set_ylim(0, ...)``, so ``ax.set_yscale("log")`` afterwards (or ``log_y=True``) still shows every
+curve. Every line drawn from a Recording remembers the recording's stamp
+(:func:`recording_stamp_of`), and the legend that the plot functions build carries that stamp;
+add a curve with :func:`add_legend` rather than ``ax.legend()``, which would drop it.
 """
 
 from __future__ import annotations
@@ -17,7 +24,8 @@ import re
 
 from course.records import Recording
 
-__all__ = ["plot_timing", "plot_traffic", "plot_roofline", "rung_colour", "STYLE"]
+__all__ = ["plot_timing", "plot_traffic", "plot_roofline", "rung_colour", "add_legend", "recording_stamp_of",
+           "STYLE"]
 
 STYLE = {
     "figsize": (6.4, 4.0),
@@ -31,16 +39,31 @@ STYLE = {
         "model": {"linestyle": "-", "marker": "", "linewidth": 1.6, "alpha": 0.85},
         "counted": {"linestyle": "none", "marker": "o", "markersize": 6, "fillstyle": "none"},
         "nsight": {"linestyle": "none", "marker": "s", "markersize": 5},
+        "compulsory": {"linestyle": ":", "marker": "", "linewidth": 1.5},
     },
     "grid": {"alpha": 0.3, "linewidth": 0.6},
     "legend": {"fontsize": "small", "title_fontsize": "small", "frameon": False},
 }
-Y_LABELS = {"tflops": "TFLOP/s", "gbps": "GB/s", "median_ms": "time per call (ms, median)"}
+Y_LABELS = {"tflops": "TFLOP/s", "gbps": "GB/s", "useful_gbps": "useful GB/s",
+            "median_ms": "time per call (ms, median)"}
 X_LABELS = {"N": "sequence length N", "M": "rows M", "K": "inner dimension K", "d": "head_dim d",
             "batch": "batch size", "context_len": "context length"}
 
 _VERSION = re.compile(r"(?:^|[_\s:])v(\d+)(?:$|[_\s])")
 _assigned: dict[str, str] = {}
+_STAMP_ATTRIBUTE = "_course_recording_stamp"
+_LEGEND_TITLE_ATTRIBUTE = "_course_legend_title"
+
+
+def recording_stamp_of(artist) -> str | None:
+    """The stamp of the Recording an artist was drawn from (``recorded on ...``), else None."""
+    return getattr(artist, _STAMP_ATTRIBUTE, None)
+
+
+def _mark_recorded(artists, recording) -> None:
+    if recording is not None and not recording.live:
+        for artist in artists:
+            setattr(artist, _STAMP_ATTRIBUTE, recording.stamp)
 
 
 def _is_baseline(label: str) -> bool:
@@ -87,7 +110,26 @@ def _finish(ax, xlabel: str, ylabel: str, title: str | None, legend_title: str |
     ax.grid(True, which="major", **STYLE["grid"])
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    ax.legend(title=legend_title, **STYLE["legend"])
+    setattr(ax, _LEGEND_TITLE_ATTRIBUTE, legend_title)
+    add_legend(ax)
+
+
+def add_legend(ax, **options):
+    """Redraw the legend of ``ax`` (after adding a curve) and keep the title a plot function gave it.
+
+    The title says where recorded numbers come from; ``ax.legend()`` alone would drop it.
+    options: passed to ``ax.legend`` (``ncols=2``, ``loc=...``) over the course's legend style.
+    """
+    title = options.pop("title", getattr(ax, _LEGEND_TITLE_ATTRIBUTE, None))
+    return ax.legend(title=title, **{**STYLE["legend"], **options})
+
+
+def _floor_at_zero(ax, lines, x) -> None:
+    """Start a linear y axis at 0 through the data limits, so that a log scale still autoscales."""
+    ax.update_datalim([(x, 0.0)], updatex=False)
+    for line in lines:
+        line.sticky_edges.y.append(0.0)
+    ax.autoscale_view()
 
 
 def _plain_ticks(axis) -> None:
@@ -108,10 +150,13 @@ def _auto_log(ax, xs, ys=(), log_y: bool = True) -> None:
 
 
 def plot_timing(rec: Recording, x: str = "N", y: str = "tflops", series: str = "rung", ax=None,
-                title: str | None = None, where: dict | None = None):
+                title: str | None = None, where: dict | None = None, log_y: bool | None = None):
     """Plot ``y`` against ``x`` for every value of ``series`` in a Recording's rows.
 
     where: keep only rows with these values, e.g. ``{"d": 64, "causal": True}``.
+    log_y: True for a log y axis (rungs that span orders of magnitude), False for linear; None
+        chooses: times on a log axis when they span a decade and more, rates (GB/s, TFLOP/s)
+        linear from 0, read as a fraction of the ceiling.
     Rows without ``x`` or ``y`` are skipped; torch rows (``series`` value starting with "torch")
     are the dashed baseline. With ``y="gbps"`` or ``"tflops"`` the recording's ceiling is drawn.
     """
@@ -123,6 +168,8 @@ def plot_timing(rec: Recording, x: str = "N", y: str = "tflops", series: str = "
     where = {} if where is None else where
     if not isinstance(where, dict):
         raise TypeError(f"where must be a dict of column -> value, got {type(where).__name__}")
+    if log_y not in (None, True, False):
+        raise TypeError(f"log_y must be True, False or None (choose), got {log_y!r}")
     groups: dict[str, list] = {}
     for row in rec.rows:
         if all(row.get(k) == v for k, v in where.items()) and row.get(x) is not None \
@@ -133,27 +180,31 @@ def plot_timing(rec: Recording, x: str = "N", y: str = "tflops", series: str = "
         raise ValueError(f"no rows of {rec.name!r} have both {x!r} and {y!r}"
                          f"{' and match ' + repr(where) if where else ''}; columns: {columns}")
     ax = _new_axes(ax)
-    all_x, all_y = [], []
+    all_x, all_y, drawn = [], [], []
     ordered = sorted(groups, key=lambda label: (_is_baseline(label), list(groups).index(label)))
     for label in ordered:
         rows = sorted(groups[label], key=lambda r: r[x])
         xs, ys = [r[x] for r in rows], [r[y] for r in rows]
-        ax.plot(xs, ys, label=label, **_series_style(label))
+        drawn += ax.plot(xs, ys, label=label, **_series_style(label))
         if y == "median_ms" and all("p10_ms" in r and "p90_ms" in r for r in rows):
-            ax.fill_between(xs, [r["p10_ms"] for r in rows], [r["p90_ms"] for r in rows],
-                            color=_series_style(label)["color"], alpha=0.15, linewidth=0)
+            drawn.append(ax.fill_between(xs, [r["p10_ms"] for r in rows], [r["p90_ms"] for r in rows],
+                                         color=_series_style(label)["color"], alpha=0.15, linewidth=0))
         all_x += xs
         all_y += ys
     ceiling = {"gbps": ("copy_gbps", "copy ceiling {:,.0f} GB/s"),
                "tflops": ("fp32_tflops", "fp32 matmul ceiling {:,.1f} TFLOP/s")}.get(y)
     if ceiling and rec.ceilings.get(ceiling[0]):
         value = rec.ceilings[ceiling[0]]
-        ax.axhline(value, label=ceiling[1].format(value), **STYLE["ceiling"])
+        drawn.append(ax.axhline(value, label=ceiling[1].format(value), **STYLE["ceiling"]))
         all_y.append(value)
+    _mark_recorded(drawn, rec)
+    rate = y in ("gbps", "tflops", "useful_gbps")
     # Times span decades (log); rates are read as a fraction of the ceiling (linear, from 0).
-    _auto_log(ax, all_x, all_y, log_y=y not in ("gbps", "tflops"))
-    if y in ("gbps", "tflops"):
-        ax.set_ylim(0, max(all_y) * 1.08)
+    _auto_log(ax, all_x, all_y, log_y=not rate if log_y is None else False)
+    if log_y:
+        ax.set_yscale("log")
+    elif rate and not ax.get_yscale() == "log":
+        _floor_at_zero(ax, drawn, min(all_x))
     _finish(ax, X_LABELS.get(x, x), Y_LABELS.get(y, y), title, rec.stamp)
     return ax
 
@@ -166,14 +217,16 @@ def _format_bytes(value: float, _pos=None) -> str:
 
 
 def plot_traffic(sizes, series: dict, ax=None, x: str = "N", title: str | None = None,
-                 recording: Recording | None = None):
+                 recording=None):
     """Plot bytes moved against size, one series per ``"<source>: <rung>"`` label.
 
     sizes: the x values (e.g. sequence lengths).
     series: label -> list of bytes, one per size (None where not measured). The source before
         the colon sets the marker (model: line, counted: hollow circles, Nsight: squares), the
         rung after it the colour.
-    recording: the Recording the Nsight numbers come from; the legend then says so.
+        ``"compulsory: Q, K, V, O once"`` draws a dotted bound (grey unless it names a rung).
+    recording: the Recording the Nsight numbers come from (or a list of them, when the rungs were
+        recorded separately); the legend then says so.
     """
     sizes = list(sizes) if not isinstance(sizes, (str, bytes)) else None
     if not sizes or not all(isinstance(s, (int, float)) and not isinstance(s, bool) for s in sizes):
@@ -184,8 +237,10 @@ def plot_traffic(sizes, series: dict, ax=None, x: str = "N", title: str | None =
         if not isinstance(label, str) or len(list(values)) != len(sizes):
             raise ValueError(f"series[{label!r}] must have one value per size ({len(sizes)}), "
                              f"got {len(list(values))}")
-    if recording is not None and not isinstance(recording, Recording):
-        raise TypeError(f"recording must be a Recording or None, got {type(recording).__name__}")
+    recordings = [] if recording is None else [recording] if isinstance(recording, Recording) else list(recording)
+    if not all(isinstance(rec, Recording) for rec in recordings):
+        raise TypeError(f"recording must be a Recording, a list of them, or None, got {recording!r}")
+    stamps = list(dict.fromkeys(rec.stamp for rec in recordings))
     from matplotlib.ticker import FuncFormatter
 
     ax = _new_axes(ax)
@@ -195,12 +250,17 @@ def plot_traffic(sizes, series: dict, ax=None, x: str = "N", title: str | None =
         if not points:
             continue
         source = label.split(":", 1)[0].strip().lower() if ":" in label else ""
-        style = {**STYLE["line"], **STYLE["sources"].get(source, {}), "color": rung_colour(label)}
-        ax.plot([p[0] for p in points], [p[1] for p in points], label=label, **style)
+        colour = rung_colour(label)
+        if source == "compulsory" and not _VERSION.search(label.split(":", 1)[-1]):
+            colour = STYLE["ceiling"]["color"]       # a bound of the operation, not of one rung
+        style = {**STYLE["line"], **STYLE["sources"].get(source, {}), "color": colour}
+        line, = ax.plot([p[0] for p in points], [p[1] for p in points], label=label, **style)
+        if source == "nsight" and stamps and not all(rec.live for rec in recordings):
+            setattr(line, _STAMP_ATTRIBUTE, "; ".join(stamps))
         all_y += [p[1] for p in points]
     _auto_log(ax, sizes, all_y)
     ax.yaxis.set_major_formatter(FuncFormatter(_format_bytes))
-    stamp = f"Nsight {recording.stamp}" if recording is not None else None
+    stamp = f"Nsight {'; '.join(stamps)}" if stamps else None
     _finish(ax, X_LABELS.get(x, x), "global memory traffic", title, stamp)
     return ax
 
@@ -236,15 +296,17 @@ def plot_roofline(points, ceilings, ax=None, title: str | None = None,
     hi = max(max(intensities), ridge) * 4
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     ax = _new_axes(ax)
-    ax.plot(xs, [min(peak, bandwidth_tb * v) for v in xs], label=(
+    roof = ax.plot(xs, [min(peak, bandwidth_tb * v) for v in xs], label=(
         f"roof: copy {ceilings['copy_gbps']:,.0f} GB/s, fp32 {peak:,.1f} TFLOP/s"),
         **{**STYLE["ceiling"], "linestyle": "-"})
+    _mark_recorded(roof, recording)
     ax.axvline(ridge, **STYLE["ceiling"])
     ax.annotate(f"ridge {ridge:.3g} FLOP/B", (ridge, peak), textcoords="offset points",
                 xytext=(4, -12), fontsize="x-small", color=STYLE["ceiling"]["color"])
     for p in points:
-        ax.plot([p["intensity"]], [p["tflops"]], label=p["label"],
-                **{**_series_style(p["label"]), "linestyle": "none", "marker": "o", "markersize": 7})
+        drawn = ax.plot([p["intensity"]], [p["tflops"]], label=p["label"],
+                        **{**_series_style(p["label"]), "linestyle": "none", "marker": "o", "markersize": 7})
+        _mark_recorded(drawn, recording)
     ax.set_xscale("log", base=2)
     _plain_ticks(ax.xaxis)
     ax.set_yscale("log")

@@ -10,6 +10,11 @@ measured in the same run, so that every figure can be read as a ratio::
     rec = load_recording("day05_flash_timing")                        # anywhere, GPU or not
 
 ``live_or_recorded(name, run)`` runs ``run()`` on a GPU and loads the recording elsewhere.
+Lessons call :func:`live_else_recorded`, which also says what is missing instead of raising::
+
+    timing = live_else_recorded("day05_flash_timing", run=lambda: day05.timing_recording(quick=True))
+    if timing is not None:
+        plot_timing(timing)
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from importlib import metadata
 import numpy as np
 
 __all__ = ["Recording", "new_recording", "load_recording", "recording_path", "recorded_names",
-           "live_or_recorded", "DATA_DIR", "SCHEMA_VERSION"]
+           "live_or_recorded", "live_else_recorded", "DATA_DIR", "SCHEMA_VERSION"]
 
 DATA_DIR = pathlib.Path(__file__).resolve().parent / "data"
 SCHEMA_VERSION = 1
@@ -253,3 +258,32 @@ def live_or_recorded(name: str, run) -> tuple[Recording, bool]:
         raise TypeError(f"run() must return a Recording, got {type(rec).__name__}")
     rec.live = True
     return rec, True
+
+
+def live_else_recorded(name: str, run=None) -> Recording | None:
+    """The numbers a lesson shows: measured live on a GPU, else recorded, else None with a note.
+
+    run: a function of no arguments that measures and returns a Recording on a GPU; without it
+        (a measurement that only the recorder makes) the recording is loaded everywhere.
+    On a GPU where ``run`` cannot measure (torch missing for the baseline, a RuntimeError such as
+    a driver that refuses) the recording is shown instead, and a line says why. Where there is no
+    recording either, a line names the recording and the command that makes it, and the result
+    is None: the cell skips its figure instead of failing.
+    """
+    _check_name(name)
+    if run is not None and not callable(run):
+        raise TypeError(f"run must be a function returning a Recording, got {type(run).__name__}")
+    from course.device import on_simulator
+
+    if run is not None and not on_simulator():
+        try:
+            return live_or_recorded(name, run)[0]
+        except (ImportError, RuntimeError) as why:
+            print(f"Live measurement of {name!r} is not possible here ({why}); showing the recording.")
+    try:
+        return load_recording(name)
+    except FileNotFoundError:
+        day = name.split("_", 1)[0]
+        print(f"No recording {name!r} is installed yet, so what needs it is skipped. It is made on a GPU "
+              f"with `python -m course.record {day} --out DIR` and copied into course/data/.")
+        return None

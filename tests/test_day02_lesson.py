@@ -1,29 +1,29 @@
-"""The day-2 lesson runs top to bottom, with and without recordings, and never shows an exercise's code.
+"""The day-2 lesson never shows an exercise's code, runs on synthetic recordings, and its prose holds.
 
-It runs twice: as committed (with whatever recordings course/data holds; a missing one gives a
-note, not an error) and against synthetic recordings in a temporary folder, so that every table
-and plot cell that reads a recording runs.
+The lesson runs as committed in ``test_lesson_figures.py``. Here it runs against synthetic
+recordings in a temporary folder, so that every table and plot cell that reads a recording runs,
+and the claims its prose makes are checked: against the simulator, and against the recordings
+``course/data`` ships.
 """
 
+import math
 import pathlib
+import warnings
 
 import nbformat
-from nbclient import NotebookClient
+import numpy as np
+import pytest
+from numba import cuda
 
+import course
 from attention_fake_recordings import fake_recordings
+from course.records import load_recording
 from grader import markers
+from test_lesson_figures import execute_lesson
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LESSON = ROOT / "lessons" / "day02_naive_attention.ipynb"
 SOLUTION = ROOT / "solutions" / "day02_naive_attention" / "day02_naive_attention.ipynb"
-
-
-def _execute(nb):
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(LESSON.parent)}}).execute()
-    errors = [(c.get("id"), o.ename, o.evalue) for c in nb.cells if c.cell_type == "code"
-              for o in c.outputs if o.output_type == "error"]
-    assert not errors
-    return nb
 
 
 def _text(nb, outputs: bool) -> str:
@@ -45,25 +45,48 @@ def test_lesson_never_shows_the_exercise_kernels():
     assert not leaked, f"the lesson shows solution lines: {leaked[:3]}"
 
 
-def test_lesson_runs_as_committed():
-    """With the recordings course/data holds: each plot shows them or a note that they are missing."""
-    from course.records import recorded_names
-
-    shown = _text(_execute(nbformat.read(LESSON, as_version=4)), outputs=True)
-    for name, note in (("day02_naive_timing", "No timing recording for day 2 is installed yet"),
-                       ("day02_dram_bytes", "No Nsight Compute recording for day 2 is installed yet")):
-        assert (note in shown) == (name not in recorded_names()), name
-
-
 def test_lesson_runs_with_recordings(tmp_path):
     for rec in fake_recordings():
         rec.save(tmp_path / f"{rec.name}.json")
-    nb = nbformat.read(LESSON, as_version=4)
-    nb.cells.insert(1, nbformat.v4.new_code_cell(
-        f"import course.records, pathlib\ncourse.records.DATA_DIR = pathlib.Path({str(tmp_path)!r})"))
-    shown = _text(_execute(nb), outputs=True)
+    shown = _text(execute_lesson(LESSON, data_dir=tmp_path), outputs=True)
     assert "Nsight measured" in shown and "compulsory traffic" in shown
-    assert "recorded on Fake GPU" in shown and "torch SDPA" in shown
+    assert "recorded on Fake GPU" in shown and "torch SDPA" in shown and "takes the most" in shown
     solution = nbformat.read(SOLUTION, as_version=4)
     leaked = [line for line in markers.secret_lines(solution, "solution") if line in shown]
     assert not leaked, f"the lesson's outputs show solution lines: {leaked[:3]}"
+
+
+@cuda.jit
+def _exp_unshifted(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = math.exp(x[i])
+
+
+def _run_exp(logit):
+    x, out = np.array([2.0, logit], dtype=np.float32), np.zeros(2, np.float32)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _exp_unshifted[1, 32](x, out)
+    return out, caught
+
+
+@pytest.mark.skipif(not course.on_simulator(), reason="checks what the simulator does")
+def test_what_the_lesson_says_about_exp_overflow_on_the_simulator():
+    """A logit of 100 gives inf with a warning; 1000 raises OverflowError (the lesson's max-simulator cell)."""
+    out, caught = _run_exp(100.0)
+    assert np.isinf(out[1]) and caught, "exp(100) stored as float32 should be inf, with a warning"
+    with pytest.raises(OverflowError):
+        _run_exp(1000.0)
+    prose = _text(nbformat.read(LESSON, as_version=4), outputs=False)
+    assert "a logit of 100 raises" not in prose.lower()
+    assert "OverflowError" in prose and "709" in prose
+
+
+def test_the_recorded_pipeline_supports_the_prose():
+    """The lesson says the time goes to the scores and PV kernels, the softmax taking a small share."""
+    timing = load_recording("day02_naive_timing")
+    n_big = max(r["N"] for r in timing.rows)
+    ms = {r["rung"]: r["median_ms"] for r in timing.rows if r["N"] == n_big}
+    assert ms["softmax_rows_kernel"] < 0.1 * ms["v1_naive"], ms
+    assert ms["scores_kernel"] > ms["softmax_rows_kernel"] and ms["pv_kernel"] > ms["softmax_rows_kernel"], ms

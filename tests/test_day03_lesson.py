@@ -1,29 +1,27 @@
-"""The day-3 lesson runs top to bottom, with and without recordings, and never shows an exercise's code.
+"""The day-3 lesson never shows an exercise's code, runs on synthetic recordings, and its prose holds.
 
-It runs twice: as committed (with whatever recordings course/data holds; a missing one gives a
-note, not an error) and against synthetic recordings in a temporary folder, so that every table
-and plot cell that reads a recording runs.
+The lesson runs as committed in ``test_lesson_figures.py``. Here it runs against synthetic
+recordings in a temporary folder, so that every table and plot cell that reads a recording runs,
+and the claims its prose makes are checked: by computing them, and against the recordings
+``course/data`` ships.
 """
 
+import math
 import pathlib
 
 import nbformat
-from nbclient import NotebookClient
+import numpy as np
 
 from attention_fake_recordings import fake_recordings
+from course.checking import random_inputs
+from course.records import load_recording
 from grader import markers
+from kernels import reference
+from test_lesson_figures import execute_lesson
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LESSON = ROOT / "lessons" / "day03_online_softmax.ipynb"
 SOLUTION = ROOT / "solutions" / "day03_online_softmax" / "day03_online_softmax.ipynb"
-
-
-def _execute(nb):
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(LESSON.parent)}}).execute()
-    errors = [(c.get("id"), o.ename, o.evalue) for c in nb.cells if c.cell_type == "code"
-              for o in c.outputs if o.output_type == "error"]
-    assert not errors
-    return nb
 
 
 def _text(nb, outputs: bool) -> str:
@@ -45,27 +43,47 @@ def test_lesson_never_shows_the_exercise_kernels():
     assert not leaked, f"the lesson shows solution lines: {leaked[:3]}"
 
 
-def test_lesson_runs_as_committed():
-    """With the recordings course/data holds: each plot shows them or a note that they are missing."""
-    from course.records import recorded_names
-
-    shown = _text(_execute(nbformat.read(LESSON, as_version=4)), outputs=True)
-    for name, note in (("day03_fused_timing", "No timing recording for day 3 is installed yet"),
-                       ("day03_softmax_timing", "No softmax timing recording is installed yet"),
-                       ("day02_dram_bytes", "No Nsight Compute recording day02_dram_bytes is installed yet"),
-                       ("day03_dram_bytes", "No Nsight Compute recording day03_dram_bytes is installed yet")):
-        assert (note in shown) == (name not in recorded_names()), name
-
-
 def test_lesson_runs_with_recordings(tmp_path):
     for rec in fake_recordings():
         rec.save(tmp_path / f"{rec.name}.json")
-    nb = nbformat.read(LESSON, as_version=4)
-    nb.cells.insert(1, nbformat.v4.new_code_cell(
-        f"import course.records, pathlib\ncourse.records.DATA_DIR = pathlib.Path({str(tmp_path)!r})"))
-    shown = _text(_execute(nb), outputs=True)
+    shown = _text(execute_lesson(LESSON, data_dir=tmp_path), outputs=True)
     assert "Nsight, `v2_fused_rows`" in shown and "Nsight, `v1_naive`" in shown
     assert "recorded on Fake GPU" in shown and "torch SDPA" in shown and "online" in shown
+    assert "speed-up over the naive pipeline" in shown
     solution = nbformat.read(SOLUTION, as_version=4)
     leaked = [line for line in markers.secret_lines(solution, "solution") if line in shown]
     assert not leaked, f"the lesson's outputs show solution lines: {leaked[:3]}"
+
+
+def _softmax_without_rescale(row):
+    """The classic bug of the knowledge check: the running sum is never rescaled."""
+    m, total = -math.inf, 0.0
+    for value in row:
+        m = max(m, value)
+        total += math.exp(value - m)
+    return np.exp(np.asarray(row) - m) / total
+
+
+def test_a_missing_rescale_makes_rows_sum_below_one():
+    """What the knowledge check says: below 1 always, most of all on increasing rows (never about 1.3)."""
+    rng, seed = random_inputs()
+    for _ in range(50):
+        row = rng.standard_normal(int(rng.integers(2, 40))) * 3
+        assert _softmax_without_rescale(row).sum() <= 1 + 1e-12, f"seed {seed}: {row}"
+        increasing = np.sort(row)
+        assert (_softmax_without_rescale(increasing).sum()
+                <= _softmax_without_rescale(row).sum() + 1e-12), f"seed {seed}: {row}"
+    assert np.allclose(reference.softmax(np.arange(8.0)).sum(), 1.0)
+    assert _softmax_without_rescale(np.arange(8.0)).sum() < 0.5
+    prose = _text(nbformat.read(LESSON, as_version=4), outputs=False)
+    assert "1.3" not in prose and "less than 1" in prose
+
+
+def test_the_recorded_timings_support_the_prose():
+    """The lesson says the fused rung's gain over the naive pipeline shrinks again at the longest N."""
+    timing = load_recording("day03_fused_timing")
+    ms = {(r["rung"], r["N"]): r["median_ms"] for r in timing.rows}
+    sizes = sorted(n for rung, n in ms if rung == "v1_naive" and ("v2_fused_rows", n) in ms)
+    gain = {n: ms[("v1_naive", n)] / ms[("v2_fused_rows", n)] for n in sizes}
+    assert max(gain, key=gain.get) < sizes[-1], gain
+    assert all(ms[("v2_fused_rows", n)] > 5 * ms[("torch_sdpa", n)] for n in sizes), "far from torch"

@@ -1,20 +1,21 @@
-"""Day 4 lesson: runs top to bottom, as committed and against synthetic recordings, and shows no solution.
+"""Day 4 lesson: runs against synthetic recordings, shows no solution, and its prose holds.
 
-The synthetic run leaves ``day04_dram_bytes`` out on purpose, so the note for a missing recording
-runs too; every other recorded table and plot cell runs on made-up numbers shaped like an H100's,
-with the columns course/record/day04.py writes.
+The lesson runs as committed in ``test_lesson_figures.py``. The synthetic run here leaves
+``day04_dram_bytes`` out on purpose, so the note for a missing recording runs too; every other
+recorded table and plot cell runs on made-up numbers shaped like an H100's, with the columns
+course/record/day04.py writes.
 """
 
 import inspect
 import pathlib
 
 import nbformat
-from nbclient import NotebookClient
 
 from course.models import gemm as model
-from course.records import new_recording
+from course.records import load_recording, new_recording
 from grader import markers
 from kernels import gemm, transpose
+from test_lesson_figures import execute_lesson
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LESSON = ROOT / "lessons" / "day04_tiled_gemm.ipynb"
@@ -23,15 +24,6 @@ EXERCISE_KERNELS = ("gemm_v3_shared_tiles_kernel", "gemm_v4_register_blocked_ker
 # Kernels the lesson prints: their lines may coincide with lines of a solution.
 SHOWN_KERNELS = (gemm.gemm_v1_naive_kernel, gemm.gemm_v2_coalesced_kernel, transpose.transpose_v2_shared_kernel,
                  transpose.transpose_v3_shared_padded_kernel, transpose.transpose_missing_barrier_kernel)
-
-
-def _execute(nb):
-    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(LESSON.parent)}}).execute()
-    errors = [(c.get("id"), o.ename, o.evalue[:300]) for c in nb.cells if c.cell_type == "code"
-              for o in c.outputs if o.output_type == "error"]
-    assert not errors
-    return nb
 
 
 def _output_text(nb) -> str:
@@ -49,18 +41,21 @@ def test_lesson_never_shows_the_exercise_kernels():
         assert name not in text, f"the lesson mentions {name}, which the exercise asks for"
 
 
-def test_lesson_runs_as_committed():
-    _execute(nbformat.read(LESSON, as_version=4))
+def test_the_recorded_dram_bytes_support_the_prose():
+    """Section 10 says the Nsight squares sit far below each rung's model, close to the compulsory line."""
+    dram = load_recording("day04_dram_bytes")
+    for row in dram.rows:
+        if row["label"] in gemm.RUNGS:
+            n = row["N"]
+            assert row["dram_bytes"] < 0.1 * model.traffic(row["label"], n, n, n).bytes(4), row
+            assert 0.5 < row["dram_bytes"] / model.compulsory_bytes(n, n, n) < 1.5, row
 
 
 def test_lesson_runs_with_recordings_and_shows_no_solution(tmp_path):
     for rec in fake_recordings():
         rec.save(tmp_path / f"{rec.name}.json")
-    nb = nbformat.read(LESSON, as_version=4)
-    nb.cells.insert(1, nbformat.v4.new_code_cell(
-        f"import course.records, pathlib\ncourse.records.DATA_DIR = pathlib.Path({str(tmp_path)!r})"))
-    shown = _output_text(_execute(nb))
-    assert "no recording 'day04_dram_bytes'" in shown
+    shown = _output_text(execute_lesson(LESSON, data_dir=tmp_path))
+    assert "No recording 'day04_dram_bytes' is installed yet" in shown
     assert "Fake GPU" in shown and "of torch" in shown and "wrong in 8 of 20 trials" in shown
     earlier = {line.split("#")[0].strip() for kernel in SHOWN_KERNELS
                for line in inspect.getsource(kernel.py_func).splitlines()}

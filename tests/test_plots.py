@@ -8,7 +8,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.colors import to_hex  # noqa: E402
 
-from course.plots import STYLE, plot_roofline, plot_timing, plot_traffic, rung_colour  # noqa: E402
+from course.plots import (STYLE, add_legend, plot_roofline, plot_timing, plot_traffic,  # noqa: E402
+                          recording_stamp_of, rung_colour)
 from course.records import Recording  # noqa: E402
 
 SIZES = [128, 256, 512, 1024, 2048]
@@ -117,3 +118,47 @@ def test_a_rung_keeps_its_colour_across_plots():
     assert rung_colour("v4_flash") != rung_colour("v1_naive") == rung_colour("gemm_v1_naive")
     assert rung_colour("torch_matmul") == STYLE["baseline"]["color"]
     assert rung_colour("my_extra_rung") == rung_colour("model: my_extra_rung")
+
+
+def test_rates_start_at_zero_and_survive_a_log_scale():
+    ax = plot_timing(recording(), y="tflops", where={"d": 64})
+    assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0
+    ax.set_yscale("log")                 # a lesson may switch afterwards: the floor must not stay at 0
+    ax.figure.canvas.draw()
+    low, high = ax.get_ylim()
+    assert 0 < low < 1.0 and high > 51.0
+    ax = plot_timing(recording(), y="tflops", where={"d": 64}, log_y=True)
+    assert ax.get_yscale() == "log" and ax.get_ylim()[0] > 0
+    assert plot_timing(recording(), y="median_ms", where={"d": 64}, log_y=False).get_yscale() == "linear"
+    with pytest.raises(TypeError, match="log_y must be True, False or None"):
+        plot_timing(recording(), log_y="yes")
+
+
+def test_recorded_lines_carry_their_stamp_and_add_legend_keeps_it():
+    rec = recording()
+    ax = plot_timing(rec, y="tflops", where={"d": 64})
+    assert {recording_stamp_of(line) for line in ax.get_lines()} == {rec.stamp}
+    assert recording_stamp_of(plot_timing(recording(live=True), where={"d": 64}).get_lines()[0]) is None
+    ax.plot([128, 2048], [1.0, 2.0], label="my extra line")
+    legend = add_legend(ax, ncols=2)
+    assert legend.get_title().get_text() == rec.stamp
+    assert "my extra line" in [text.get_text() for text in legend.get_texts()]
+
+
+def test_traffic_compulsory_bound_and_several_recordings():
+    sizes = [64, 128]
+    first, second = recording(), recording()
+    second.date = "2025-12-01T10:00:00+00:00"
+    ax = plot_traffic(sizes, {"Nsight: v1_naive": [1e6, 4e6], "Nsight: v2_fused_rows": [2e6, 3e6],
+                              "compulsory: Q, K, V, O once": [1e5, 2e5], "compulsory: v1_naive": [5e5, 2e6]},
+                      recording=[first, second])
+    lines = lines_by_label(ax)
+    assert lines["compulsory: Q, K, V, O once"].get_linestyle() == ":"
+    assert lines["compulsory: Q, K, V, O once"].get_color() == STYLE["ceiling"]["color"]
+    assert lines["compulsory: v1_naive"].get_color() == rung_colour("v1_naive")
+    title = ax.get_legend().get_title().get_text()
+    assert title == f"Nsight {first.stamp}; {second.stamp}"
+    assert recording_stamp_of(lines["Nsight: v1_naive"]) in title
+    assert recording_stamp_of(lines["compulsory: v1_naive"]) is None
+    with pytest.raises(TypeError, match="recording must be a Recording, a list of them"):
+        plot_traffic(sizes, {"model: v1_naive": [1.0, 2.0]}, recording=[first, "other"])

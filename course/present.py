@@ -1,0 +1,106 @@
+"""What lessons show, generated from code and data so the text always matches them.
+
+::
+
+    markdown_table(["N", "bytes"], [[1024, "4.2 MB"], [4096, "67 MB"]])      # displays in a notebook
+    markdown_table(["kernel", "ms"], rows, align="lr", caption="Recorded on ...")
+
+    # the series of a traffic plot (course.plots.plot_traffic), one value per size or None:
+    counted_series(attention_v3_tiled, sizes, inputs, upto=128)   # bytes the simulator counts
+    recorded_series(nsight, "v3_tiled", sizes, per=64)           # DRAM bytes Nsight measured, per head
+
+Numbers are formatted with thousands separators (integers) or 4 significant digits (floats);
+strings are kept as given, so a cell can carry its own format (``f"{x:.2f}x"``) or Markdown.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+__all__ = ["markdown_table", "format_cell", "counted_series", "recorded_series"]
+
+_ALIGN = {"l": "---", "r": "---:", "c": ":---:"}
+
+
+def format_cell(value) -> str:
+    """One table cell as text: ints with separators, floats to 4 significant digits, None as a dash."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, numbers.Integral):
+        return f"{value:,}"
+    if isinstance(value, numbers.Real):
+        return f"{value:,.4g}"
+    text = str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(columns, rows, *, align: str | None = None, caption: str | None = None):
+    """A Markdown table (an IPython ``Markdown`` object) with one header row.
+
+    columns: the header cells.
+    rows: one list of cells per row, each as long as ``columns``.
+    align: one letter per column, ``l``, ``r`` or ``c``; by default the first column is left-aligned
+        and the others right-aligned (numbers).
+    caption: a paragraph shown above the table (where the numbers come from).
+    The object's ``.data`` is the Markdown text.
+    """
+    from IPython.display import Markdown
+
+    columns = list(columns)
+    if not columns:
+        raise ValueError("columns must name at least one column")
+    rows = [list(row) for row in rows]
+    for i, row in enumerate(rows):
+        if len(row) != len(columns):
+            raise ValueError(f"rows[{i}] has {len(row)} cells, expected {len(columns)} (one per column {columns})")
+    align = "l" + "r" * (len(columns) - 1) if align is None else align
+    if not isinstance(align, str) or len(align) != len(columns) or set(align) - set(_ALIGN):
+        raise ValueError(f"align must be one of 'l', 'r', 'c' per column ({len(columns)} letters), got {align!r}")
+    lines = ["| " + " | ".join(format_cell(c) for c in columns) + " |",
+             "| " + " | ".join(_ALIGN[a] for a in align) + " |"]
+    lines += ["| " + " | ".join(format_cell(c) for c in row) + " |" for row in rows]
+    text = "\n".join(lines)
+    return Markdown(f"{caption}\n\n{text}" if caption else text)
+
+
+def counted_series(launch, sizes, inputs, *, upto: int | None = None) -> list:
+    """Global bytes a launch moves at each size, counted on the simulator; None where not counted.
+
+    launch: called as ``launch(*inputs(size))``. inputs: a function of the size that returns the
+    arguments (fresh random arrays). upto: count only sizes up to this one (the simulator is slow).
+    On a GPU nothing is counted (Nsight measures DRAM bytes there) and every value is None.
+    """
+    from course.device import on_simulator
+    from course.traffic import count_traffic
+
+    if not callable(launch) or not callable(inputs):
+        raise TypeError("launch and inputs must be functions: launch(*inputs(size))")
+    values = []
+    for size in sizes:
+        if not on_simulator() or (upto is not None and size > upto):
+            values.append(None)
+            continue
+        with count_traffic() as traffic:
+            launch(*inputs(size))
+        values.append(traffic.global_bytes)
+    return values
+
+
+def recorded_series(recordings, label: str, sizes, *, per: float = 1, column: str = "dram_bytes",
+                    x: str = "N") -> list:
+    """One recorded value per size for the rows labelled ``label`` (divided by ``per``); None where absent.
+
+    recordings: a Recording, a list of them, or None (then every value is None). per: e.g. the
+    number of (batch, head) pairs the measurement covered, to plot bytes per head.
+    """
+    if recordings is None:
+        recordings = []
+    elif not isinstance(recordings, (list, tuple)):
+        recordings = [recordings]
+    if not per or per < 0:
+        raise ValueError(f"per must be a positive number, got {per!r}")
+    found = {row[x]: row[column] / per for rec in recordings for row in rec.rows
+             if row.get("label") == label and row.get(x) is not None and row.get(column) is not None}
+    return [found.get(size) for size in sizes]
