@@ -55,6 +55,8 @@ import time
 
 import numpy as np
 
+from kernels.launching import cdiv
+
 WARP_SIZE = 32
 FULL_MASK = 0xFFFFFFFF
 # A warp that makes no progress this long (no lane arrives, leaves or exits) is reported as stuck.
@@ -76,16 +78,26 @@ class WarpSyncError(RuntimeError):
     """A warp intrinsic was used in a way that hangs or is undefined on a GPU."""
 
 
+def simulator_in_use() -> bool:
+    """True when numba runs kernels on its CUDA simulator.
+
+    Imports numba, which fixes the choice: ``course.device`` chooses the device (and then calls
+    :func:`install`); this module only follows the choice, so it never imports ``course.device``.
+    """
+    import numba
+
+    return bool(numba.config.ENABLE_CUDASIM)
+
+
 def install() -> bool:
     """Give the simulator warp intrinsics and traffic hooks; return True when it is in use.
 
     Safe to call any number of times, also after numba and kernels were created, and from
     fresh copies of this module: the patches are marked on the simulator's own classes. On a
-    real GPU nothing is needed and ``False`` is returned.
+    real GPU nothing is needed and ``False`` is returned. Call it after the device is chosen
+    (``course.use_device()`` does).
     """
-    from course.device import on_simulator
-
-    if not on_simulator():
+    if not simulator_in_use():
         return False
     from numba.cuda.simulator import kernel
 
@@ -225,7 +237,7 @@ class _Block:
         self.threads = [None] * n_threads    # by linear thread id, once started
         self.index = index
         self.warps = []
-        for w in range(-(-n_threads // WARP_SIZE)):
+        for w in range(cdiv(n_threads, WARP_SIZE)):
             lanes = min(WARP_SIZE, n_threads - w * WARP_SIZE)
             self.warps.append(_Warp(w, (1 << lanes) - 1, self.lock))
 

@@ -3,12 +3,16 @@
 One module per operation. Importing ``kernels`` imports nothing else, so a notebook can still
 choose the device (``course.use_device()``) before a kernel module loads numba.
 
-- ``kernels.reference``: the float64 NumPy references every kernel is checked against
-  (softmax, attention with causal / kv_lens / sliding window / grouped-query heads, paged
-  attention, GEMM, int8 / int4 / GGUF quantization, fp16 / bf16 / fp8 rounding); numpy only
-- ``kernels.launching``: what every launcher does first (validate inputs, allocate the output)
+- ``kernels.reference``: the float64 NumPy references every kernel is checked against, one
+  module per topic (softmax and attention with causal / kv_lens / sliding window / grouped-query
+  heads, paged attention, GEMM, int8 / int4 / GGUF quantization, fp16 / bf16 / fp8 rounding);
+  numpy only
+- ``kernels.launching``: what every launcher does first: ``cdiv`` and the ``require_*`` checks
+  (arrays of a dtype and shape, bools, ints, kv_heads dividing heads), allocating the output
+- ``kernels.registry``: ``Rung`` and ``ladder``, the registry every kernel module ends with
 - ``kernels.elementwise``: day 1, copy and elementwise kernels, bounds guards, grid-stride loops, 3D grids
 - ``kernels.reduction``: day 1, row max and row sum (shared-memory tree, warp shuffles)
+- ``kernels.probes``: day 1, probes of the memory hierarchy's bandwidths and latencies (no ladder)
 - ``kernels.softmax``: day 2, row softmax, one block per row
 - ``kernels.attention``: days 2 and 3, attention from three kernels to one fused pass per query row
 - ``kernels.transpose``: day 4, a shared-memory tile transpose (barriers and bank conflicts)
@@ -17,5 +21,7 @@ choose the device (``course.use_device()``) before a kernel module loads numba.
   the same kernel with head_dim fixed at compile time so its per-thread arrays live in registers
 
 Each kernel module lists its rungs in its docstring, one line per rung, saying what the rung
-adds over the one before (``attention_v1_naive`` ... ``attention_v5_flash_registers``).
+adds over the one before (``attention_v1_naive`` ... ``attention_v5_flash_registers``), and
+registers them in that order in ``RUNGS``. A rung's launcher takes the kernel it launches as
+``kernel=`` (the course's own by default): it validates, sizes the grid and launches it.
 """

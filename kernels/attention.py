@@ -12,7 +12,10 @@ head_dim), all float32; ``scale`` defaults to ``1/sqrt(head_dim)``. The float64 
   Reads K and V once per query row; ``causal=True`` stops at key i for query i.
 
 ``attention_v3_tiled`` and ``attention_v4_flash`` (query tiles per block, K and V tiles staged in
-shared memory) live in ``kernels/flash_attention.py``.
+shared memory) live in ``kernels/flash_attention.py``, whose ``RUNGS`` holds the whole ladder.
+
+Each launcher validates, sizes the grid and launches the kernel given as ``kernel=`` (the naive
+pipeline: ``scores_kernel=``, ``softmax_kernel=``, ``pv_kernel=``), the course's own by default.
 """
 
 from __future__ import annotations
@@ -21,24 +24,28 @@ import math
 
 from numba import cuda, float32
 
-from kernels.launching import default_scale, output_array, require_float32
+from kernels.launching import cdiv, default_scale, output_array, require_bool, require_float32
+from kernels.registry import Rung, ladder
 from kernels.softmax import SOFTMAX_THREADS, softmax_rows_kernel
 
 __all__ = ["scores_kernel", "attention_scores", "pv_kernel", "attention_pv", "attention_v1_naive",
-           "MAX_HEAD_DIM", "attention_v2_fused_rows_kernel", "attention_v2_fused_rows", "check_qkv"]
+           "MAX_HEAD_DIM", "attention_v2_fused_rows_kernel", "attention_v2_fused_rows", "check_qkv", "RUNGS"]
 
 # Threads per block of the elementwise kernels (scores, PV) and of the fused-rows kernel.
 THREADS = 64
 # The fused kernel keeps a query row and its output accumulator in per-thread arrays, whose
 # length numba needs at compile time; launchers reject a larger head_dim.
 MAX_HEAD_DIM = 128
+# The dimensions of q and of k, v, named in the launchers' error messages.
+Q_DIMS = ("batch", "heads", "n_queries", "head_dim")
+KV_DIMS = ("batch", "heads", "n_keys", "head_dim")
 
 
 def check_qkv(q, k, v):
     """Validate q (B, H, N, d), k and v (B, H, M, d) float32, C-contiguous; return (B, H, N, M, d)."""
-    batch, heads, n_queries, head_dim = require_float32("q", q, (None, None, None, None))
-    n_keys = require_float32("k", k, (batch, heads, None, head_dim))[2]
-    require_float32("v", v, (batch, heads, n_keys, head_dim))
+    batch, heads, n_queries, head_dim = require_float32("q", q, (None, None, None, None), dims=Q_DIMS)
+    n_keys = require_float32("k", k, (batch, heads, None, head_dim), dims=KV_DIMS)[2]
+    require_float32("v", v, (batch, heads, n_keys, head_dim), dims=KV_DIMS)
     if head_dim == 0:
         raise ValueError("q must have head_dim >= 1, got shape " + str(tuple(q.shape)))
     return batch, heads, n_queries, n_keys, head_dim
@@ -64,15 +71,14 @@ def scores_kernel(q, k, s, scale):
     s[b, h, i, j] = acc * scale
 
 
-def attention_scores(q, k, *, scale=None, out=None):
+def attention_scores(q, k, *, scale=None, out=None, kernel=scores_kernel):
     """S = scale * Q Kᵀ with ``scores_kernel``: q (B, H, N, d), k (B, H, M, d) -> S (B, H, N, M)."""
     batch, heads, n_queries, head_dim = require_float32("q", q, (None, None, None, None))
     n_keys = require_float32("k", k, (batch, heads, None, head_dim))[2]
     scale = default_scale(head_dim, scale)
     out = output_array("out", out, (batch, heads, n_queries, n_keys), like=q)
     if out.size:
-        blocks = (n_queries * n_keys + THREADS - 1) // THREADS
-        scores_kernel[(blocks, heads, batch), THREADS](q, k, out, scale)
+        kernel[(cdiv(n_queries * n_keys, THREADS), heads, batch), THREADS](q, k, out, scale)
     return out
 
 
@@ -96,34 +102,36 @@ def pv_kernel(p, v, o):
     o[b, h, i, c] = acc
 
 
-def attention_pv(p, v, *, out=None):
+def attention_pv(p, v, *, out=None, kernel=pv_kernel):
     """O = P V with ``pv_kernel``: p (B, H, N, M), v (B, H, M, d) -> O (B, H, N, d)."""
     batch, heads, n_queries, n_keys = require_float32("p", p, (None, None, None, None))
     head_dim = require_float32("v", v, (batch, heads, n_keys, None))[3]
     out = output_array("out", out, (batch, heads, n_queries, head_dim), like=p)
     if out.size:
-        blocks = (n_queries * head_dim + THREADS - 1) // THREADS
-        pv_kernel[(blocks, heads, batch), THREADS](p, v, out)
+        kernel[(cdiv(n_queries * head_dim, THREADS), heads, batch), THREADS](p, v, out)
     return out
 
 
-def attention_v1_naive(q, k, v, *, scale=None, out=None):
+def attention_v1_naive(q, k, v, *, scale=None, out=None, scores_kernel=scores_kernel,
+                       softmax_kernel=softmax_rows_kernel, pv_kernel=pv_kernel):
     """Naive attention: scores, row softmax, PV as three launches; S and P are N×M arrays in global memory.
 
     q (B, H, N, d), k and v (B, H, M, d) float32, NumPy or device arrays, M >= 1; returns O (B, H, N, d).
+    The three kernels are launched with the grids of ``attention_scores``, ``softmax_rows`` and
+    ``attention_pv``.
     """
     batch, heads, n_queries, n_keys, head_dim = check_qkv(q, k, v)
     if n_keys == 0:
         raise ValueError("k must hold at least one key (M >= 1) for the naive pipeline: "
                          "the softmax of an empty row is undefined")
     out = output_array("out", out, (batch, heads, n_queries, head_dim), like=q)
-    s = attention_scores(q, k, scale=scale)
+    s = attention_scores(q, k, scale=scale, kernel=scores_kernel)
     p = output_array("p", None, s.shape, like=s)
     rows = batch * heads * n_queries
     if rows:
         # The softmax kernel sees S as a matrix of B*H*N rows of M scores (a view, no copy).
-        softmax_rows_kernel[rows, SOFTMAX_THREADS](s.reshape(rows, n_keys), p.reshape(rows, n_keys))
-    return attention_pv(p, v, out=out)
+        softmax_kernel[rows, SOFTMAX_THREADS](s.reshape(rows, n_keys), p.reshape(rows, n_keys))
+    return attention_pv(p, v, out=out, kernel=pv_kernel)
 
 
 @cuda.jit
@@ -169,7 +177,7 @@ def attention_v2_fused_rows_kernel(q, k, v, o, scale, causal):
             o[b, h, i, c] = 0.0
 
 
-def attention_v2_fused_rows(q, k, v, *, causal=False, scale=None, out=None):
+def attention_v2_fused_rows(q, k, v, *, causal=False, scale=None, out=None, kernel=attention_v2_fused_rows_kernel):
     """Fused attention, one thread per query row, no N×M matrix: returns O (B, H, N, d).
 
     q (B, H, N, d), k and v (B, H, M, d) float32, NumPy or device arrays, d <= MAX_HEAD_DIM.
@@ -178,11 +186,17 @@ def attention_v2_fused_rows(q, k, v, *, causal=False, scale=None, out=None):
     batch, heads, n_queries, n_keys, head_dim = check_qkv(q, k, v)
     if head_dim > MAX_HEAD_DIM:
         raise ValueError(f"q must have head_dim <= {MAX_HEAD_DIM} (MAX_HEAD_DIM), got {head_dim}")
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be True or False, got {causal!r}")
+    causal = require_bool("causal", causal)
     scale = default_scale(head_dim, scale)
     out = output_array("out", out, (batch, heads, n_queries, head_dim), like=q)
     if out.size:
-        blocks = (n_queries + THREADS - 1) // THREADS
-        attention_v2_fused_rows_kernel[(blocks, heads, batch), THREADS](q, k, v, out, scale, causal)
+        kernel[(cdiv(n_queries, THREADS), heads, batch), THREADS](q, k, v, out, scale, causal)
     return out
+
+
+RUNGS = ladder(
+    Rung("attention_v1_naive", attention_v1_naive,
+         "three kernels (scores, row softmax, PV), S and P in global memory"),
+    Rung("attention_v2_fused_rows", attention_v2_fused_rows,
+         "one thread per query row with an online softmax: no N×M matrix"),
+)

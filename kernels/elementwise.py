@@ -19,17 +19,18 @@ A probe for the coalescing experiment:
 - ``strided_read``: ``y[i] = x[i * stride]``; neighbouring threads read ``stride`` floats apart.
 
 Launchers accept NumPy arrays or numba device arrays (outputs are allocated alike, see
-``kernels.launching``), validate their inputs and return the output.
+``kernels.launching``), validate their inputs, size the grid, launch the kernel given as
+``kernel=`` (the rung's own by default) and return the output. ``RUNGS`` registers the four rungs
+above in this order; the probe is not a rung.
 """
 
 from __future__ import annotations
 
-import numbers
-
-import numpy as np
 from numba import cuda
 
-from kernels.launching import output_array, require_float32
+from kernels.launching import (cdiv, output_array, require_float32, require_int, require_non_negative_int,
+                               require_positive_int, require_scalar)
+from kernels.registry import Rung, ladder
 
 THREADS_PER_BLOCK = 128
 # The 3D-grid kernel: threadIdx.x walks the head dimension, threadIdx.y picks a row of the tile.
@@ -38,35 +39,16 @@ ROWS_PER_BLOCK = 4
 
 
 # ----------------------------------------------------------------------------------------------
-# Launch helpers shared by the day-1 launchers (kernels.reduction uses them too)
+# Launch helpers shared by the day-1 launchers
 # ----------------------------------------------------------------------------------------------
 
-def require_scalar(name: str, value) -> np.float32:
-    """Check that ``value`` is a real number and return it as float32 (kernels then stay in fp32)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    return np.float32(value)
-
-
-def require_positive_int(name: str, value, *, zero_ok: bool = False) -> int:
-    """Check that ``value`` is an int >= 1 (>= 0 with ``zero_ok``) and return it."""
-    low = 0 if zero_ok else 1
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-    return int(value)
-
-
-def blocks_for(n: int, threads_per_block: int) -> int:
-    """Blocks needed so that ``blocks * threads_per_block >= n`` (the last block may hang over)."""
-    return (n + threads_per_block - 1) // threads_per_block
+# The name day 1 teaches the ceiling division by: blocks needed so that blocks * threads >= n.
+blocks_for = cdiv
 
 
 def require_threads(threads_per_block) -> int:
     """Check that ``threads_per_block`` is an int in 1..1024 and return it."""
-    threads = require_positive_int("threads_per_block", threads_per_block)
-    if threads > 1024:
-        raise ValueError(f"threads_per_block must be at most 1024, got {threads}")
-    return threads
+    return require_int("threads_per_block", threads_per_block, minimum=1, maximum=1024)
 
 
 def default_stride_blocks() -> int:
@@ -88,13 +70,13 @@ def copy_v1_guarded_kernel(x, y):
         y[i] = x[i]
 
 
-def copy_v1_guarded(x, *, out=None, threads_per_block=THREADS_PER_BLOCK):
+def copy_v1_guarded(x, *, out=None, threads_per_block=THREADS_PER_BLOCK, kernel=copy_v1_guarded_kernel):
     """``y = x`` for a float32 vector x (n,), one thread per element. Returns y (n,)."""
     (n,) = require_float32("x", x, (None,))
     threads = require_threads(threads_per_block)
     y = output_array("out", out, (n,), x)
     if n:
-        copy_v1_guarded_kernel[blocks_for(n, threads), threads](x, y)
+        kernel[cdiv(n, threads), threads](x, y)
     return y
 
 
@@ -107,7 +89,8 @@ def copy_v2_grid_stride_kernel(x, y):
         y[i] = x[i]
 
 
-def copy_v2_grid_stride(x, *, out=None, blocks=None, threads_per_block=THREADS_PER_BLOCK):
+def copy_v2_grid_stride(x, *, out=None, blocks=None, threads_per_block=THREADS_PER_BLOCK,
+                        kernel=copy_v2_grid_stride_kernel):
     """``y = x`` for a float32 vector x (n,) with a fixed grid of ``blocks`` blocks. Returns y (n,).
 
     ``blocks`` defaults to 4 per streaming multiprocessor; each thread copies about
@@ -118,7 +101,7 @@ def copy_v2_grid_stride(x, *, out=None, blocks=None, threads_per_block=THREADS_P
     blocks = default_stride_blocks() if blocks is None else require_positive_int("blocks", blocks)
     y = output_array("out", out, (n,), x)
     if n:
-        copy_v2_grid_stride_kernel[blocks, threads](x, y)
+        kernel[blocks, threads](x, y)
     return y
 
 
@@ -134,7 +117,7 @@ def axpb_v1_guarded_kernel(x, a, b, y):
         y[i] = a * x[i] + b
 
 
-def axpb_v1_guarded(x, a, b, *, out=None, threads_per_block=THREADS_PER_BLOCK):
+def axpb_v1_guarded(x, a, b, *, out=None, threads_per_block=THREADS_PER_BLOCK, kernel=axpb_v1_guarded_kernel):
     """``y = a * x + b`` for a float32 vector x (n,) and real scalars a, b. Returns y (n,) float32.
 
     One thread per element: ``ceil(n / threads_per_block)`` blocks, the last one partly idle.
@@ -144,7 +127,7 @@ def axpb_v1_guarded(x, a, b, *, out=None, threads_per_block=THREADS_PER_BLOCK):
     threads = require_threads(threads_per_block)
     y = output_array("out", out, (n,), x)
     if n:
-        axpb_v1_guarded_kernel[blocks_for(n, threads), threads](x, a, b, y)
+        kernel[cdiv(n, threads), threads](x, a, b, y)
     return y
 
 
@@ -158,7 +141,7 @@ def normalize_rows_grid(shape):
     grid = (ceil(rows / ROWS_PER_BLOCK), heads, batch), block = (COLS_PER_BLOCK, ROWS_PER_BLOCK).
     """
     batch, heads, rows, _ = shape
-    return (blocks_for(rows, ROWS_PER_BLOCK), heads, batch), (COLS_PER_BLOCK, ROWS_PER_BLOCK)
+    return (cdiv(rows, ROWS_PER_BLOCK), heads, batch), (COLS_PER_BLOCK, ROWS_PER_BLOCK)
 
 
 def normalize_rows_inputs(x, row_sums, out=None):
@@ -186,7 +169,7 @@ def normalize_rows_v1_3d_grid_kernel(x, row_sums, out):
             out[batch, head, row, col] = x[batch, head, row, col] / denominator
 
 
-def normalize_rows_v1_3d_grid(x, row_sums, out=None):
+def normalize_rows_v1_3d_grid(x, row_sums, out=None, *, kernel=normalize_rows_v1_3d_grid_kernel):
     """``out[b, h, n, :] = x[b, h, n, :] / row_sums[b, h, n]``: one 3D grid of (row tiles, heads, batch).
 
     x: (batch, heads, rows, head_dim) float32; row_sums: (batch, heads, rows) float32.
@@ -195,7 +178,7 @@ def normalize_rows_v1_3d_grid(x, row_sums, out=None):
     out = normalize_rows_inputs(x, row_sums, out)
     if x.size:
         grid, block = normalize_rows_grid(x.shape)
-        normalize_rows_v1_3d_grid_kernel[grid, block](x, row_sums, out)
+        kernel[grid, block](x, row_sums, out)
     return out
 
 
@@ -211,29 +194,39 @@ def strided_read_kernel(x, stride, y):
         y[i] = x[i * stride]   # a warp's 32 reads span 32 * stride floats
 
 
-def strided_read(x, stride, n, *, out=None, threads_per_block=THREADS_PER_BLOCK):
+def strided_read(x, stride, n, *, out=None, threads_per_block=THREADS_PER_BLOCK, kernel=strided_read_kernel):
     """``y[i] = x[i * stride]`` for i < n: n useful reads ``stride`` floats apart. Returns y (n,).
 
     x: float32 vector with at least ``(n - 1) * stride + 1`` elements.
     """
     (size,) = require_float32("x", x, (None,))
     stride = require_positive_int("stride", stride)
-    n = require_positive_int("n", n, zero_ok=True)
+    n = require_non_negative_int("n", n)
     if n and (n - 1) * stride >= size:
         raise ValueError(f"x must hold at least (n - 1) * stride + 1 = {(n - 1) * stride + 1} "
                          f"elements for n={n}, stride={stride}; got {size}")
     threads = require_threads(threads_per_block)
     y = output_array("out", out, (n,), x)
     if n:
-        strided_read_kernel[blocks_for(n, threads), threads](x, stride, y)
+        kernel[cdiv(n, threads), threads](x, stride, y)
     return y
 
 
+RUNGS = ladder(
+    Rung("copy_v1_guarded", copy_v1_guarded,
+         "one thread per element; a bounds guard lets the last block hang over the end"),
+    Rung("copy_v2_grid_stride", copy_v2_grid_stride,
+         "a fixed grid whose threads stride over the array, so one launch size fits any n"),
+    Rung("axpb_v1_guarded", axpb_v1_guarded, "one thread per element with a bounds guard"),
+    Rung("normalize_rows_v1_3d_grid", normalize_rows_v1_3d_grid,
+         "a 3D grid of (row tiles, heads, batch) over attention-shaped tensors"),
+)
+
 __all__ = [
-    "THREADS_PER_BLOCK", "COLS_PER_BLOCK", "ROWS_PER_BLOCK",
+    "THREADS_PER_BLOCK", "COLS_PER_BLOCK", "ROWS_PER_BLOCK", "RUNGS",
     "copy_v1_guarded", "copy_v1_guarded_kernel", "copy_v2_grid_stride", "copy_v2_grid_stride_kernel",
     "axpb_v1_guarded", "axpb_v1_guarded_kernel",
     "normalize_rows_v1_3d_grid", "normalize_rows_v1_3d_grid_kernel", "normalize_rows_grid",
     "normalize_rows_inputs", "strided_read", "strided_read_kernel",
-    "require_scalar", "require_positive_int", "require_threads", "blocks_for", "default_stride_blocks",
+    "require_scalar", "require_positive_int", "require_threads", "blocks_for", "cdiv", "default_stride_blocks",
 ]

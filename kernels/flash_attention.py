@@ -21,7 +21,8 @@
   is DRAM behind the caches.
 
 Launchers accept NumPy arrays or numba device arrays (see ``kernels.launching``), validate their
-inputs and return the output.
+inputs, size the grid, launch the kernel given as ``kernel=`` (the rung's own by default) and return
+the output. ``RUNGS`` registers the whole ladder, v1 to v5, in order.
 """
 
 from __future__ import annotations
@@ -31,13 +32,15 @@ import math
 import numpy as np
 from numba import cuda, float32
 
+from kernels.attention import RUNGS as attention_rungs
 from kernels.attention import check_qkv
-from kernels.launching import default_scale, is_device_array, output_array
+from kernels.launching import cdiv, default_scale, is_device_array, output_array, require_bool, require_same_kind
+from kernels.registry import Rung, ladder
 
 __all__ = ["TILE_Q", "TILE_KV", "HEAD_DIM_MAX", "attention_v3_tiled_kernel", "attention_v3_tiled",
            "attention_v4_flash_kernel", "attention_v4_flash", "check_attention_shapes",
            "attention_v5_flash_registers_kernel", "attention_v5_flash_registers",
-           "prepare_kv_lens", "flash_grid", "shared_bytes_per_block"]
+           "prepare_kv_lens", "flash_grid", "shared_bytes_per_block", "RUNGS"]
 
 # Query rows per block, one thread each: 64 rows means K and V are read once per 64 queries.
 TILE_Q = 64
@@ -55,7 +58,7 @@ def shared_bytes_per_block(tile_kv: int = TILE_KV, head_dim: int = HEAD_DIM_MAX,
 
 def flash_grid(batch: int, heads: int, n_queries: int) -> tuple[int, int, int]:
     """The 3D grid of the tiled kernels: (query tiles, heads, batch)."""
-    return ((n_queries + TILE_Q - 1) // TILE_Q, heads, batch)
+    return (cdiv(n_queries, TILE_Q), heads, batch)
 
 
 def check_attention_shapes(q, k, v) -> tuple[int, int, int, int, int]:
@@ -68,9 +71,7 @@ def check_attention_shapes(q, k, v) -> tuple[int, int, int, int, int]:
     if head_dim > HEAD_DIM_MAX:
         raise ValueError(f"q must have head_dim <= {HEAD_DIM_MAX} (HEAD_DIM_MAX: the shared-memory tiles "
                          f"are sized for it), got head_dim {head_dim} in shape {tuple(q.shape)}")
-    if is_device_array(k) != is_device_array(q) or is_device_array(v) != is_device_array(q):
-        raise TypeError("q, k and v must all be NumPy arrays or all be device arrays, got "
-                        f"{type(q).__name__}, {type(k).__name__}, {type(v).__name__}")
+    require_same_kind(q=q, k=k, v=v)
     return batch, heads, n_queries, n_keys, head_dim
 
 
@@ -177,7 +178,7 @@ def attention_v3_tiled_kernel(q, k, v, o, scale):
             o[b, h, row, c] = acc[c] * inv_sum
 
 
-def attention_v3_tiled(q, k, v, *, scale=None, out=None):
+def attention_v3_tiled(q, k, v, *, scale=None, out=None, kernel=attention_v3_tiled_kernel):
     """Attention with ``attention_v3_tiled_kernel``; returns out (B, H, N, d).
 
     q (B, H, N, d), k and v (B, H, M, d) float32, NumPy or device arrays; ``d <= HEAD_DIM_MAX``.
@@ -186,7 +187,7 @@ def attention_v3_tiled(q, k, v, *, scale=None, out=None):
     scale = default_scale(head_dim, scale)
     out = output_array("out", out, (batch, heads, n_queries, head_dim), like=q)
     if batch and heads and n_queries:
-        attention_v3_tiled_kernel[flash_grid(batch, heads, n_queries), TILE_Q](q, k, v, out, scale)
+        kernel[flash_grid(batch, heads, n_queries), TILE_Q](q, k, v, out, scale)
     return out
 
 
@@ -219,10 +220,11 @@ def attention_v4_flash_kernel(q, k, v, kv_lens, o, scale, causal):
     row_sum = float32(0.0)
 
     # Keys this block needs: those that exist, and under the causal mask only those up to the
-    # block's last query row. Tiles past kv_end are never loaded: that is the causal tile skipping.
+    # block's last query row that exists (the last tile may be partial, and M may exceed N).
+    # Tiles past kv_end are never loaded: that is the causal tile skipping.
     kv_end = min(kv_lens[b], k.shape[2])
     if causal:
-        kv_end = min(kv_end, tile_start + TILE_Q)
+        kv_end = min(kv_end, tile_start + TILE_Q, n_queries)
     for kv_start in range(0, kv_end, TILE_KV):
         n_tile = min(TILE_KV, kv_end - kv_start)
         for idx in range(t, n_tile * d, TILE_Q):
@@ -265,30 +267,29 @@ def attention_v4_flash_kernel(q, k, v, kv_lens, o, scale, causal):
             o[b, h, row, c] = acc[c] * inv_sum
 
 
-def attention_v4_flash(q, k, v, *, causal=False, kv_lens=None, scale=None, out=None):
+def attention_v4_flash(q, k, v, *, causal=False, kv_lens=None, scale=None, out=None,
+                       kernel=attention_v4_flash_kernel):
     """Flash attention with ``attention_v4_flash_kernel``; returns out (B, H, N, d).
 
     q (B, H, N, d), k and v (B, H, M, d) float32, NumPy or device arrays; ``d <= HEAD_DIM_MAX``.
     ``causal``: key j is allowed for query i iff j <= i. ``kv_lens`` (B,) int32: only the first
     ``kv_lens[b]`` keys exist (default: all M). Rows with no allowed key give 0.
     """
-    lens, scale, out = _flash_arguments(q, k, v, causal, kv_lens, scale, out)
+    causal, lens, scale, out = _flash_arguments(q, k, v, causal, kv_lens, scale, out)
     batch, heads, n_queries, _ = out.shape
     if batch and heads and n_queries:
-        attention_v4_flash_kernel[flash_grid(batch, heads, n_queries), TILE_Q](
-            q, k, v, lens, out, scale, bool(causal))
+        kernel[flash_grid(batch, heads, n_queries), TILE_Q](q, k, v, lens, out, scale, causal)
     return out
 
 
 def _flash_arguments(q, k, v, causal, kv_lens, scale, out):
-    """What the v4 and v5 launchers validate: returns (kv_lens as int32, scale as float32, out)."""
+    """What the v4 and v5 launchers validate: returns (causal as bool, kv_lens as int32, scale as float32, out)."""
     batch, heads, n_queries, n_keys, head_dim = check_attention_shapes(q, k, v)
-    if not isinstance(causal, (bool, np.bool_)):
-        raise TypeError(f"causal must be True or False, got {type(causal).__name__}")
+    causal = require_bool("causal", causal)
     lens = prepare_kv_lens(kv_lens, batch, n_keys, like=q)
     scale = default_scale(head_dim, scale)
     out = output_array("out", out, (batch, heads, n_queries, head_dim), like=q)
-    return lens, scale, out
+    return causal, lens, scale, out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -343,7 +344,7 @@ def _build_v5_kernel(D: int):
 
         kv_end = min(kv_lens[b], k.shape[2])
         if causal:
-            kv_end = min(kv_end, tile_start + TILE_Q)
+            kv_end = min(kv_end, tile_start + TILE_Q, n_queries)
         for kv_start in range(0, kv_end, TILE_KV):
             n_tile = min(TILE_KV, kv_end - kv_start)
             for idx in range(t, n_tile * D, TILE_Q):
@@ -387,14 +388,26 @@ def _build_v5_kernel(D: int):
     return kernel
 
 
-def attention_v5_flash_registers(q, k, v, *, causal=False, kv_lens=None, scale=None, out=None):
+def attention_v5_flash_registers(q, k, v, *, causal=False, kv_lens=None, scale=None, out=None,
+                                 kernel=attention_v5_flash_registers_kernel):
     """v4's flash attention with the v5 kernel for this head_dim; returns out (B, H, N, d).
 
-    Same arguments and results as ``attention_v4_flash``.
+    Same arguments and results as ``attention_v4_flash``, except that ``kernel`` is a function of
+    ``head_dim`` that returns the kernel to launch (one compiled kernel per head_dim).
     """
-    lens, scale, out = _flash_arguments(q, k, v, causal, kv_lens, scale, out)
+    causal, lens, scale, out = _flash_arguments(q, k, v, causal, kv_lens, scale, out)
     batch, heads, n_queries, head_dim = out.shape
     if batch and heads and n_queries and head_dim:
-        kernel = attention_v5_flash_registers_kernel(head_dim)
-        kernel[flash_grid(batch, heads, n_queries), TILE_Q](q, k, v, lens, out, scale, bool(causal))
+        kernel(head_dim)[flash_grid(batch, heads, n_queries), TILE_Q](q, k, v, lens, out, scale, causal)
     return out
+
+
+RUNGS = ladder(
+    *attention_rungs.values(),
+    Rung("attention_v3_tiled", attention_v3_tiled,
+         "one block per query tile; K and V tiles staged in shared memory, read once per tile"),
+    Rung("attention_v4_flash", attention_v4_flash,
+         "causal tile skipping and masking, and variable-length batches (kv_lens)"),
+    Rung("attention_v5_flash_registers", attention_v5_flash_registers,
+         "head_dim fixed at compile time, so each thread's query row and accumulator live in registers"),
+)

@@ -15,8 +15,9 @@ reference is ``kernels.reference.gemm``. The byte and FLOP models of each rung a
   THREAD_M×THREAD_N sub-tile held in registers; global reads fall by BLOCK_N (A) and BLOCK_M (B), and
   shared reads per multiply-add fall from 2 to (THREAD_M + THREAD_N) / (THREAD_M·THREAD_N).
 
-Each rung is a ``<rung>_kernel`` plus the launcher ``<rung>(a, b, *, out=None)``, which validates
-the inputs, sizes the grid and returns C. Launchers accept NumPy arrays or numba device arrays
+Each rung is a ``<rung>_kernel`` plus the launcher ``<rung>(a, b, *, out=None, kernel=<rung>_kernel)``,
+which validates the inputs, sizes the grid, launches ``kernel`` and returns C; ``RUNGS`` registers
+the four in order. Launchers accept NumPy arrays or numba device arrays
 (``kernels.launching``); every kernel handles any M, N, K, including ones the tile does not divide.
 """
 
@@ -24,7 +25,8 @@ from __future__ import annotations
 
 from numba import cuda, float32
 
-from kernels.launching import output_array, require_float32
+from kernels.launching import cdiv, output_array, require_float32
+from kernels.registry import Rung, ladder
 
 __all__ = [
     "NAIVE_BLOCK", "TILE", "BLOCK_M", "BLOCK_N", "BLOCK_K", "THREAD_M", "THREAD_N", "THREADS_X",
@@ -47,11 +49,6 @@ THREAD_M = 4
 THREAD_N = 4
 THREADS_X = BLOCK_N // THREAD_N
 THREADS_Y = BLOCK_M // THREAD_M
-
-
-def cdiv(n: int, d: int) -> int:
-    """Ceiling division: how many tiles of size ``d`` cover ``n`` elements."""
-    return -(-n // d)
 
 
 def gemm_shape(a, b, out=None) -> tuple[int, int, int]:
@@ -93,11 +90,11 @@ def gemm_v1_naive_kernel(a, b, c):
         c[row, col] = acc
 
 
-def gemm_v1_naive(a, b, *, out=None):
+def gemm_v1_naive(a, b, *, out=None, kernel=gemm_v1_naive_kernel):
     """C = A @ B with one thread per element of C; grid (ceil(M/32), ceil(N/8)) of (32, 8) threads."""
     m, n, _ = gemm_shape(a, b, out)
     grid = (cdiv(m, NAIVE_BLOCK[0]), cdiv(n, NAIVE_BLOCK[1]))
-    return launch_gemm(gemm_v1_naive_kernel, a, b, out=out, grid=grid, block=NAIVE_BLOCK)
+    return launch_gemm(kernel, a, b, out=out, grid=grid, block=NAIVE_BLOCK)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -117,11 +114,11 @@ def gemm_v2_coalesced_kernel(a, b, c):
         c[row, col] = acc
 
 
-def gemm_v2_coalesced(a, b, *, out=None):
+def gemm_v2_coalesced(a, b, *, out=None, kernel=gemm_v2_coalesced_kernel):
     """C = A @ B with one thread per element of C; grid (ceil(N/32), ceil(M/8)) of (32, 8) threads."""
     m, n, _ = gemm_shape(a, b, out)
     grid = (cdiv(n, NAIVE_BLOCK[0]), cdiv(m, NAIVE_BLOCK[1]))
-    return launch_gemm(gemm_v2_coalesced_kernel, a, b, out=out, grid=grid, block=NAIVE_BLOCK)
+    return launch_gemm(kernel, a, b, out=out, grid=grid, block=NAIVE_BLOCK)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -160,11 +157,11 @@ def gemm_v3_shared_tiles_kernel(a, b, c):
         c[row, col] = acc
 
 
-def gemm_v3_shared_tiles(a, b, *, out=None):
+def gemm_v3_shared_tiles(a, b, *, out=None, kernel=gemm_v3_shared_tiles_kernel):
     """C = A @ B with shared tiles; grid (ceil(N/TILE), ceil(M/TILE)) of (TILE, TILE) threads."""
     m, n, _ = gemm_shape(a, b, out)
     grid = (cdiv(n, TILE), cdiv(m, TILE))
-    return launch_gemm(gemm_v3_shared_tiles_kernel, a, b, out=out, grid=grid, block=(TILE, TILE))
+    return launch_gemm(kernel, a, b, out=out, grid=grid, block=(TILE, TILE))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -225,18 +222,18 @@ def gemm_v4_register_blocked_kernel(a, b, c):
                 c[row, col] = acc[i, j]
 
 
-def gemm_v4_register_blocked(a, b, *, out=None):
+def gemm_v4_register_blocked(a, b, *, out=None, kernel=gemm_v4_register_blocked_kernel):
     """C = A @ B, register-blocked; grid (ceil(N/BLOCK_N), ceil(M/BLOCK_M)) of (THREADS_X, THREADS_Y)."""
     m, n, _ = gemm_shape(a, b, out)
     grid = (cdiv(n, BLOCK_N), cdiv(m, BLOCK_M))
-    return launch_gemm(gemm_v4_register_blocked_kernel, a, b, out=out, grid=grid,
-                       block=(THREADS_X, THREADS_Y))
+    return launch_gemm(kernel, a, b, out=out, grid=grid, block=(THREADS_X, THREADS_Y))
 
 
-# The ladder in order: rung name -> launcher.
-RUNGS = {
-    "gemm_v1_naive": gemm_v1_naive,
-    "gemm_v2_coalesced": gemm_v2_coalesced,
-    "gemm_v3_shared_tiles": gemm_v3_shared_tiles,
-    "gemm_v4_register_blocked": gemm_v4_register_blocked,
-}
+RUNGS = ladder(
+    Rung("gemm_v1_naive", gemm_v1_naive, "one thread per element of C, threadIdx.x down a column: uncoalesced"),
+    Rung("gemm_v2_coalesced", gemm_v2_coalesced, "threadIdx.x along a row of C: coalesced reads of B"),
+    Rung("gemm_v3_shared_tiles", gemm_v3_shared_tiles,
+         "TILE×TILE tiles of A and B in shared memory: global reads fall by TILE"),
+    Rung("gemm_v4_register_blocked", gemm_v4_register_blocked,
+         "a THREAD_M×THREAD_N sub-tile of C per thread, in registers: fewer shared reads per multiply-add"),
+)

@@ -13,7 +13,8 @@ Rungs:
 - ``row_stats_v3_warp_shuffle``: the same loop, then each warp reduces in registers with
   ``shfl_down_sync``; shared memory holds only one partial per warp.
 
-Launchers take NumPy or numba device arrays and return ``(row_max, row_sum)``, each (rows,) float32.
+Launchers take NumPy or numba device arrays, launch the kernel given as ``kernel=`` (the rung's
+own by default) and return ``(row_max, row_sum)``, each (rows,) float32. ``RUNGS`` registers them.
 A matrix with no columns has no max and is rejected; a matrix with no rows gives empty outputs.
 """
 
@@ -23,7 +24,8 @@ import math
 
 from numba import cuda, float32
 
-from kernels.launching import output_array, require_float32
+from kernels.launching import cdiv, output_array, require_float32
+from kernels.registry import Rung, ladder
 
 WARP_SIZE = 32
 FULL_MASK = 0xFFFFFFFF
@@ -69,13 +71,12 @@ def row_stats_v1_thread_per_row_kernel(x, row_max, row_sum):
         row_sum[row] = total
 
 
-def row_stats_v1_thread_per_row(x, out=None):
+def row_stats_v1_thread_per_row(x, out=None, *, kernel=row_stats_v1_thread_per_row_kernel):
     """Row max and row sum of ``x`` (rows, cols), one thread per row. Returns ``(row_max, row_sum)``."""
     row_max, row_sum = row_stats_outputs(x, out)
     rows = x.shape[0]
     if rows:
-        blocks = (rows + ROW_THREADS - 1) // ROW_THREADS
-        row_stats_v1_thread_per_row_kernel[blocks, ROW_THREADS](x, row_max, row_sum)
+        kernel[cdiv(rows, ROW_THREADS), ROW_THREADS](x, row_max, row_sum)
     return row_max, row_sum
 
 
@@ -111,14 +112,14 @@ def row_stats_v2_shared_tree_kernel(x, row_max, row_sum):
         row_sum[row] = partial_sum[0]
 
 
-def row_stats_v2_shared_tree(x, out=None):
+def row_stats_v2_shared_tree(x, out=None, *, kernel=row_stats_v2_shared_tree_kernel):
     """Row max and row sum of ``x`` (rows, cols): one block of TREE_THREADS threads per row.
 
     Returns ``(row_max, row_sum)``, each (rows,) float32.
     """
     row_max, row_sum = row_stats_outputs(x, out)
     if x.shape[0]:
-        row_stats_v2_shared_tree_kernel[x.shape[0], TREE_THREADS](x, row_max, row_sum)
+        kernel[x.shape[0], TREE_THREADS](x, row_max, row_sum)
     return row_max, row_sum
 
 
@@ -163,22 +164,26 @@ def row_stats_v3_warp_shuffle_kernel(x, row_max, row_sum):
             row_sum[row] = total
 
 
-def row_stats_v3_warp_shuffle(x, out=None):
+def row_stats_v3_warp_shuffle(x, out=None, *, kernel=row_stats_v3_warp_shuffle_kernel):
     """Row max and row sum of ``x`` (rows, cols): one block of SHUFFLE_THREADS threads per row.
 
     Returns ``(row_max, row_sum)``, each (rows,) float32.
     """
     row_max, row_sum = row_stats_outputs(x, out)
     if x.shape[0]:
-        row_stats_v3_warp_shuffle_kernel[x.shape[0], SHUFFLE_THREADS](x, row_max, row_sum)
+        kernel[x.shape[0], SHUFFLE_THREADS](x, row_max, row_sum)
     return row_max, row_sum
 
 
-RUNGS = {
-    "v1_thread_per_row": row_stats_v1_thread_per_row,
-    "v2_shared_tree": row_stats_v2_shared_tree,
-    "v3_warp_shuffle": row_stats_v3_warp_shuffle,
-}
+# Named by the rung alone ("v1_thread_per_row"): the labels of the day-1 recordings and plots.
+RUNGS = ladder(
+    Rung("v1_thread_per_row", row_stats_v1_thread_per_row,
+         "one thread per row walks its columns alone (uncoalesced, serial per row)"),
+    Rung("v2_shared_tree", row_stats_v2_shared_tree,
+         "one block per row: a coalesced block-stride loop, then a halving tree in shared memory"),
+    Rung("v3_warp_shuffle", row_stats_v3_warp_shuffle,
+         "the tree inside each warp runs in registers with shfl_down_sync; one shared slot per warp"),
+)
 
 __all__ = [
     "WARP_SIZE", "FULL_MASK", "TREE_THREADS", "WARPS_PER_BLOCK", "SHUFFLE_THREADS", "ROW_THREADS",

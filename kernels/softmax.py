@@ -9,6 +9,9 @@ a shared-memory tree reduction.
 - ``softmax_online`` (day 3): one pass keeps a running maximum and a running sum together, the
   block merges the threads' (max, sum) pairs, a second pass writes the output. Reads each element
   twice. Entries equal to ``-inf`` (masked) get probability 0; a row with no finite entry gives 0.
+
+Each launcher validates, launches the kernel given as ``kernel=`` (its own by default) with one
+block per row, and returns the output; ``RUNGS`` registers both in this order.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ import math
 from numba import cuda, float32
 
 from kernels.launching import output_array, require_float32
+from kernels.registry import Rung, ladder
 
 __all__ = ["SOFTMAX_THREADS", "softmax_rows_kernel", "softmax_rows", "softmax_online_kernel",
-           "softmax_online"]
+           "softmax_online", "RUNGS"]
 
 # Threads per row: one warp. A power of two, because the tree reductions halve it each step.
 SOFTMAX_THREADS = 32
@@ -68,7 +72,7 @@ def softmax_rows_kernel(x, out):
         out[row, j] = math.exp(x[row, j] - row_max) / row_sum
 
 
-def softmax_rows(x, *, out=None):
+def softmax_rows(x, *, out=None, kernel=softmax_rows_kernel):
     """Softmax of each row of x (rows, cols) float32 with ``softmax_rows_kernel``; returns out (rows, cols).
 
     x and out are NumPy arrays or device arrays; out is allocated when not given.
@@ -76,7 +80,7 @@ def softmax_rows(x, *, out=None):
     rows, cols = require_float32("x", x, (None, None))
     out = output_array("out", out, (rows, cols), like=x)
     if rows and cols:
-        softmax_rows_kernel[rows, SOFTMAX_THREADS](x, out)
+        kernel[rows, SOFTMAX_THREADS](x, out)
     return out
 
 
@@ -126,7 +130,7 @@ def softmax_online_kernel(x, out):
             out[row, j] = 0.0
 
 
-def softmax_online(x, *, out=None):
+def softmax_online(x, *, out=None, kernel=softmax_online_kernel):
     """Softmax of each row of x (rows, cols) float32 with ``softmax_online_kernel``; returns out (rows, cols).
 
     x and out are NumPy arrays or device arrays; out is allocated when not given.
@@ -134,5 +138,12 @@ def softmax_online(x, *, out=None):
     rows, cols = require_float32("x", x, (None, None))
     out = output_array("out", out, (rows, cols), like=x)
     if rows and cols:
-        softmax_online_kernel[rows, SOFTMAX_THREADS](x, out)
+        kernel[rows, SOFTMAX_THREADS](x, out)
     return out
+
+
+RUNGS = ladder(
+    Rung("softmax_rows", softmax_rows, "three passes: the row maximum, the sum of exponentials, the output"),
+    Rung("softmax_online", softmax_online,
+         "one pass keeps a running maximum and sum, the block merges the threads' pairs: two reads per element"),
+)

@@ -17,14 +17,16 @@ And one deliberately wrong kernel for the lesson on barriers (never use it):
 - ``transpose_missing_barrier``: v3 without ``cuda.syncthreads()`` between writing the tile and
   reading it; a thread may read a slot that another warp has not written yet.
 
-A block is (TILE, ROWS_PER_PASS) threads; each thread moves TILE // ROWS_PER_PASS elements.
+A block is (TILE, ROWS_PER_PASS) threads; each thread moves TILE // ROWS_PER_PASS elements. Every
+launcher launches the kernel given as ``kernel=`` (its own by default) on the same grid.
 """
 
 from __future__ import annotations
 
 from numba import cuda, float32
 
-from kernels.launching import output_array, require_float32
+from kernels.launching import cdiv, output_array, require_float32
+from kernels.registry import Rung, ladder
 
 __all__ = ["TILE", "PADDED_WIDTH", "ROWS_PER_PASS", "transpose_v1_naive_kernel", "transpose_v1_naive",
            "transpose_v2_shared_kernel", "transpose_v2_shared", "transpose_v3_shared_padded_kernel",
@@ -37,11 +39,11 @@ ROWS_PER_PASS = 8   # rows of the tile a block moves per pass; 256 threads per b
 
 
 def _launch(kernel, x, out):
+    """Every transpose rung: validate x (M, N), allocate out (N, M), one block per TILE×TILE tile of x."""
     m, n = require_float32("x", x, (None, None))
     out = output_array("out", out, (n, m), like=x)
     if m and n:
-        grid = (-(-n // TILE), -(-m // TILE))
-        kernel[grid, (TILE, ROWS_PER_PASS)](x, out)
+        kernel[(cdiv(n, TILE), cdiv(m, TILE)), (TILE, ROWS_PER_PASS)](x, out)
     return out
 
 
@@ -56,9 +58,9 @@ def transpose_v1_naive_kernel(x, out):
             out[col, row] = x[row, col]
 
 
-def transpose_v1_naive(x, *, out=None):
+def transpose_v1_naive(x, *, out=None, kernel=transpose_v1_naive_kernel):
     """out = x.T, element by element: x (M, N) -> out (N, M)."""
-    return _launch(transpose_v1_naive_kernel, x, out)
+    return _launch(kernel, x, out)
 
 
 @cuda.jit
@@ -80,9 +82,9 @@ def transpose_v2_shared_kernel(x, out):
             out[out_row, out_col] = tile[tx, r]  # a column of the tile: word tx*TILE + r
 
 
-def transpose_v2_shared(x, *, out=None):
+def transpose_v2_shared(x, *, out=None, kernel=transpose_v2_shared_kernel):
     """out = x.T through a TILE×TILE shared tile: x (M, N) -> out (N, M)."""
-    return _launch(transpose_v2_shared_kernel, x, out)
+    return _launch(kernel, x, out)
 
 
 @cuda.jit
@@ -104,9 +106,9 @@ def transpose_v3_shared_padded_kernel(x, out):
             out[out_row, out_col] = tile[tx, r]
 
 
-def transpose_v3_shared_padded(x, *, out=None):
+def transpose_v3_shared_padded(x, *, out=None, kernel=transpose_v3_shared_padded_kernel):
     """out = x.T through a padded TILE×(TILE+1) shared tile: x (M, N) -> out (N, M)."""
-    return _launch(transpose_v3_shared_padded_kernel, x, out)
+    return _launch(kernel, x, out)
 
 
 @cuda.jit
@@ -127,14 +129,16 @@ def transpose_missing_barrier_kernel(x, out):
             out[out_row, out_col] = tile[tx, r]
 
 
-def transpose_missing_barrier(x, *, out=None):
+def transpose_missing_barrier(x, *, out=None, kernel=transpose_missing_barrier_kernel):
     """WRONG on purpose (a race): out = x.T without a barrier; x (M, N) -> out (N, M)."""
-    return _launch(transpose_missing_barrier_kernel, x, out)
+    return _launch(kernel, x, out)
 
 
-# The correct rungs in order: name -> launcher.
-RUNGS = {
-    "transpose_v1_naive": transpose_v1_naive,
-    "transpose_v2_shared": transpose_v2_shared,
-    "transpose_v3_shared_padded": transpose_v3_shared_padded,
-}
+# The correct rungs in order; the wrong kernel is no rung.
+RUNGS = ladder(
+    Rung("transpose_v1_naive", transpose_v1_naive, "one thread per element: coalesced reads, scattered writes"),
+    Rung("transpose_v2_shared", transpose_v2_shared,
+         "a shared tile makes both directions coalesced, with a 32-way bank conflict on the column read"),
+    Rung("transpose_v3_shared_padded", transpose_v3_shared_padded,
+         "one column of padding spreads the tile's columns over all 32 banks"),
+)

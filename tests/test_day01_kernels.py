@@ -81,7 +81,7 @@ def test_empty_inputs_launch_nothing():
 
 @pytest.mark.parametrize("call, error, words", [
     (lambda: elementwise.copy_v1_guarded(np.zeros(4, np.float64)), TypeError, "float32"),
-    (lambda: elementwise.copy_v1_guarded(np.zeros((2, 2), np.float32)), ValueError, "dimensions"),
+    (lambda: elementwise.copy_v1_guarded(np.zeros((2, 2), np.float32)), ValueError, r"x must have 1 dimension \(any,\)"),
     (lambda: elementwise.copy_v1_guarded([1.0, 2.0]), TypeError, "NumPy"),
     (lambda: elementwise.copy_v1_guarded(np.zeros(8, np.float32)[::2]), ValueError, "contiguous"),
     (lambda: elementwise.copy_v1_guarded(np.zeros(4, np.float32), threads_per_block=2048),
@@ -229,7 +229,7 @@ def test_model_values():
 
 
 def test_random_cycle_visits_every_slot_once():
-    from course.record.day01 import random_cycle
+    from kernels.probes import random_cycle
 
     chain = random_cycle(50, 4, np.random.default_rng(0))
     seen, j = [], 0
@@ -240,7 +240,7 @@ def test_random_cycle_visits_every_slot_once():
 
 
 def test_recorder_sanitize_runs_on_the_simulator(monkeypatch):
-    """Every kernel the GPU recorder launches, at the small sizes of ``sanitize()``.
+    """Every kernel the GPU recorder launches, at the small sizes of ``sanitize()``, then the probes' results.
 
     The simulator has no cache-hint loads and no nanosleep, so this test stands in plain indexing
     for ``cuda.ldcg`` (the GPU bypasses L1 with it; the values read are the same) and a no-op for
@@ -249,19 +249,15 @@ def test_recorder_sanitize_runs_on_the_simulator(monkeypatch):
     from numba.cuda.simulator import kernelapi
 
     from course.record import day01
+    from kernels import probes
 
     monkeypatch.setattr(kernelapi.FakeCUDAModule, "ldcg", staticmethod(lambda a, i: a[i]), raising=False)
     monkeypatch.setattr(kernelapi.FakeCUDAModule, "nanosleep", staticmethod(lambda ns: None), raising=False)
     day01.sanitize()
-    partials = np.zeros(day01.PROBE_THREADS, np.float32)
-    day01.read_through_l2_kernel[1, day01.PROBE_THREADS](np.ones(1000, np.float32), 3, partials)
-    assert partials.sum() == 3000
-    day01.shared_read_kernel[1, day01.PROBE_THREADS](np.ones(day01.SHARED_TILE, np.float32), 5, partials)
-    assert np.all(partials == 20)
-    out = np.zeros(1, np.int32)
-    chain = day01.random_cycle(16, day01.LINE_INTS, np.random.default_rng(3))
-    day01.chase_l2_kernel[1, 1](chain, 16, out)
-    assert out[0] == 0          # a full lap returns to the start
-    day01.chase_shared_kernel[1, 32](day01.random_cycle(day01.CHASE_SHARED_SLOTS, 1, np.random.default_rng(4)),
-                                     day01.CHASE_SHARED_SLOTS, out)
-    assert out[0] == 0
+    assert int(probes.read_words(np.ones(1024, np.uint64), 3000, blocks=1).sum()) == 3000
+    shared_sums = probes.read_shared(np.ones(probes.SHARED_WORDS, np.uint64), 5, blocks=1)
+    assert np.all(shared_sums == 5 * probes.LOADS_IN_FLIGHT)
+    chain = probes.random_cycle(16, probes.LINE_INTS, np.random.default_rng(3))
+    assert probes.chase(chain, 16, level="l2")[0] == 0          # a full lap returns to the start
+    chain = probes.random_cycle(probes.CHASE_SHARED_SLOTS, 1, np.random.default_rng(4))
+    assert probes.chase(chain, probes.CHASE_SHARED_SLOTS, level="shared")[0] == 0

@@ -42,12 +42,16 @@ def qkv(B, H, N, M, d, seed=None, large_logits=False):
 
 
 def keys_loaded_per_head(N, M, kv_len, causal):
-    """Key rows a (batch, head) of the tiled kernels loads: each query tile loads its key range once."""
+    """Key rows a (batch, head) of the tiled kernels loads: each query tile loads its key range once.
+
+    Causal: up to the tile's last query row that exists, so the last, partial tile of N rows stops
+    at key N - 1 even when M > N.
+    """
     total = 0
     for tile_start in range(0, N, TILE_Q):
         end = min(kv_len, M)
         if causal:
-            end = min(end, tile_start + TILE_Q)
+            end = min(end, tile_start + TILE_Q, N)
         total += max(end, 0)
     return total
 
@@ -109,16 +113,17 @@ def test_v3_traffic_equals_the_flash_model():
     assert t.global_loads["k"] == B * H * math.ceil(N / TILE_Q) * N * d
 
 
-@pytest.mark.parametrize("causal, kv_lens", [(False, None), (True, None), (True, [97]), (False, [0])])
+@pytest.mark.parametrize("causal, kv_lens, M", [(False, None, 130), (True, None, 130), (True, [97], 130),
+                                                (False, [0], 130), (True, None, 170)])
 @FLASH_RUNGS
-def test_flash_loads_only_the_key_tiles_it_needs(flash, causal, kv_lens):
+def test_flash_loads_only_the_key_tiles_it_needs(flash, causal, kv_lens, M):
     B, H, N, d = 1, 2, 130, 4
-    q, k, v, _ = qkv(B, H, N, N, d)
+    q, k, v, _ = qkv(B, H, N, M, d)
     lens = None if kv_lens is None else np.array(kv_lens, dtype=np.int32)
     with count_traffic() as t:
         flash(q, k, v, causal=causal, kv_lens=lens)
-    kv_len = N if kv_lens is None else kv_lens[0]
-    expected = B * H * keys_loaded_per_head(N, N, kv_len, causal) * d
+    kv_len = M if kv_lens is None else kv_lens[0]
+    expected = B * H * keys_loaded_per_head(N, M, kv_len, causal) * d
     assert t.global_loads["k"] == t.global_loads["v"] == expected
     assert t.global_loads["q"] == B * H * N * d
     assert t.global_stores["o"] == B * H * N * d

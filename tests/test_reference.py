@@ -28,6 +28,41 @@ def test_importing_the_references_loads_numpy_only():
     assert loaded == "[]"
 
 
+def test_the_package_re_exports_every_topic_module():
+    """``reference.<name>`` for every public name of every topic module, the same object."""
+    import importlib
+    import pkgutil
+
+    topics = [m.name for m in pkgutil.iter_modules(ref.__path__) if not m.name.startswith("_")]
+    assert len(topics) >= 6
+    for topic in topics:
+        module = importlib.import_module(f"kernels.reference.{topic}")
+        assert module.__all__, f"kernels.reference.{topic} must declare its public names"
+        for name in module.__all__:
+            assert name in ref.__all__ and getattr(ref, name) is getattr(module, name), (topic, name)
+    assert not set(topics) & set(ref.__all__), "a topic module must not share a name with a function"
+
+
+def test_a_pristine_copy_ignores_patched_topic_modules(monkeypatch):
+    """The grader's private copy of the package loads private copies of its topic modules too."""
+    from grader.hidden import pristine
+    from kernels.reference import _checks, softmax_attention
+
+    def wrong_softmax(x, axis=-1):
+        return np.zeros_like(x)
+
+    monkeypatch.setattr(ref, "softmax", wrong_softmax)
+    monkeypatch.setattr(softmax_attention, "softmax", wrong_softmax)
+    monkeypatch.setattr(_checks, "_float64", lambda x, *a, **k: np.zeros(1))
+    monkeypatch.setitem(sys.modules, "kernels.reference.softmax_attention", None)
+    private = pristine("kernels.reference")
+    assert private.softmax_attention is not softmax_attention
+    x = np.array([[0.0, np.log(3.0)]])
+    np.testing.assert_allclose(private.softmax(x), [[0.25, 0.75]])
+    q = k = v = np.ones((1, 1, 2, 2))
+    np.testing.assert_allclose(private.attention(q, k, v), np.ones((1, 1, 2, 2)))
+
+
 def _torch(a):
     return torch.from_numpy(np.ascontiguousarray(a))
 

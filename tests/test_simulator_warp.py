@@ -407,7 +407,7 @@ def test_install_is_idempotent_and_reports_the_device(monkeypatch):
     assert simulator.install() is True
     assert simulator.install() is True
     assert cuda.shfl_down_sync is first and cuda.jit is jit       # patched once, not twice
-    monkeypatch.setattr(course.device, "on_simulator", lambda: False)
+    monkeypatch.setattr(simulator, "simulator_in_use", lambda: False)
     assert simulator.install() is False                            # a GPU needs nothing
 
 

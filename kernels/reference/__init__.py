@@ -1,0 +1,55 @@
+"""NumPy references for every kernel of the course, computed in float64, one module per topic.
+
+Each function is written to be read, not to be fast: it is the definition a kernel is checked
+against. Shapes are in every docstring; the naive references say in comments what they read and
+write, so the traffic of a kernel can be compared with the traffic of the plain algorithm.
+
+Attention (tensors are ``(batch, heads, seq, head_dim)``, like torch's SDPA):
+
+- ``softmax(x, axis=-1)``: stable softmax; a row that is entirely ``-inf`` gives zeros
+- ``repeat_kv_heads(kv, heads)``: grouped-query attention, query head h reads KV head h // group
+- ``attention_scores(q, k, scale=None)``: S = scale * Q K^T, before masking
+- ``attention_mask(N, M, causal=False, kv_len=None, window=None)``: which keys each query sees
+- ``attention(q, k, v, *, causal=False, kv_lens=None, window=None, scale=None)``
+- ``gather_kv``, ``paged_attention``, ``build_paged_cache``: a paged KV cache and its decode step
+- ``gemm(a, b)``
+
+Quantization and number formats:
+
+- ``quantize_int8`` / ``dequantize_int8``: symmetric int8, per tensor or per channel
+- ``quantize_uint8_asymmetric`` / ``dequantize_uint8_asymmetric``: uint8 with a zero point
+- ``gemm_int8``: int8 x int8 products accumulated in int32, then scaled
+- ``pack_int4`` / ``unpack_int4``, ``quantize_int4_groups`` / ``dequantize_int4_groups``
+- ``quantize_q8_0`` / ``dequantize_q8_0``, ``quantize_q4_0`` / ``dequantize_q4_0``: the GGUF
+  (llama.cpp) block formats, bit for bit
+- ``round_to(x, fmt)``: the nearest fp16, bf16 or fp8 (e4m3) value
+
+Modules: ``softmax_attention`` (softmax, attention and its masks, grouped-query heads),
+``paged_kv`` (the paged KV cache), ``matmul`` (GEMM), ``quantization`` (int8, uint8, int4),
+``gguf`` (Q8_0, Q4_0), ``low_precision`` (fp16, bf16, fp8 rounding). This package re-exports
+every public name, so ``from kernels import reference; reference.attention(...)`` is the way to
+call them. Modules import each other relatively: a fresh private copy of the package (what the
+grader's hidden tests load) uses only fresh private copies of its modules.
+
+Every public function checks its input and raises ``TypeError`` (wrong kind of value or dtype) or
+``ValueError`` (wrong shape or value) naming the argument, what it expected and what it received.
+"""
+
+from .gguf import (GGUF_BLOCK_SIZE, Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, dequantize_q4_0, dequantize_q8_0,
+                   quantize_q4_0, quantize_q8_0)
+from .low_precision import FLOAT_FORMATS, round_to
+from .matmul import gemm
+from .paged_kv import build_paged_cache, gather_kv, paged_attention
+from .quantization import (dequantize_int4_groups, dequantize_int8, dequantize_uint8_asymmetric, gemm_int8,
+                           pack_int4, quantize_int4_groups, quantize_int8, quantize_uint8_asymmetric, unpack_int4)
+from .softmax_attention import attention, attention_mask, attention_scores, repeat_kv_heads, softmax
+
+__all__ = [
+    "softmax", "repeat_kv_heads", "attention_scores", "attention_mask", "attention",
+    "gather_kv", "paged_attention", "build_paged_cache", "gemm",
+    "quantize_int8", "dequantize_int8", "quantize_uint8_asymmetric", "dequantize_uint8_asymmetric",
+    "gemm_int8", "pack_int4", "unpack_int4", "quantize_int4_groups", "dequantize_int4_groups",
+    "GGUF_BLOCK_SIZE", "Q8_0_BLOCK_BYTES", "Q4_0_BLOCK_BYTES",
+    "quantize_q8_0", "dequantize_q8_0", "quantize_q4_0", "dequantize_q4_0",
+    "FLOAT_FORMATS", "round_to",
+]

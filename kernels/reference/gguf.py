@@ -1,0 +1,120 @@
+"""The GGUF (llama.cpp) block formats Q8_0 and Q4_0, bit for bit."""
+
+import numpy as np
+
+from ._checks import _float64, _int_array
+
+__all__ = ["GGUF_BLOCK_SIZE", "Q8_0_BLOCK_BYTES", "Q4_0_BLOCK_BYTES",
+           "quantize_q8_0", "dequantize_q8_0", "quantize_q4_0", "dequantize_q4_0"]
+
+GGUF_BLOCK_SIZE = 32     # values per block, in Q8_0 and Q4_0
+Q8_0_BLOCK_BYTES = 34    # fp16 scale d (2 bytes) + 32 int8 values
+Q4_0_BLOCK_BYTES = 18    # fp16 scale d (2 bytes) + 32 4-bit values, two per byte
+
+
+def _gguf_blocks(x):
+    """x (..., K) -> float32 blocks (n_blocks, 32), as llama.cpp quantizes float32 rows."""
+    x = _float64(x, "x")
+    if x.ndim == 0 or x.shape[-1] % GGUF_BLOCK_SIZE:
+        raise ValueError(f"the last dimension of x must be a multiple of {GGUF_BLOCK_SIZE}, got shape {x.shape}")
+    with np.errstate(over="ignore"):     # beyond float32: inf, then a scale that cannot be stored
+        return x.astype(np.float32).reshape(-1, GGUF_BLOCK_SIZE)
+
+
+def _inverse_or_zero(d):
+    """1 / d in float32; 0 for an all-zero block, as llama.cpp does, and 0 for a block so small
+    (|d| <= 2**-128) that 1 / d overflows, where llama.cpp's result is undefined (its fp16 d is 0)."""
+    with np.errstate(divide="ignore", over="ignore"):
+        inverse = np.float32(1) / d
+    return np.where(np.isfinite(inverse), inverse, np.float32(0))
+
+
+def _fp16_scale_bytes(d):
+    """Block scales d (n_blocks, 1) float32 -> their little-endian fp16 bytes (n_blocks, 2)."""
+    with np.errstate(over="ignore"):     # an overflow becomes inf, reported just below
+        d16 = d.astype("<f2")
+    if not np.all(np.isfinite(d16)):
+        raise ValueError("x is too large: a block scale does not fit in fp16 (max 65504)")
+    return d16.view(np.uint8)
+
+
+def _round_half_away_from_zero(v):
+    """C's roundf on float32 values, computed in float64 where |v| + 0.5 is exact."""
+    v = v.astype(np.float64)
+    return np.sign(v) * np.floor(np.abs(v) + 0.5)
+
+
+def _gguf_bytes(data, block_bytes, fmt):
+    """Check a uint8 array (..., n_blocks * block_bytes) and split it into (n_blocks, block_bytes)."""
+    data = _int_array(data, "data")
+    if data.dtype != np.uint8:
+        raise TypeError(f"data must have dtype uint8 (the {fmt} bytes), got {data.dtype}")
+    if data.ndim == 0 or data.shape[-1] % block_bytes:
+        raise ValueError(f"the last dimension of data must be a multiple of {block_bytes} ({fmt} block size), "
+                         f"got shape {data.shape}")
+    blocks = np.ascontiguousarray(data).reshape(-1, block_bytes)
+    d = blocks[:, :2].copy().view("<f2").astype(np.float64)      # (n_blocks, 1)
+    out_shape = (*data.shape[:-1], data.shape[-1] // block_bytes * GGUF_BLOCK_SIZE)
+    return d, blocks[:, 2:], out_shape
+
+
+def quantize_q8_0(x):
+    """GGUF Q8_0: blocks of 32 values, an fp16 scale and 32 int8 values, 34 bytes per block.
+
+    x: (..., K) finite reals, K a multiple of 32; it is first rounded to float32, then per block,
+    all in float32 like llama.cpp: d = amax / 127, q = round(x * (1 / d)) rounding halves away
+    from zero (C's roundf; an all-zero block has d = 0 and q = 0). d is stored rounded to fp16.
+    Returns: uint8 (..., K // 32 * 34); each block is [d as little-endian fp16][q0 .. q31].
+    """
+    blocks = _gguf_blocks(x)
+    d = np.max(np.abs(blocks), axis=1, keepdims=True) / np.float32(127)
+    d_bytes = _fp16_scale_bytes(d)
+    q = _round_half_away_from_zero(blocks * _inverse_or_zero(d)).astype(np.int8)
+    out = np.concatenate([d_bytes, q.view(np.uint8)], axis=1)
+    x_shape = np.shape(x)
+    return out.reshape(*x_shape[:-1], x_shape[-1] // GGUF_BLOCK_SIZE * Q8_0_BLOCK_BYTES)
+
+
+def dequantize_q8_0(data):
+    """Q8_0 bytes (..., n_blocks * 34) uint8 -> float64 (..., n_blocks * 32): d * q.
+
+    The values equal llama.cpp's float32 results exactly (an fp16 times an int8 is exact).
+    """
+    d, qs, out_shape = _gguf_bytes(data, Q8_0_BLOCK_BYTES, "Q8_0")
+    return (d * qs.view(np.int8)).reshape(out_shape)
+
+
+def quantize_q4_0(x):
+    """GGUF Q4_0: blocks of 32 values, an fp16 scale and 32 4-bit values, 18 bytes per block.
+
+    x: (..., K) finite reals, K a multiple of 32, first rounded to float32. Per block, in float32
+    like llama.cpp: m = the first value of largest magnitude, with its sign; d = m / -8, so m
+    itself maps to code 0 (value -8 d) and the full range [-8, 7] is used;
+    q = min(15, trunc(x * (1 / d) + 8.5)), an unsigned code for the value (q - 8) * d
+    (adding 8.5 then truncating rounds halves up). d is stored rounded to fp16.
+    Packing: byte j (0..15) holds element j in its low nibble and element j + 16 in its high
+    nibble. Returns: uint8 (..., K // 32 * 18); each block is [d as little-endian fp16][16 bytes].
+    """
+    blocks = _gguf_blocks(x)
+    # argmax returns the first index on ties, as llama.cpp's loop with its strict '<' does.
+    first_largest = np.argmax(np.abs(blocks), axis=1)[:, None]
+    d = np.take_along_axis(blocks, first_largest, axis=1) / np.float32(-8)
+    d_bytes = _fp16_scale_bytes(d)
+    shifted = blocks * _inverse_or_zero(d) + np.float32(8.5)   # float32, in [0.5, 16.5]
+    q = np.clip(np.trunc(shifted), 0, 15).astype(np.uint8)
+    half = GGUF_BLOCK_SIZE // 2
+    packed = q[:, :half] | (q[:, half:] << 4)
+    out = np.concatenate([d_bytes, packed], axis=1)
+    x_shape = np.shape(x)
+    return out.reshape(*x_shape[:-1], x_shape[-1] // GGUF_BLOCK_SIZE * Q4_0_BLOCK_BYTES)
+
+
+def dequantize_q4_0(data):
+    """Q4_0 bytes (..., n_blocks * 18) uint8 -> float64 (..., n_blocks * 32): d * (q - 8).
+
+    The values equal llama.cpp's float32 results exactly.
+    """
+    d, packed, out_shape = _gguf_bytes(data, Q4_0_BLOCK_BYTES, "Q4_0")
+    first_half = (packed & 0x0F).astype(np.int64) - 8     # elements 0..15
+    second_half = (packed >> 4).astype(np.int64) - 8      # elements 16..31
+    return (d * np.concatenate([first_half, second_half], axis=1)).reshape(out_shape)

@@ -1,0 +1,471 @@
+"""The pattern every kernel module follows, checked over every registry at once.
+
+- ``kernels.launching``: one ``cdiv`` and the ``require_*`` family, each error naming the argument,
+  what was expected and what was received;
+- every kernel module has a ``RUNGS`` registry whose order is the order of its docstring;
+- every rung, launched through its registry entry with its kernels given as ``kernel=``, matches the
+  float64 reference at small awkward shapes on the simulator, and launches every kernel it names;
+- every kernel of every rung compiles for a GPU (``compile_ptx`` for sm_80 and sm_90), in a separate
+  process without the simulator, started early so it overlaps the simulator tests;
+- ``course.simulator`` does not import ``course.device`` (the import circle stays broken).
+
+Adding a rung to an existing ladder needs no change here; a new operation adds one entry to
+``OPERATIONS``. Run as a script (``python tests/test_kernels_pattern.py``, without the simulator)
+it compiles every kernel and prints one JSON line per kernel and compute capability.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import os
+import pathlib
+import pkgutil
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import kernels
+from kernels import launching, registry
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+# Kernel modules without a ladder, and why.
+NOT_LADDERS = {"probes": "day-1 measurement probes, not rungs to learn from"}
+NOT_KERNEL_MODULES = ("launching", "registry", "reference")
+COMPUTE_CAPABILITIES = ((8, 0), (9, 0))
+
+
+# ---------------------------------------------------------------------------------------------
+# The registries
+# ---------------------------------------------------------------------------------------------
+
+def kernel_modules() -> list[str]:
+    """Every module of the kernels package that holds kernels (the probes included)."""
+    return sorted(info.name for info in pkgutil.iter_modules(kernels.__path__)
+                  if info.name not in NOT_KERNEL_MODULES)
+
+
+def ladder_modules():
+    return [importlib.import_module(f"kernels.{name}") for name in kernel_modules() if name not in NOT_LADDERS]
+
+
+def every_rung() -> list[tuple[str, registry.Rung]]:
+    """``(module name, rung)`` for each distinct rung of every registry (a ladder may span modules)."""
+    seen, rungs = set(), []
+    for module in ladder_modules():
+        for rung in module.RUNGS.values():
+            if rung.launcher not in seen:
+                seen.add(rung.launcher)
+                rungs.append((module.__name__, rung))
+    return rungs
+
+
+def rung_id(entry) -> str:
+    return entry[1].launcher.__name__
+
+
+# ---------------------------------------------------------------------------------------------
+# One case per operation: inputs at small awkward shapes and the float64 reference
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Operation:
+    """How to try every rung whose launcher name starts with an operation's name."""
+
+    inputs: Callable       # (rng, rung) -> (args, kwargs) for the launcher, outputs poisoned with NaN
+    reference: Callable    # (*args, **kwargs) -> the float64 result, or a tuple of them
+
+
+def _floats(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _nan(*shape):
+    return np.full(shape, np.nan, np.float32)
+
+
+def _attention_inputs(rng, rung):
+    # 33 keys: two key tiles of the tiled kernels, the second holding one key. Their 65 queries make
+    # two query tiles, the second holding one row; the per-row rungs have no query tiles, and 17 rows
+    # spare the naive rung a softmax block (a dozen barriers) per row.
+    n_queries = 65 if rung.launcher.__module__ == "kernels.flash_attention" else 17
+    q, k, v = _floats(rng, 1, 2, n_queries, 3), _floats(rng, 1, 2, 33, 3), _floats(rng, 1, 2, 33, 3)
+    return (q, k, v), {"out": _nan(1, 2, n_queries, 3)}
+
+
+def _attention_reference(q, k, v, **_):
+    from kernels import reference
+
+    return reference.attention(q, k, v)
+
+
+def _row_stats_reference(x, **_):
+    x64 = x.astype(np.float64)
+    return x64.max(axis=1), x64.sum(axis=1)
+
+
+def _softmax_reference(x, **_):
+    from kernels import reference
+
+    return reference.softmax(x)
+
+
+def _gemm_reference(a, b, **_):
+    from kernels import reference
+
+    return reference.gemm(a, b)
+
+
+OPERATIONS = {
+    "copy": Operation(lambda rng, _: ((_floats(rng, 1000),), {"out": _nan(1000)}),
+                      lambda x, **_: x.astype(np.float64)),
+    "axpb": Operation(lambda rng, _: ((_floats(rng, 1000), 1.5, -0.25), {"out": _nan(1000)}),
+                      lambda x, a, b, **_: a * x.astype(np.float64) + b),
+    "normalize_rows": Operation(
+        lambda rng, _: ((_floats(rng, 2, 3, 7, 37), rng.uniform(0.5, 2.0, (2, 3, 7)).astype(np.float32)),
+                        {"out": _nan(2, 3, 7, 37)}),
+        lambda x, row_sums, **_: x.astype(np.float64) / row_sums.astype(np.float64)[..., None]),
+    "row_stats": Operation(lambda rng, _: ((_floats(rng, 5, 77),), {"out": (_nan(5), _nan(5))}),
+                           _row_stats_reference),
+    "softmax": Operation(lambda rng, _: ((_floats(rng, 5, 45) * 4,), {"out": _nan(5, 45)}), _softmax_reference),
+    "attention": Operation(_attention_inputs, _attention_reference),
+    "transpose": Operation(lambda rng, _: ((_floats(rng, 37, 45),), {"out": _nan(45, 37)}),
+                           lambda x, **_: x.astype(np.float64).T),
+    "gemm": Operation(lambda rng, _: ((_floats(rng, 37, 19), _floats(rng, 19, 21)), {"out": _nan(37, 21)}),
+                      _gemm_reference),
+}
+
+
+def operation_of(rung: registry.Rung) -> Operation:
+    name = rung.launcher.__name__
+    matches = [op for op in OPERATIONS if name.startswith(op + "_")]
+    if not matches:
+        raise LookupError(f"no entry of OPERATIONS names the operation of {name}: add one")
+    return OPERATIONS[max(matches, key=len)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels given through kernel=: launches are seen (and, for compiling, replaced)
+# ---------------------------------------------------------------------------------------------
+
+class SeenKernel:
+    """Stands for a kernel: ``seen[config](*args)`` records the launch, then ``on_launch`` handles it."""
+
+    def __init__(self, kernel, keyword: str, launches: list, on_launch):
+        self.kernel, self.keyword, self.launches, self.on_launch = kernel, keyword, launches, on_launch
+
+    def __getitem__(self, config):
+        def launch(*args):
+            self.launches.append((self.keyword, self.kernel, args))
+            self.on_launch(self.kernel, config, args)
+        return launch
+
+
+def seen_kernels(rung: registry.Rung, launches: list, on_launch) -> dict:
+    """``{keyword: stand-in}`` for each kernel of the rung; a kernel factory (v5) gets a factory of stand-ins."""
+    def factory_of_stand_ins(factory, keyword):
+        return lambda *args: SeenKernel(factory(*args), keyword, launches, on_launch)
+
+    stand_ins = {}
+    for keyword, kernel in rung.kernels.items():
+        if hasattr(kernel, "py_func") or hasattr(kernel, "fn"):   # a kernel, on a GPU or the simulator
+            stand_ins[keyword] = SeenKernel(kernel, keyword, launches, on_launch)
+        else:
+            stand_ins[keyword] = factory_of_stand_ins(kernel, keyword)
+    return stand_ins
+
+
+def _run_on_simulator(kernel, config, args):
+    kernel[config](*args)
+
+
+@cuda.jit
+def copy_skips_last_kernel(x, y):
+    """WRONG on purpose: the copy of copy_v1_guarded without the last element."""
+    i = cuda.grid(1)
+    if i < x.size - 1:
+        y[i] = x[i]
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels.launching: cdiv and the require_* family
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n, d, tiles", [(0, 4, 0), (1, 4, 1), (4, 4, 1), (5, 4, 2), (64, 64, 1), (65, 64, 2)])
+def test_cdiv_counts_the_tiles_that_cover_n(n, d, tiles):
+    assert launching.cdiv(n, d) == tiles
+
+
+def test_there_is_one_cdiv():
+    """Every ceiling-division helper of the kernels is launching.cdiv itself."""
+    from kernels import elementwise, gemm
+
+    assert gemm.cdiv is launching.cdiv and elementwise.blocks_for is launching.cdiv
+    defined = [f"{path.relative_to(ROOT)}:{node.name}" for path in (ROOT / "kernels").rglob("*.py")
+               for node in ast.walk(ast.parse(path.read_text()))
+               if isinstance(node, ast.FunctionDef) and ("cdiv" in node.name or "ceil" in node.name)]
+    assert defined == ["kernels/launching.py:cdiv"]
+
+
+F32 = np.zeros((2, 3), np.float32)
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: launching.require_float32("q", [1.0], (None,)), TypeError, r"q must be a NumPy array .* got list"),
+    (lambda: launching.require_float32("q", F32.astype(np.float64), (2, 3)), TypeError,
+     r"q must have dtype float32, got float64"),
+    (lambda: launching.require_float32("x", F32, (None,)), ValueError, r"x must have 1 dimension \(any,\), got shape"),
+    (lambda: launching.require_float32("x", np.zeros(3, np.float32), (4,)), ValueError,
+     r"x must have shape \(4,\), got \(3,\) \(dimension 0 is 3, not 4\)"),
+    (lambda: launching.require_float32("q", F32, (2, 3, 1)), ValueError,
+     r"q must have 3 dimensions \(2, 3, 1\), got shape \(2, 3\)"),
+    (lambda: launching.require_float32("q", F32, (2, 4), dims=("seq", "head_dim")), ValueError,
+     r"q must have shape \(seq=2, head_dim=4\), got \(2, 3\) \(head_dim is 3, not 4\)"),
+    (lambda: launching.require_float32("q", F32, (3, None)), ValueError, r"q must have shape \(3, any\), got \(2, 3\)"),
+    (lambda: launching.require_float32("q", np.zeros((4, 3), np.float32)[::2], (2, 3)), ValueError,
+     "q must be C-contiguous"),
+    (lambda: launching.require_float32("q", F32, (2, 3), dims=("seq",)), ValueError, "dims must name each"),
+    (lambda: launching.require_int32("context_lens", np.zeros(3, np.int64), (3,)), TypeError,
+     "context_lens must have dtype int32, got int64"),
+    (lambda: launching.require_int32("block_tables", np.zeros((2, 5), np.int32), (2, 4),
+                                     dims=("num_seqs", "max_blocks_per_seq")), ValueError,
+     r"block_tables must have shape \(num_seqs=2, max_blocks_per_seq=4\), got \(2, 5\)"),
+    (lambda: launching.require_dtype("k_cache", np.zeros(2, np.float64), launching.FLOAT_DTYPES), TypeError,
+     "k_cache must have dtype one of float16, bfloat16, float32, got float64"),
+    (lambda: launching.require_values_in("context_lens", np.array([0, 9], np.int32), 0, 8), ValueError,
+     r"context_lens must lie in \[0, 8\], got values from 0 to 9"),
+    (lambda: launching.require_bool("causal", 1), TypeError, "causal must be True or False, got int 1"),
+    (lambda: launching.require_int("block_size", 2.0), TypeError, "block_size must be an int, got float 2.0"),
+    (lambda: launching.require_int("block_size", True), TypeError, "block_size must be an int, got bool"),
+    (lambda: launching.require_int("tile", 9, maximum=8), ValueError, "tile must be an int <= 8, got 9"),
+    (lambda: launching.require_positive_int("block_size", 0), ValueError, "block_size must be an int >= 1, got 0"),
+    (lambda: launching.require_non_negative_int("n", -1), ValueError, "n must be an int >= 0, got -1"),
+    (lambda: launching.require_scalar("a", "2"), TypeError, "a must be a real number, got str '2'"),
+    (lambda: launching.require_kv_heads(9, 2, q_name="q", kv_name="k_cache"), ValueError,
+     r"k_cache must have kv_heads dividing the heads of q \(9\).*got kv_heads 2"),
+    (lambda: launching.require_kv_heads(4, 0), ValueError, "got kv_heads 0"),
+    (lambda: launching.output_array("out", np.zeros(3, np.float16), (3,), F32, dtype=np.float32), TypeError,
+     "out must have dtype float32, got float16"),
+])
+def test_require_errors_name_the_argument_the_expected_and_the_received(call, error, words):
+    with pytest.raises(error, match=words):
+        call()
+
+
+def test_require_accepts_what_it_promises():
+    import ml_dtypes
+
+    assert launching.require_float32("q", F32, (2, None), dims=("seq", "head_dim")) == (2, 3)
+    assert launching.require_int32("lens", np.arange(3, dtype=np.int32), (3,)) == (3,)
+    bf16 = np.zeros(4, ml_dtypes.bfloat16)
+    assert launching.require_dtype("x", bf16, launching.FLOAT_DTYPES) == np.dtype(ml_dtypes.bfloat16)
+    assert launching.require_array("x", np.zeros(4, np.float16), (4,), launching.FLOAT_DTYPES) == (4,)
+    launching.require_values_in("lens", np.array([0, 8], np.int32), 0, 8)
+    assert launching.require_bool("causal", np.True_) is True
+    assert launching.require_int("n", np.int64(5), minimum=0, maximum=5) == 5
+    assert launching.require_scalar("a", 2) == np.float32(2.0)
+    assert launching.require_kv_heads(9, 3) == 3 and launching.require_kv_heads(4, 4) == 1
+    assert launching.output_array("out", None, (2, 2), F32, dtype="bfloat16").dtype == np.dtype(ml_dtypes.bfloat16)
+
+
+def test_require_same_kind_names_each_array():
+    from numba import cuda
+
+    launching.require_same_kind(q=F32, k=F32)
+    with pytest.raises(TypeError, match="q, k must all be NumPy arrays or all be device arrays, got: "
+                                        "q is a NumPy array, k is a device array"):
+        launching.require_same_kind(q=F32, k=cuda.to_device(F32))
+
+
+# ---------------------------------------------------------------------------------------------
+# Registries
+# ---------------------------------------------------------------------------------------------
+
+def test_every_kernel_module_has_a_registry():
+    for name in kernel_modules():
+        module = importlib.import_module(f"kernels.{name}")
+        if name in NOT_LADDERS:
+            continue
+        assert isinstance(getattr(module, "RUNGS", None), type(registry.ladder())), (
+            f"kernels.{name} must end with RUNGS = ladder(Rung(...), ...)")
+        assert module.RUNGS and all(isinstance(r, registry.Rung) for r in module.RUNGS.values())
+
+
+@pytest.mark.parametrize("module", ladder_modules(), ids=lambda m: m.__name__)
+def test_docstring_lists_the_registered_rungs_in_order(module):
+    bullets = re.findall(r"^\s*- ``(\w+)``", module.__doc__, flags=re.MULTILINE)
+    registered = [rung.launcher.__name__ for rung in module.RUNGS.values()]
+    listed = [name for name in bullets if name in registered]
+    assert listed == registered, (f"{module.__name__}: the docstring lists the rungs as {listed}, "
+                                  f"RUNGS holds {registered}")
+    unregistered = [name for name in bullets if re.search(r"_v\d+_", name) and name not in registered]
+    assert not unregistered, f"{module.__name__}: rungs in the docstring missing from RUNGS: {unregistered}"
+    for rung in module.RUNGS.values():   # a ladder that spans modules holds the launchers of both
+        home = sys.modules[rung.launcher.__module__]
+        assert home.__name__.startswith("kernels.") and getattr(home, rung.launcher.__name__) is rung.launcher
+
+
+def test_registry_entries_refuse_what_breaks_the_pattern():
+    from kernels import gemm
+
+    def no_kernel_keyword(a, b):
+        return a
+
+    with pytest.raises(TypeError, match="must take the kernel it launches as a keyword-only parameter"):
+        registry.Rung("gemm_v9_nothing", no_kernel_keyword, "nothing")
+    with pytest.raises(ValueError, match="adds of rung 'x' must be one line"):
+        registry.Rung("x", gemm.gemm_v1_naive, "two\nlines")
+    with pytest.raises(ValueError, match="name must be an identifier"):
+        registry.Rung("v1 naive", gemm.gemm_v1_naive, "x")
+    rung = gemm.RUNGS["gemm_v1_naive"]
+    with pytest.raises(ValueError, match="'gemm_v1_naive' appears twice"):
+        registry.ladder(rung, rung)
+    with pytest.raises(TypeError):
+        gemm.RUNGS["gemm_v0"] = rung                      # read-only
+    assert rung.kernels == {"kernel": gemm.gemm_v1_naive_kernel}
+
+
+@pytest.mark.parametrize("entry", every_rung(), ids=rung_id)
+def test_every_rung_matches_the_reference_through_kernel_keywords(entry):
+    """Launched with its kernels passed as kernel=, a rung launches each of them and matches the reference."""
+    from course.checking import check, random_inputs
+
+    _, rung = entry
+    operation = operation_of(rung)
+    rng, seed = random_inputs()
+    args, kwargs = operation.inputs(rng, rung)
+    launches = []
+    result = rung(*args, **kwargs, **seen_kernels(rung, launches, _run_on_simulator))
+    assert {keyword for keyword, _, _ in launches} == set(rung.kernels), (
+        f"{rung.launcher.__name__} must launch every kernel it takes: launched {launches}")
+    want = operation.reference(*args, **kwargs)
+    if isinstance(want, tuple):
+        for i, (got, ref) in enumerate(zip(result, want)):
+            check(got, ref, name=f"{rung.name} output {i}", seed=seed)
+    else:
+        check(result, want, name=rung.name, seed=seed)
+
+
+def test_a_wrong_kernel_given_through_kernel_fails_the_check():
+    """The registry test above can fail: a copy kernel that skips the last element is caught."""
+    from course.checking import CheckFailure, check, random_inputs
+    from kernels import elementwise
+
+    rng, seed = random_inputs()
+    rung = elementwise.RUNGS["copy_v1_guarded"]
+    args, kwargs = OPERATIONS["copy"].inputs(rng, rung)
+    out = rung(*args, **kwargs, kernel=copy_skips_last_kernel)
+    with pytest.raises(CheckFailure):
+        check(out, OPERATIONS["copy"].reference(*args), name="copy", seed=seed)
+
+
+# ---------------------------------------------------------------------------------------------
+# Compilation for a GPU target
+# ---------------------------------------------------------------------------------------------
+
+def compile_every_rung(emit=print) -> None:
+    """Without the simulator: call each launcher with stand-ins that compile instead of launching."""
+    import numba
+    from numba import cuda
+
+    def compile_launch(kernel, config, args):
+        signature = tuple(numba.typeof(a) for a in args)
+        for cc in COMPUTE_CAPABILITIES:
+            record = {"kernel": kernel.py_func.__qualname__, "cc": f"sm_{cc[0]}{cc[1]}"}
+            try:
+                cuda.compile_ptx(kernel.py_func, signature, cc=cc)
+            except Exception as exc:  # report every kernel, not only the first failure
+                record["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+            emit(json.dumps({"rung": current["rung"], **record}))
+
+    current = {}
+    for _, rung in every_rung():
+        current["rung"] = rung.launcher.__name__
+        args, kwargs = operation_of(rung).inputs(np.random.default_rng(0), rung)
+        if rung.launcher.__name__ == "copy_v2_grid_stride":
+            kwargs["blocks"] = 2                  # the default asks the (absent) GPU for its SM count
+        launches = []
+        rung(*args, **kwargs, **seen_kernels(rung, launches, compile_launch))
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    """Start compiling every kernel in a fresh process at once; the results are read when needed."""
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "COURSE_DEVICE": "gpu"}
+    process = subprocess.Popen([sys.executable, __file__], cwd=ROOT, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    results = {}
+
+    def wait():
+        if not results:
+            stdout, stderr = process.communicate(timeout=600)
+            if process.returncode:
+                pytest.fail(f"compiling the kernels for a GPU failed (compile_ptx needs NVRTC and NVVM from the "
+                            f"CUDA pip packages, nvidia-cuda-nvrtc and nvidia-nvvm):\n{stderr[-3000:]}")
+            for line in stdout.splitlines():
+                record = json.loads(line)
+                results.setdefault(record["rung"], []).append(record)
+        return results
+
+    yield wait
+    if process.poll() is None:
+        process.kill()
+        process.communicate()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _start_compiling_early(request):
+    """When compile tests are selected, start the compiler process before the simulator tests run beside it."""
+    if any(item.name.startswith("test_every_kernel_compiles") for item in request.session.items):
+        request.getfixturevalue("compiled")
+
+
+@pytest.mark.parametrize("entry", every_rung(), ids=rung_id)
+def test_every_kernel_compiles_for_sm80_and_sm90(entry, compiled):
+    _, rung = entry
+    records = compiled().get(rung.launcher.__name__, [])
+    compiled_for = {(r["kernel"], r["cc"]) for r in records}
+    assert len(compiled_for) >= len(rung.kernels) * len(COMPUTE_CAPABILITIES), (
+        f"{rung.launcher.__name__}: expected each of its kernels {sorted(rung.kernels)} compiled for sm_80 and "
+        f"sm_90, got {sorted(compiled_for)}")
+    failures = [f"{r['kernel']} for {r['cc']}: {r['error']}" for r in records if "error" in r]
+    assert not failures, f"{rung.launcher.__name__} does not compile for a GPU:\n" + "\n".join(failures)
+
+
+# ---------------------------------------------------------------------------------------------
+# The simulator follows the device choice; it does not make it
+# ---------------------------------------------------------------------------------------------
+
+def _imported_modules(path: pathlib.Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            names.update(f"{base}.{alias.name}" if base == "course" else base for alias in node.names)
+    return names
+
+
+def test_the_simulator_does_not_import_the_device_module():
+    imported = _imported_modules(ROOT / "course" / "simulator.py")
+    assert not {"course.device", "course"} & imported, f"course/simulator.py imports {sorted(imported)}"
+
+
+def test_install_follows_numba_not_the_device_module(monkeypatch):
+    from course import simulator
+
+    assert simulator.install() is True
+    monkeypatch.setattr(simulator, "simulator_in_use", lambda: False)
+    assert simulator.install() is False
+
+
+if __name__ == "__main__":
+    compile_every_rung()
