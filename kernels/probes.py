@@ -33,12 +33,11 @@ probes (one per thread, so the loads cannot be optimised away), the end of the c
 
 from __future__ import annotations
 
-import numbers
 
 import numpy as np
 from numba import config, cuda, int32, uint64
 
-from kernels.launching import is_device_array
+from kernels.launching import is_device_array, require_array, require_int, require_int32
 
 __all__ = ["copy_words", "read_words", "read_shared", "chase", "random_cycle", "resident_blocks",
            "copy_words_kernel", "read_words_kernel", "read_shared_kernel", "chase_shared_kernel",
@@ -187,8 +186,8 @@ def random_cycle(slots: int, spacing: int, rng: np.random.Generator) -> np.ndarr
     Following ``j = chain[j]`` from 0 visits every slot (entries ``k * spacing``) once per lap, in
     random order, so caches and prefetchers cannot guess the next address.
     """
-    slots = _require_int("slots", slots, low=1)
-    spacing = _require_int("spacing", spacing, low=1)
+    slots = require_int("slots", slots, minimum=1)
+    spacing = require_int("spacing", spacing, minimum=1)
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     if slots * spacing > np.iinfo(np.int32).max:
@@ -215,28 +214,6 @@ def busy_wait_kernel(microseconds):
 # Launchers
 # ----------------------------------------------------------------------------------------------
 
-def _require_int(name: str, value, *, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-    return int(value)
-
-
-def _require_vector(name: str, a, dtype, size=None) -> int:
-    """Check that ``a`` is a contiguous 1-D array of ``dtype`` (and ``size``); return its length."""
-    if not (isinstance(a, np.ndarray) or is_device_array(a)):
-        raise TypeError(f"{name} must be a NumPy array or a numba device array, got {type(a).__name__}")
-    if np.dtype(a.dtype) != np.dtype(dtype):
-        raise TypeError(f"{name} must have dtype {np.dtype(dtype)}, got {np.dtype(a.dtype)}")
-    if len(a.shape) != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {tuple(a.shape)}")
-    if size is not None and a.shape[0] != size:
-        raise ValueError(f"{name} must have shape ({size},), got {tuple(a.shape)}")
-    contiguous = a.flags.c_contiguous if isinstance(a, np.ndarray) else a.is_c_contiguous()
-    if not contiguous:
-        raise ValueError(f"{name} must be contiguous, got a strided view")
-    return int(a.shape[0])
-
-
 def resident_blocks(kernel, args, threads_per_block: int) -> int:
     """Blocks of ``kernel`` that the whole GPU keeps resident at once (2 on the simulator).
 
@@ -252,18 +229,18 @@ def resident_blocks(kernel, args, threads_per_block: int) -> int:
 def _sums_array(sums, threads: int, like):
     if sums is None:
         return cuda.device_array(threads, np.uint64) if is_device_array(like) else np.zeros(threads, np.uint64)
-    _require_vector("sums", sums, np.uint64, threads)
+    require_array("sums", sums, (threads,), np.uint64)
     return sums
 
 
 def _grid(kernel, args, blocks) -> int:
-    return resident_blocks(kernel, args, PROBE_THREADS) if blocks is None else _require_int("blocks", blocks, low=1)
+    return resident_blocks(kernel, args, PROBE_THREADS) if blocks is None else require_int("blocks", blocks, minimum=1)
 
 
 def copy_words(src, dst, *, blocks=None):
     """``dst = src`` for uint64 vectors (n,) of equal size; ``blocks`` defaults to a full GPU. Returns dst."""
-    n = _require_vector("src", src, np.uint64)
-    _require_vector("dst", dst, np.uint64, n)
+    (n,) = require_array("src", src, (None,), np.uint64)
+    require_array("dst", dst, (n,), np.uint64)
     if is_device_array(src) != is_device_array(dst):
         raise TypeError("src and dst must both be NumPy arrays or both device arrays")
     blocks = _grid(copy_words_kernel, (src, dst), blocks)
@@ -278,10 +255,10 @@ def read_words(words, reads, *, sums=None, blocks=None):
     Returns ``sums`` (blocks * PROBE_THREADS,) uint64: what each thread read, summed with wrap-around,
     so ``sums.sum()`` equals the wrapping sum of every word read.
     """
-    n = _require_vector("words", words, np.uint64)
+    (n,) = require_array("words", words, (None,), np.uint64)
     if n & (n - 1) or n == 0:
         raise ValueError(f"words must have a power-of-two length, got {n}")
-    reads = _require_int("reads", reads, low=0)
+    reads = require_int("reads", reads, minimum=0)
     blocks = _grid(read_words_kernel, (words, np.int64(reads), np.zeros(1, np.uint64)), blocks)
     sums = _sums_array(sums, blocks * PROBE_THREADS, words)
     read_words_kernel[blocks, PROBE_THREADS](words, reads, sums)
@@ -293,8 +270,8 @@ def read_shared(source, repeats, *, sums=None, blocks=None):
 
     Returns ``sums`` (blocks * PROBE_THREADS,) uint64: each thread's wrapping sum of what it read.
     """
-    _require_vector("source", source, np.uint64, SHARED_WORDS)
-    repeats = _require_int("repeats", repeats, low=0)
+    require_array("source", source, (SHARED_WORDS,), np.uint64)
+    repeats = require_int("repeats", repeats, minimum=0)
     blocks = _grid(read_shared_kernel, (source, np.int64(repeats), np.zeros(1, np.uint64)), blocks)
     sums = _sums_array(sums, blocks * PROBE_THREADS, source)
     read_shared_kernel[blocks, PROBE_THREADS](source, repeats, sums)
@@ -310,15 +287,15 @@ def chase(chain, steps, *, level: str, out=None):
     if level not in CHASE_KERNELS:
         raise ValueError(f"level must be one of {sorted(CHASE_KERNELS)}, got {level!r}")
     kernel, threads = CHASE_KERNELS[level]
-    m = _require_vector("chain", chain, np.int32, CHASE_SHARED_SLOTS if level == "shared" else None)
+    (m,) = require_int32("chain", chain, (CHASE_SHARED_SLOTS if level == "shared" else None,))
     if m == 0:
         raise ValueError("chain must not be empty")
     if isinstance(chain, np.ndarray) and (chain.min() < 0 or chain.max() >= m):
         raise ValueError(f"chain entries must be indices in 0..{m - 1}, got {chain.min()}..{chain.max()}")
-    steps = _require_int("steps", steps, low=0)
+    steps = require_int("steps", steps, minimum=0)
     if out is None:
         out = cuda.device_array(1, np.int32) if is_device_array(chain) else np.zeros(1, np.int32)
     else:
-        _require_vector("out", out, np.int32, 1)
+        require_int32("out", out, (1,))
     kernel[1, threads](chain, steps, out)
     return out

@@ -147,7 +147,7 @@ def test_the_checks_fail_on_wrong_probes():
 @pytest.mark.parametrize("call, error, message", [
     (lambda: probes.copy_words(np.zeros(4, np.float32), np.zeros(4, np.uint64)), TypeError, "src must have dtype uint64"),
     (lambda: probes.copy_words(np.zeros(4, np.uint64), np.zeros(5, np.uint64)), ValueError, r"dst must have shape \(4,\)"),
-    (lambda: probes.copy_words(np.zeros((2, 2), np.uint64), np.zeros(4, np.uint64)), ValueError, "src must be 1-D"),
+    (lambda: probes.copy_words(np.zeros((2, 2), np.uint64), np.zeros(4, np.uint64)), ValueError, "src must have 1 dimension"),
     (lambda: probes.read_words(np.zeros(1000, np.uint64), 10), ValueError, "power-of-two length, got 1000"),
     (lambda: probes.read_words(np.zeros(8, np.uint64), -1), ValueError, "reads must be an int >= 0"),
     (lambda: probes.read_words(np.zeros(8, np.uint64), 8, blocks=0), ValueError, "blocks must be an int >= 1"),

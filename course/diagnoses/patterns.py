@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kernels.launching import cdiv
+
 __all__ = ["Case", "PATTERN_DETECTORS"]
 
 
@@ -357,7 +359,7 @@ def _tiles_of(case: Case):
     for axis, dim in _edge_dims(case):
         if dim in case.tile:
             n, t = case.got.shape[axis], case.tile[dim]
-            n_tiles = -(-n // t)
+            n_tiles = cdiv(n, t)
             if n_tiles > 1:
                 yield dim, n, t, n_tiles, _wrong_indices(case, axis)
 

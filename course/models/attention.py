@@ -16,6 +16,8 @@ Arguments: ``B`` batch, ``H`` heads, ``N`` queries, ``d`` head_dim, ``M`` keys (
 
 from __future__ import annotations
 
+from kernels.launching import cdiv
+
 __all__ = ["bytes_scores", "bytes_softmax_rows", "bytes_softmax_online", "bytes_pv", "bytes_naive",
            "bytes_fused_rows", "bytes_flash", "compulsory_bytes_naive", "compulsory_bytes_fused",
            "footprint_naive", "causal_pairs", "flops_attention"]
@@ -92,7 +94,7 @@ def bytes_flash(B: int, H: int, N: int, d: int, block_q: int, itemsize: int = 4)
     _check(B=B, H=H, N=N, d=d, block_q=block_q, itemsize=itemsize)
     if block_q == 0:
         raise ValueError("block_q must be >= 1, got 0")
-    query_tiles = (N + block_q - 1) // block_q
+    query_tiles = cdiv(N, block_q)
     return B * H * (N * d + 2 * query_tiles * N * d + N * d) * itemsize
 
 

@@ -31,6 +31,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from kernels.launching import cdiv
+
 __all__ = ["TILE", "BLOCK_M", "BLOCK_N", "BLOCK_K", "THREAD_M", "THREAD_N", "RUNGS", "ElementTraffic",
            "flops_gemm", "compulsory_bytes", "traffic_v1_naive", "traffic_v2_coalesced",
            "traffic_v3_shared_tiles", "traffic_v4_register_blocked", "bytes_v1_naive",
@@ -78,10 +80,6 @@ def _check_tile(**tiles) -> None:
             raise ValueError(f"{name} must be >= 1, got {value}")
 
 
-def _cdiv(n: int, d: int) -> int:
-    return -(-int(n) // int(d))
-
-
 def flops_gemm(M: int, N: int, K: int) -> int:
     """2·M·N·K: one multiply and one add per term of every dot product."""
     _check(M=M, N=N, K=K)
@@ -114,7 +112,7 @@ def traffic_v3_shared_tiles(M: int, N: int, K: int, tile: int = TILE) -> Element
     M, N, K = int(M), int(N), int(K)
     if M == 0 or N == 0:  # the launcher launches nothing
         return ElementTraffic(0, 0, 0)
-    return ElementTraffic(a_loads=M * K * _cdiv(N, tile), b_loads=K * N * _cdiv(M, tile), c_stores=M * N)
+    return ElementTraffic(a_loads=M * K * cdiv(N, tile), b_loads=K * N * cdiv(M, tile), c_stores=M * N)
 
 
 def traffic_v4_register_blocked(M: int, N: int, K: int, block_m: int = BLOCK_M,
@@ -125,7 +123,7 @@ def traffic_v4_register_blocked(M: int, N: int, K: int, block_m: int = BLOCK_M,
     M, N, K = int(M), int(N), int(K)
     if M == 0 or N == 0:
         return ElementTraffic(0, 0, 0)
-    return ElementTraffic(a_loads=M * K * _cdiv(N, block_n), b_loads=K * N * _cdiv(M, block_m),
+    return ElementTraffic(a_loads=M * K * cdiv(N, block_n), b_loads=K * N * cdiv(M, block_m),
                           c_stores=M * N)
 
 
@@ -182,7 +180,7 @@ def _steps_and_blocks(M, N, K, block_m, block_n, block_k):
     _check_tile(block_m=block_m, block_n=block_n, block_k=block_k)
     if M == 0 or N == 0:
         return 0, 0
-    return _cdiv(K, block_k), _cdiv(M, block_m) * _cdiv(N, block_n)
+    return cdiv(K, block_k), cdiv(M, block_m) * cdiv(N, block_n)
 
 
 def shared_stores_v3_shared_tiles(M: int, N: int, K: int, tile: int = TILE) -> int:
