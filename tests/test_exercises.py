@@ -1,0 +1,299 @@
+"""The exercise notebooks of every graded day (the table in ``days.py``), one set of tests.
+
+For each day: the solution's kernels are the kernels of ``kernels/``; its launcher cells are the
+course's launchers given the student's kernels; its grade cells open with a docstring and a visible
+check, and sum to the day's points; ``exercises/`` is the release of ``solutions/``; and nbgrader's
+Validate (the Python ``Validator``: ``nbgrader validate`` exits 0 even on failure) tells the truth:
+it passes the solution and a correct answer, and fails the blank release and a wrong answer in the
+grade cells the table names. The sample submissions of ``grader/samples/`` are graded by the
+grader's own tests; here only their form is checked against the notebook.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import importlib
+import inspect
+import multiprocessing
+import pathlib
+import types
+
+import nbformat
+import pytest
+
+from days import DAYS, BY_NAME
+from grader import markers
+from grader.release import assert_release_matches
+from grader.sample_cases import load_case
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+ASSIGNMENTS = [day.assignment for day in DAYS]
+CELL_TIMEOUT_S = 300
+
+
+def _solution_path(name: str) -> pathlib.Path:
+    return ROOT / "solutions" / name / f"{name}.ipynb"
+
+
+def _release_path(name: str) -> pathlib.Path:
+    return ROOT / "exercises" / name / f"{name}.ipynb"
+
+
+def _cells_by_id(nb) -> dict:
+    return {c.metadata.get("nbgrader", {}).get("grade_id", c.get("id")): c for c in nb.cells}
+
+
+def _grade_cells(nb) -> list:
+    return [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+
+
+def _without_solution_markers(source: str) -> str:
+    return "\n".join(line for line in source.splitlines()
+                     if line.strip() not in (markers.BEGIN_SOLUTION, markers.END_SOLUTION))
+
+
+def _kernels_object(dotted: str):
+    module, name = dotted.rsplit(".", 1)
+    return getattr(importlib.import_module(f"kernels.{module}"), name)
+
+
+def _source(function) -> str:
+    return inspect.getsource(getattr(function, "py_func", None) or function).rstrip("\n")
+
+
+# ------------------------------------------------------------------------ one source of truth
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_solution_kernels_are_the_kernels_of_kernels(assignment):
+    """Each solution cell, markers aside, is the source of its kernel in kernels/."""
+    day = BY_NAME[assignment]
+    cells = _cells_by_id(nbformat.read(_solution_path(assignment), as_version=4))
+    solutions = {gid for gid, c in cells.items() if c.metadata.get("nbgrader", {}).get("solution")}
+    assert solutions == set(day.solution_code), "the table in tests/days.py must list every solution cell"
+    for grade_id, dotted in day.solution_code.items():
+        assert not cells[grade_id].metadata["nbgrader"].get("grade"), f"solution cell {grade_id} is also a grade cell"
+        assert _without_solution_markers(cells[grade_id].source) == _source(_kernels_object(dotted)), (
+            f"cell {grade_id} differs from kernels.{dotted}")
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_every_launcher_is_the_course_launcher_given_the_students_kernel(assignment):
+    """A launcher cell forwards every argument to its launcher in kernels/, adding the notebook's kernels.
+
+    Run against a stand-in for kernels/ that records the call; the real launcher must take each
+    keyword, with the course's kernel of the same name as its default.
+    """
+    day = BY_NAME[assignment]
+    cells = _cells_by_id(nbformat.read(_solution_path(assignment), as_version=4))
+    for launcher in day.launchers:
+        calls = []
+        recorder = lambda *args, **options: calls.append((args, options)) or "returned"  # noqa: E731
+        stand_in = types.SimpleNamespace(**{launcher.module: types.SimpleNamespace(**{launcher.launcher: recorder})})
+        students = {name: object() for name in launcher.kernels.values()}
+        namespace = {"kernels": stand_in, **students}
+        exec(cells[launcher.cell].source, namespace)
+        assert namespace[launcher.name]("first", 2, out="given") == "returned", launcher.cell
+        expected = {"out": "given", **{keyword: students[name] for keyword, name in launcher.kernels.items()}}
+        assert calls == [(("first", 2), expected)], (
+            f"cell {launcher.cell} must call kernels.{launcher.module}.{launcher.launcher} with every argument it "
+            f"gets and the notebook's kernels {launcher.kernels}; it called {calls}")
+        course_launcher = getattr(importlib.import_module(f"kernels.{launcher.module}"), launcher.launcher)
+        parameters = inspect.signature(course_launcher).parameters
+        for keyword, kernel_name in launcher.kernels.items():
+            assert keyword in parameters, f"kernels.{launcher.module}.{launcher.launcher} takes no {keyword}="
+            default = parameters[keyword].default
+            assert getattr(getattr(default, "py_func", default), "__name__", None) == kernel_name, (
+                f"kernels.{launcher.module}.{launcher.launcher}({keyword}=...) defaults to {default!r}, "
+                f"not the course's {kernel_name}")
+
+
+@pytest.mark.parametrize("assignment", [d.assignment for d in DAYS if d.constants])
+def test_given_constants_are_those_of_kernels(assignment):
+    day = BY_NAME[assignment]
+    cells = _cells_by_id(nbformat.read(_solution_path(assignment), as_version=4))
+    for cell_id, module in day.constants.items():
+        namespace = {}
+        exec(cells[cell_id].source, namespace)
+        names = [name for name in namespace if name.isupper()]
+        assert names, f"cell {cell_id} defines no constant"
+        for name in names:
+            assert namespace[name] == getattr(importlib.import_module(f"kernels.{module}"), name), (cell_id, name)
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_grade_cells_open_with_a_docstring_and_a_visible_check_and_total_the_points(assignment):
+    day = BY_NAME[assignment]
+    grades = _grade_cells(nbformat.read(_solution_path(assignment), as_version=4))
+    assert sum(c.metadata["nbgrader"]["points"] for c in grades) == day.points
+    for cell in grades:
+        grade_id = cell.metadata["nbgrader"]["grade_id"]
+        first, _, rest = cell.source.partition("\n")
+        assert first.startswith('"""') and first.endswith('"""') and len(first) > 6, grade_id
+        assert markers.BEGIN_HIDDEN in cell.source, grade_id
+        visible = rest.split(markers.BEGIN_HIDDEN)[0]
+        assert any(line.strip() and not line.lstrip().startswith("#") for line in visible.splitlines()), (
+            f"grade cell {grade_id} has no visible check: Validate would pass a blank answer")
+        if day.every_hidden_test_uses_pristine:
+            assert "pristine(" in cell.source, grade_id
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_exercise_is_the_release_of_the_solution(assignment):
+    assert_release_matches(assignment)
+
+
+@pytest.mark.parametrize("assignment", [d.assignment for d in DAYS if (ROOT / "grader" / "samples" / d.assignment).is_dir()])
+def test_samples_name_every_grade_cell_and_only_solution_cells(assignment):
+    cells = _cells_by_id(nbformat.read(_solution_path(assignment), as_version=4))
+    points = {gid: c.metadata["nbgrader"]["points"] for gid, c in cells.items()
+              if c.metadata.get("nbgrader", {}).get("grade")}
+    solutions = {gid for gid, c in cells.items() if c.metadata.get("nbgrader", {}).get("solution")}
+    paths = sorted((ROOT / "grader" / "samples" / assignment).glob("*.py"))
+    names = [p.stem for p in paths]
+    assert {"correct_ours", "correct_alternative"} <= set(names), names
+    assert any(n.startswith("cheating") for n in names) and any("wrong" in n for n in names), names
+    for path in paths:
+        case = load_case(path)
+        assert case.doc and case.expect["status"] in ("graded", "tampered"), path.name
+        assert set(case.expect["points"]) == set(points), path.name
+        assert all(0 <= got <= points[gid] for gid, got in case.expect["points"].items()), path.name
+        assert set(case.cells) <= solutions, path.name
+
+
+# ------------------------------------------------------------------------ Validate tells the truth
+
+def _answer(assignment: str, answer: str):
+    """The notebook a student would validate: the release, blank or with the solution's cells
+    (``correct``) or with the table's mistakes in them (``wrong``). Cells after the last grade
+    cell cannot change a grade and are left out, to keep the run short."""
+    day = BY_NAME[assignment]
+    nb = nbformat.read(_release_path(assignment), as_version=4)
+    if answer == "blank":
+        return nb
+    solution = _cells_by_id(nbformat.read(_solution_path(assignment), as_version=4))
+    answers = {gid: _without_solution_markers(solution[gid].source) for gid in day.solution_code}
+    if answer == "wrong":
+        for mutation in day.wrong:
+            assert mutation.old in answers[mutation.cell], (
+                f"the wrong answer of {assignment} no longer applies to cell {mutation.cell}: {mutation.old!r}")
+            answers[mutation.cell] = answers[mutation.cell].replace(mutation.old, mutation.new)
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if gid in answers:
+            cell.source = answers[gid]
+    last_grade = max(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade"))
+    nb.cells = nb.cells[:last_grade + 1]
+    return nb
+
+
+def _validate(path: pathlib.Path):
+    """nbgrader's Validator on ``path``: ``(results, executed notebook)``."""
+    from nbgrader.validator import Validator
+    from traitlets.config import Config
+
+    class KeepingValidator(Validator):
+        def _preprocess(self, nb):
+            self.executed = super()._preprocess(nb)
+            return self.executed
+
+    config = Config()
+    config.Execute.timeout = CELL_TIMEOUT_S
+    validator = KeepingValidator(config=config)
+    return validator.validate(str(path)), validator.executed
+
+
+def _failed_grade_ids(results, nb) -> set[str]:
+    failed_sources = {item["source"] for item in results.get("failed", [])}
+    return {c.metadata["nbgrader"]["grade_id"] for c in _grade_cells(nb) if c.source.strip() in failed_sources}
+
+
+def _errors(nb) -> list:
+    return [(c.get("id"), o.ename, o.evalue[:300]) for c in nb.cells if c.cell_type == "code"
+            for o in c.outputs if o.output_type == "error"]
+
+
+ANSWERS = ("solution", "correct", "wrong", "blank")
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_validate_tells_the_truth(assignment, tmp_path):
+    """Validate passes the solution (hidden tests included, and no cell of it raises) and a correct
+    answer, fails every grade cell of the blank release, and fails the table's grade cells of a
+    wrong answer.
+
+    The four validations run at once, each in a process of its own (nbgrader's Validator changes
+    the working folder and the environment, which threads would share).
+    """
+    day = BY_NAME[assignment]
+    paths = {"solution": tmp_path / f"solution_{assignment}.ipynb"}
+    nbformat.write(nbformat.read(_solution_path(assignment), as_version=4), paths["solution"])
+    for answer in ANSWERS[1:]:
+        paths[answer] = tmp_path / f"{answer}_{assignment}.ipynb"
+        nbformat.write(_answer(assignment, answer), paths[answer])
+    processes = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=len(ANSWERS), mp_context=processes) as pool:
+        outcomes = dict(zip(ANSWERS, pool.map(_validate, [paths[answer] for answer in ANSWERS])))
+
+    for answer, (results, _) in outcomes.items():
+        assert set(results) <= {"failed"}, f"{answer}: Validate did not judge the grade cells: {sorted(results)}"
+    for answer in ("solution", "correct"):
+        results, executed = outcomes[answer]
+        assert not results.get("failed"), (
+            f"Validate fails the {answer}:\n" + "\n".join(r["raw_error"][-600:] for r in results["failed"]))
+    assert not _errors(outcomes["solution"][1]), "a cell of the solution raises"
+
+    results, executed = outcomes["blank"]
+    grade_ids = {c.metadata["nbgrader"]["grade_id"] for c in _grade_cells(executed)}
+    passed = grade_ids - _failed_grade_ids(results, executed)
+    assert not passed, f"Validate passes these grade cells of a blank notebook: {sorted(passed)}"
+
+    results, executed = outcomes["wrong"]
+    failed = _failed_grade_ids(results, executed)
+    expected = grade_ids if day.wrong_fails is None else set(day.wrong_fails)
+    assert failed == expected, (
+        f"grade cells failed by the wrong answer ({'; '.join(m.why for m in day.wrong)}): {sorted(failed)}; "
+        f"expected {sorted(expected)}")
+
+
+# ------------------------------------------------------------------------ day 5's visible checks name the mistake
+
+def _day05_kernel(*mutations):
+    """attention_v4_flash_kernel of the solution notebook with (old, new) text changes, compiled here."""
+    cells = _cells_by_id(nbformat.read(_solution_path("day05_flash_attention"), as_version=4))
+    source = _without_solution_markers(cells["flash_kernel"].source)
+    for old, new in mutations:
+        assert old in source, old
+        source = source.replace(old, new)
+    namespace = {}
+    exec(cells["setup_device"].source, namespace)
+    exec(source, namespace)
+    return namespace["attention_v4_flash_kernel"]
+
+
+@pytest.mark.day05
+def test_day05_visible_checks_name_masking_instead_of_skipping():
+    from course import exercise_checks
+
+    masking = _day05_kernel(("    if causal:\n        kv_end = min(kv_end, tile_start + TILE_Q, n_queries)\n", ""))
+    exercise_checks.flash_matches_reference(masking, causal=True)      # right answers ...
+    with pytest.raises(AssertionError, match="masking the key tiles above the diagonal is not enough: skip them"):
+        exercise_checks.flash_skips_masked_tiles(masking)              # ... from the wrong work
+
+
+@pytest.mark.day05
+def test_day05_visible_checks_name_the_bound_of_the_last_partial_tile():
+    from course import exercise_checks
+
+    whole_tile = _day05_kernel(("tile_start + TILE_Q, n_queries)", "tile_start + TILE_Q)"))
+    with pytest.raises(AssertionError, match=r"N=70, M=100.*N - 1 in the last tile"):
+        exercise_checks.flash_skips_masked_tiles(whole_tile)
+
+
+@pytest.mark.day05
+def test_day05_visible_checks_name_loading_keys_once_per_row():
+    from course import exercise_checks
+
+    per_row = _day05_kernel(("s += q_row[c] * k_tile[j, c]", "s += q_row[c] * k[b, h, kv_start + j, c]"))
+    exercise_checks.flash_matches_reference(per_row, causal=False)
+    with pytest.raises(AssertionError, match="once per query row: read the keys from the shared tile"):
+        exercise_checks.flash_traffic_fits_tiling(per_row)
