@@ -1,4 +1,4 @@
-# Two commands from a fresh clone:  make lab   and   make test
+# Two commands from a fresh clone:  make lab   and   make test   (instructors: make instructor-lab)
 # Both create .venv when it is missing and install the pinned dependencies into it.
 
 PYTHON ?= python3
@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # JupyterLab refuses to run as root unless told; containers and CI often are root.
 ALLOW_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: lab test test-gpu install install-test doctor release clean-venv
+.PHONY: lab instructor-lab test test-gpu install install-test doctor release clean-venv
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed; found " + sys.version.split()[0])'
@@ -32,9 +32,20 @@ install: $(VENV)/.installed
 
 install-test: $(VENV)/.installed-test
 
+# The labs run with the course's Jupyter configuration (course/jupyter/) ahead of the user's, and
+# with .venv first on PATH, so notebooks and terminals find `course` and the course's Python.
+# `make lab` is the student's lab; `make instructor-lab` adds nbgrader's instructor tools.
+JUPYTER_CONFIG = $(CURDIR)/course/jupyter
+LAB_ENV = PATH="$(abspath $(BIN)):$$PATH" COURSE_VENV="$(abspath $(VENV))"
+JUPYTER_LAB = $(BIN)/jupyter lab --ServerApp.port=$(PORT) $(ALLOW_ROOT) $(LAB_ARGS)
+
 lab: install
 	@$(BIN)/course doctor --short
-	$(BIN)/jupyter lab --ServerApp.port=$(PORT) $(ALLOW_ROOT) $(LAB_ARGS) START_HERE.ipynb
+	$(LAB_ENV) JUPYTER_CONFIG_PATH="$(JUPYTER_CONFIG)/student:$(JUPYTER_CONFIG)/common$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" $(JUPYTER_LAB)
+
+instructor-lab: install
+	@$(BIN)/course doctor --short
+	$(LAB_ENV) JUPYTER_CONFIG_PATH="$(JUPYTER_CONFIG)/common$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" $(JUPYTER_LAB)
 
 test: install-test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

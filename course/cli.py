@@ -1,7 +1,8 @@
 """The ``course`` command: ``course doctor``, ``course release``, ``course grade``, ``course check``.
 
 - ``course doctor [--short]``: what this machine runs the course on, and what is wrong
-- ``course check [dayNN ...] [--path DIR]``: a student's visible tests, headless, as a table
+- ``course check [dayNN ...] [--path DIR]``: a student's visible tests, headless, as a table (it looks
+  in the current folder first, then in the course's ``exercises/``)
 - ``course release [dayNN ...] [--check]``: instructors: generate ``exercises/`` and verify it
 - ``course grade SUBMISSIONS [--out DIR] [--jobs N] [--gpu] [--timeout S] [--force]``: instructors:
   autograde a class, write feedback, a grades CSV and a summary
@@ -11,6 +12,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of seconds, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {value}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,8 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("assignments", nargs="*", metavar="dayNN",
                        help="days to check (day05 or day05_flash_attention); default: every exercise found")
     check.add_argument("--path", default=None,
-                       help="folder holding your exercise notebooks (default: exercises/ of the course)")
-    check.add_argument("--timeout", type=int, default=300, help="seconds allowed per cell (default 300)")
+                       help="folder holding your exercise notebooks (default: the current folder and its "
+                            "dayNN_* subfolders, then exercises/ of the course)")
+    check.add_argument("--timeout", type=_positive_int, default=300, help="seconds allowed per cell (default 300)")
 
     release = sub.add_parser("release", help="instructors: generate exercises/ from solutions/ and verify it")
     release.add_argument("assignments", nargs="*", metavar="dayNN", help="default: every assignment")
@@ -40,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "secrets (gradebook, autograded notebooks)")
     grade.add_argument("--jobs", type=int, default=1, help="parallel grading processes (default 1)")
     grade.add_argument("--gpu", action="store_true", help="run the kernels on the GPU (default: the simulator)")
-    grade.add_argument("--timeout", type=int, default=120, help="seconds allowed per cell (default 120)")
+    grade.add_argument("--timeout", type=_positive_int, default=120, help="seconds allowed per cell (default 120)")
     grade.add_argument("--force", action="store_true", help="grade again what a previous run already graded")
     grade.add_argument("--assignments", nargs="*", metavar="dayNN", default=None,
                        help="grade only these assignments (default: every assignment found)")

@@ -1,23 +1,44 @@
 """``course check [dayNN ...]``: run your exercise notebooks' visible tests headlessly, get a table.
 
-For each exercise notebook (``exercises/<day>/<day>.ipynb`` by default, or the notebooks in
-``--path``), the notebook runs top to bottom in a fresh kernel (your file is not changed). An
-exercise is an answer cell (the cell you edit) and the cells after it up to the next answer cell;
-it passes when all of them run without an error. The table shows, per day and exercise, pass,
-FAIL with the first failure message, or "not started" (the answer still raises
-NotImplementedError).
+Where it looks: with ``--path DIR``, only in ``DIR``; otherwise in the current folder first (its
+``dayNN_slug.ipynb`` files and ``dayNN_slug/dayNN_slug.ipynb`` subfolders), then in the course's
+``exercises/``. A notebook counts as an exercise when it has answer cells (nbgrader ``solution``
+cells), so lessons are never mistaken for exercises. Without day names it checks every exercise
+of the first of those folders that holds any.
+
+Each notebook runs top to bottom in a fresh kernel (your file is not changed). An exercise is an
+answer cell and the cells after it up to the next answer cell; it passes when every one of its code
+cells ran and the kernel replied "ok". The table names the file checked and gives, per exercise:
+
+- ``pass``;
+- ``FAIL`` with the whole message of the first failure (``course.check`` puts the likely cause there);
+- ``not started``: the answer still raises ``NotImplementedError``;
+- ``CRASH``: the kernel died in this exercise (``os._exit``, a segfault, memory exhausted);
+- ``TIMEOUT``: a cell ran longer than ``--timeout`` seconds and was interrupted;
+- ``not run``: the kernel died in an earlier exercise, so this one never ran.
+
+A cell counts as run only once the kernel has answered it, so a kernel that dies is a crash every
+time, however fast or slow the machine is.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import pathlib
+import re
 import sys
 
 from grader.nbgrader_api import assignments as list_assignments, course_root
 
-MESSAGE_CHARS = 160
+# A message longer than this many lines is cut: the first lines hold the cause.
+MESSAGE_LINES = 12
+LINE_CHARS = 200
+ASSIGNMENT_NAME = re.compile(r"day\d\d_\w+")
+CRASHED = "KernelDied"
+TIMED_OUT = "CellTimeout"
+NOT_RUN = "NotRun"
 
 
 @dataclasses.dataclass
@@ -25,21 +46,39 @@ class Exercise:
     """One exercise of a notebook after running it."""
 
     name: str
-    status: str          # "pass", "FAIL", "not started"
-    message: str = ""
+    status: str          # "pass", "FAIL", "CRASH", "TIMEOUT", "not started", "not run"
+    message: str = ""    # where and why, possibly several lines
 
 
 def _meta(cell) -> dict:
     return cell.get("metadata", {}).get("nbgrader", {})
 
 
-def _first_error(cell) -> str | None:
+def _error_message(output) -> str:
+    """``Name: message`` of an error output, every line of the message kept; a bare ``assert``
+    (empty message) is described by the source line the traceback points at."""
+    from grader.feedback import strip_ansi
+
+    ename = output.get("ename", "Error")
+    evalue = strip_ansi(str(output.get("evalue", ""))).strip()
+    if not evalue:
+        for frame in reversed(output.get("traceback", [])):
+            arrows = [line for line in strip_ansi(frame).splitlines() if line.lstrip().startswith("---->")]
+            if arrows:
+                evalue = "failed at: " + arrows[-1].split("---->", 1)[1].strip().lstrip("0123456789").strip()
+                break
+    lines = [line[:LINE_CHARS] for line in evalue.splitlines()] or [""]
+    if len(lines) > MESSAGE_LINES:
+        lines = lines[:MESSAGE_LINES] + [f"... ({len(lines) - MESSAGE_LINES} more lines)"]
+    lines[0] = f"{ename}: {lines[0]}".rstrip()
+    return "\n".join(lines)
+
+
+def _first_error(cell):
+    """The first error output of ``cell``, or None."""
     for output in cell.get("outputs", []):
         if output.get("output_type") == "error":
-            from grader.feedback import strip_ansi
-
-            evalue = strip_ansi(str(output.get("evalue", ""))).strip().splitlines()
-            return f"{output.get('ename', 'Error')}: {evalue[0] if evalue else ''}"
+            return output
     return None
 
 
@@ -58,22 +97,36 @@ def exercises_of(nb) -> list[Exercise]:
             if cell.cell_type != "code":
                 continue
             error = _first_error(cell)
-            if error:
+            if error is not None:
                 failures.append((_meta(cell).get("grade_id") or "a cell", error))
         if name == "setup" and not failures:
             continue
+        names = [error.get("ename") for _, error in failures]
         if not failures:
             results.append(Exercise(name, "pass"))
-        elif any(err.startswith("NotImplementedError") for _, err in failures):
+        elif CRASHED in names:
+            where, error = failures[names.index(CRASHED)]
+            results.append(Exercise(name, "CRASH", f"{where}: {_error_message(error)}"))
+        elif TIMED_OUT in names:
+            where, error = failures[names.index(TIMED_OUT)]
+            results.append(Exercise(name, "TIMEOUT", f"{where}: {_error_message(error)}"))
+        elif names[0] == NOT_RUN:
+            results.append(Exercise(name, "not run", _error_message(failures[0][1])))
+        elif "NotImplementedError" in names:
             results.append(Exercise(name, "not started"))
         else:
             where, error = failures[0]
-            results.append(Exercise(name, "FAIL", f"{where}: {error}"[:MESSAGE_CHARS]))
+            results.append(Exercise(name, "FAIL", f"{where}: {_error_message(error)}"))
     return results
 
 
 def run_notebook(path: pathlib.Path, timeout: int):
-    """Execute a copy of the notebook at ``path`` in a fresh kernel; return the executed notebook."""
+    """Execute a copy of the notebook at ``path`` in a fresh kernel; return the executed notebook.
+
+    Every code cell the kernel did not answer "ok" ends with an error output: the kernel's own
+    error, ``CellTimeout`` for a cell interrupted after ``timeout`` seconds, ``KernelDied`` for the
+    cell the kernel died in, ``NotRun`` for the cells after it.
+    """
     import subprocess
 
     import nbformat
@@ -81,58 +134,138 @@ def run_notebook(path: pathlib.Path, timeout: int):
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     nb = nbformat.read(str(path), as_version=4)
+    replies: dict[int, dict] = {}
+
+    def remember_reply(cell, cell_index, execute_reply):
+        replies[cell_index] = (execute_reply or {}).get("content", {})
+
+    timed_out = {"ename": TIMED_OUT, "evalue": f"the cell ran longer than {timeout} s and was interrupted "
+                                            "(an endless loop, or a launch far too large for the simulator?)",
+                 "traceback": []}
     client = NotebookClient(nb, timeout=timeout, allow_errors=True, interrupt_on_timeout=True,
+                            error_on_timeout=timed_out, on_cell_executed=remember_reply,
                             resources={"metadata": {"path": str(path.parent)}}, kernel_name="python3")
+    why = "the kernel died while running this cell (os._exit, a segfault, or memory exhausted?)"
     try:
         client.execute(stderr=subprocess.DEVNULL)
-    except (DeadKernelError, CellTimeoutError) as exc:
-        # The cell that was running when the kernel died or hung is the first one not yet numbered;
-        # the cells after it never ran, which must not read as passing.
-        unrun = [c for c in nb.cells if c.cell_type == "code" and c.source.strip() and c.get("execution_count") is None]
-        for i, cell in enumerate(unrun):
-            evalue = "the kernel died or stopped answering in this cell" if i == 0 else "not run (the kernel died above)"
-            cell.outputs = [nbformat.v4.new_output("error", ename=type(exc).__name__ if i == 0 else "NotRun",
-                                                   evalue=evalue, traceback=[])]
+    except DeadKernelError:
+        pass
+    except (CellTimeoutError, RuntimeError) as exc:    # RuntimeError: the kernel did not start
+        why = f"the kernel stopped answering: {type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+    died = False
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or not cell.source.strip():
+            continue
+        reply = replies.get(index)
+        if reply is None:
+            ename, evalue = (NOT_RUN, "not run: the kernel died in an earlier cell") if died else (CRASHED, why)
+            cell.outputs = [*cell.get("outputs", []),
+                            nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=[])]
+            died = True
+        elif reply.get("ename") == TIMED_OUT:
+            cell.outputs = [nbformat.v4.new_output("error", **timed_out)]
+        elif reply.get("status") != "ok" and _first_error(cell) is None:
+            cell.outputs = [*cell.get("outputs", []),
+                            nbformat.v4.new_output("error", ename=reply.get("ename") or "Error",
+                                                   evalue=reply.get("evalue") or f"status {reply.get('status')}",
+                                                   traceback=reply.get("traceback") or [])]
     return nb
 
 
-def find_notebooks(folder: pathlib.Path, names: list[str]) -> dict[str, pathlib.Path]:
-    """``{assignment: notebook}`` for the assignments found in ``folder`` (``<a>/<a>.ipynb`` or ``<a>.ipynb``)."""
-    found = {}
-    for name in names:
-        for candidate in (folder / name / f"{name}.ipynb", folder / f"{name}.ipynb"):
-            if candidate.is_file():
-                found[name] = candidate
-                break
-    return found
+def is_exercise(path: pathlib.Path) -> bool:
+    """Whether the notebook at ``path`` has answer cells (nbgrader ``solution`` cells)."""
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    cells = nb.get("cells", []) if isinstance(nb, dict) else []
+    return any(isinstance(c, dict) and c.get("metadata", {}).get("nbgrader", {}).get("solution") for c in cells)
 
 
-def format_table(results: dict[str, list[Exercise]]) -> str:
+def notebooks_in(folder: pathlib.Path) -> dict[str, pathlib.Path]:
+    """``{assignment: notebook}`` for the exercise notebooks in ``folder``: ``dayNN_slug.ipynb`` or
+    ``dayNN_slug/dayNN_slug.ipynb``, the first when both exist."""
+    found: dict[str, pathlib.Path] = {}
+    candidates = sorted(folder.glob("day*.ipynb")) + sorted(folder.glob("day*/day*.ipynb"))
+    for path in candidates:
+        name = path.stem
+        if (not ASSIGNMENT_NAME.fullmatch(name) or name in found
+                or path.parent not in (folder, folder / name) or not is_exercise(path)):
+            continue
+        found[name] = path
+    return dict(sorted(found.items()))
+
+
+def choose_notebooks(folders: list[pathlib.Path], requested: list[str],
+                     known: list[str]) -> tuple[dict[str, pathlib.Path], list[str]]:
+    """``({assignment: notebook}, [assignments asked for and not found])``.
+
+    A requested assignment comes from the first folder that holds it; with none requested, every
+    exercise of the first folder that holds any.
+    """
+    from grader.release import expand_names
+
+    found = [notebooks_in(folder) for folder in folders]
+    if not requested:
+        for notebooks in found:
+            if notebooks:
+                return notebooks, []
+        return {}, []
+    everything = sorted(set(known).union(*found))
+    chosen, missing = {}, []
+    for name in expand_names(requested, everything):
+        holders = [notebooks[name] for notebooks in found if name in notebooks]
+        if holders:
+            chosen[name] = holders[0]
+        else:
+            missing.append(name)
+    return chosen, missing
+
+
+def _shown(path: pathlib.Path) -> str:
+    """``path`` relative to the current folder when it lies inside it."""
+    try:
+        return str(path.relative_to(pathlib.Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def format_table(results: dict[str, list[Exercise]], paths: dict[str, pathlib.Path] | None = None) -> str:
     lines = []
     for day, exercises in results.items():
         passed = sum(e.status == "pass" for e in exercises)
-        lines.append(f"{day:34s} {passed}/{len(exercises)} exercises pass")
+        where = f"  ({_shown(paths[day])})" if paths and day in paths else ""
+        lines.append(f"{day:34s} {passed}/{len(exercises)} exercises pass{where}")
         for e in exercises:
-            lines.append(f"  {e.name:32s} {e.status:12s} {e.message}")
+            first, *rest = e.message.splitlines() or [""]
+            lines.append(f"  {e.name:32s} {e.status:12s} {first}".rstrip())
+            lines += [f"{'':48s}{line}".rstrip() for line in rest]
     return "\n".join(lines)
 
 
 def main_check(args) -> int:
     """The ``course check`` command."""
-    from grader.release import expand_names
-
     root = course_root()
-    folder = pathlib.Path(args.path).resolve() if args.path else root / "exercises"
-    known = list_assignments(root) or sorted(p.stem for p in folder.rglob("day*.ipynb"))
-    names = expand_names(args.assignments, known)
-    notebooks = find_notebooks(folder, names)
+    if args.path is not None:
+        folder = pathlib.Path(args.path).expanduser().resolve()
+        if not folder.is_dir():
+            print(f"course check: --path {args.path!r} is not a folder", file=sys.stderr)
+            return 2
+        folders = [folder]
+    else:
+        folders = list(dict.fromkeys([pathlib.Path.cwd().resolve(), (root / "exercises").resolve()]))
+    notebooks, missing = choose_notebooks(folders, args.assignments, list_assignments(root))
+    searched = " or ".join(_shown(folder) or "." for folder in folders)
+    if missing:
+        print(f"course check: no exercise notebook for {', '.join(missing)} in {searched}", file=sys.stderr)
     if not notebooks:
-        print(f"course check: no exercise notebooks for {', '.join(names)} in {folder}")
+        print(f"course check: no exercise notebooks (dayNN_slug.ipynb with answer cells) in {searched}")
         return 1
     os.environ.setdefault("MPLBACKEND", "Agg")
     results = {}
     for day, path in notebooks.items():
-        print(f"running {path} ...", file=sys.stderr, flush=True)
+        print(f"checking {_shown(path)} ...", file=sys.stderr, flush=True)
         results[day] = exercises_of(run_notebook(path, args.timeout))
-    print(format_table(results))
-    return 0 if all(e.status == "pass" for ex in results.values() for e in ex) else 1
+    print(format_table(results, notebooks))
+    ok = not missing and all(e.status == "pass" for ex in results.values() for e in ex)
+    return 0 if ok else 1

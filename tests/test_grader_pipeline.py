@@ -177,20 +177,3 @@ def test_grade_command_resumes_and_prints_the_summary(toy, tmp_path, monkeypatch
     printed = capsys.readouterr()
     assert "already graded" in printed.err
     assert "crash/day00_toy: kernel_crashed" in printed.out and "grades.csv" in printed.out
-
-
-def test_check_command_reports_each_exercise(toy, tmp_path, monkeypatch, capsys):
-    from course.cli import main
-
-    monkeypatch.chdir(toy["root"])
-    assert main(["check", "day00"]) == 1
-    table = capsys.readouterr().out
-    assert "0/2 exercises pass" in table and "not started" in table
-    mine = tmp_path / "mine"
-    mine.mkdir()
-    answers = json.loads((toy["subs"] / "crash" / TOY / f"{TOY}.ipynb").read_text())
-    (mine / f"{TOY}.ipynb").write_text(json.dumps(answers))
-    assert main(["check", "--path", str(mine)]) == 1
-    table = capsys.readouterr().out
-    assert "1/2 exercises pass" in table and "add_one_solution                 pass" in table
-    assert "square_solution                  FAIL" in table and "DeadKernelError" in table
