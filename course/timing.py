@@ -4,6 +4,7 @@ One timing function for the whole course::
 
     t = benchmark(lambda: my_kernel[grid, block](d_x, d_out), warmup=10, repeat=50, flush_l2=True)
     t.median_ms, t.p10_ms, t.p90_ms, t.samples_ms
+    t = benchmark_within(fn, budget_s=3.0)   # as many repeats (5 to 50) as fit in about 3 s
     ceilings = measure_ceilings()      # {"copy_gbps": ..., "fp32_tflops": ...}, measured once per process
 
 ``fn`` should only launch work (kernels, torch calls) on the default stream and leave its inputs
@@ -19,13 +20,15 @@ and lessons plot recorded curves (``course.records``) instead.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from course.records import live_or_recorded
 
-__all__ = ["benchmark", "Timing", "measure_ceilings", "SimulatorTimingError", "live_or_recorded",
+__all__ = ["benchmark", "benchmark_within", "seconds_per_call", "Timing", "measure_ceilings", "SimulatorTimingError",
+           "live_or_recorded",
            "gbps", "tflops"]
 
 FALLBACK_L2_BYTES = 128 * 2**20   # when the device does not report its L2 size: flush 256 MiB
@@ -125,6 +128,40 @@ def benchmark(fn, warmup: int = 10, repeat: int = 50, flush_l2: bool = False) ->
     p10, median, p90 = np.percentile(samples, [10, 50, 90])
     return Timing(median_ms=float(median), p10_ms=float(p10), p90_ms=float(p90),
                   samples_ms=tuple(float(s) for s in samples), warmup=warmup, flush_l2=flush_l2)
+
+
+def seconds_per_call(fn) -> float:
+    """Wall time of one synchronised call of ``fn()``, after a first call that compiles and warms up."""
+    if not callable(fn):
+        raise TypeError(f"fn must be a function of no arguments, got {type(fn).__name__}")
+    _refuse_on_simulator()
+    from numba import cuda
+
+    fn()
+    cuda.synchronize()
+    start = time.perf_counter()
+    fn()
+    cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def benchmark_within(fn, budget_s: float = 3.0, *, min_repeat: int = 5, max_repeat: int = 50,
+                     flush_l2: bool = False) -> Timing:
+    """:func:`benchmark` with as many repeats as fit in about ``budget_s`` seconds (``min_repeat`` to
+    ``max_repeat``), so that a sweep over sizes times its largest sizes in seconds, not minutes.
+
+    One untimed call measures the duration; the warm-up is a fifth of the repeats (at least 2).
+    """
+    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not budget_s > 0:
+        raise ValueError(f"budget_s must be a positive number of seconds, got {budget_s!r}")
+    for arg, value in (("min_repeat", min_repeat), ("max_repeat", max_repeat)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{arg} must be an int >= 1, got {value!r}")
+    if max_repeat < min_repeat:
+        raise ValueError(f"max_repeat must be >= min_repeat, got {max_repeat} < {min_repeat}")
+    once = seconds_per_call(fn)
+    repeat = int(min(max_repeat, max(min_repeat, budget_s / max(once, 1e-6))))
+    return benchmark(fn, warmup=max(2, repeat // 5), repeat=repeat, flush_l2=flush_l2)
 
 
 def gbps(nbytes: float, ms: float) -> float:

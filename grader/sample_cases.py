@@ -7,9 +7,18 @@ day) or ``grader/samples/_course/<case>.py`` (course-wide cheats and failures)::
     EXPECT = {"status": "graded", "points": {"<grade cell grade_id>": 2, ...}}
     CELLS = {"<grade_id of a cell>": '''full replacement source of that cell''', ...}
 
+The correct sample of a day, ``correct_ours.py``, takes its cells from ``kernels/`` with
+:func:`kernel_cell`, and a wrong sample is a small change of it, so neither can drift from the
+course's kernels::
+
+    BASE = "correct_ours"
+    EDITS = {"flash_kernel": [("n_valid = min(n_tile, row - kv_start + 1)",      # old line(s)
+                               "n_valid = min(n_tile, row - kv_start)")]}       # new line(s)
+
 Optional names: ``ASSIGNMENT`` (required in ``_course``: the assignment the case targets),
 ``BASE`` (the name of a case of that assignment whose CELLS are applied first, e.g.
-``"correct_ours"``, so a cheat in one exercise leaves the others correct),
+``"correct_ours"``, so a cheat in one exercise leaves the others correct), ``EDITS`` (per
+grade_id, ``(old, new)`` replacements applied by :func:`edit_cell` to the BASE's cell),
 ``DELETE`` (grade_ids of cells the submission deleted), ``RAW`` (the submitted file's text instead
 of a notebook, e.g. broken JSON), ``MISSING = True`` (the student submitted nothing for it),
 ``TIMEOUT`` (seconds per cell for this case), and in ``EXPECT``: ``"details"`` / ``"flags"`` (lists
@@ -25,9 +34,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import json
 import pathlib
+import re
 import runpy
+import textwrap
 
 SAMPLES_DIR = pathlib.Path(__file__).resolve().parent / "samples"
 COURSE_WIDE = "_course"
@@ -54,6 +66,43 @@ class Case:
         return f"{self.path.parent.name.strip('_')}-{self.name}".replace("_", "-")
 
 
+def kernel_cell(kernel) -> str:
+    """The source of a ``@cuda.jit`` kernel of ``kernels/`` as a notebook cell (decorator included)."""
+    function = getattr(kernel, "py_func", None)
+    if function is None:
+        raise TypeError(f"kernel must be a @cuda.jit kernel, got {type(kernel).__name__}")
+    return inspect.getsource(function)
+
+
+def _stripped(lines) -> list[str]:
+    """The code of each line without indentation or trailing comment (edits name code, not comments)."""
+    return [re.sub(r"\s+#.*$", "", line.strip()) for line in lines]
+
+
+def edit_cell(source: str, edits, *, where: str = "cell") -> str:
+    """Apply ``(old, new)`` replacements to the cell ``source`` and return the edited source.
+
+    ``old`` is one line or several consecutive lines, compared without their indentation and trailing
+    comments; it must occur exactly once in the cell, or a ValueError names it (so a wrong sample cannot silently stop
+    being wrong when the correct kernel changes). ``new`` (dedented; several lines allowed, ``""``
+    deletes) takes the indentation of the first old line.
+    """
+    lines = source.splitlines()
+    for old, new in edits:
+        want = _stripped(textwrap.dedent(old).strip("\n").splitlines())
+        if not want or not all(want):
+            raise ValueError(f"{where}: an edit's old text must be non-blank lines, got {old!r}")
+        starts = [i for i in range(len(lines) - len(want) + 1) if _stripped(lines[i:i + len(want)]) == want]
+        if len(starts) != 1:
+            raise ValueError(f"{where}: the line(s) {old!r} occur {len(starts)} times in the correct cell, "
+                             "expected exactly once; update the edit to the kernel in kernels/")
+        first = lines[starts[0]]
+        indent = first[:len(first) - len(first.lstrip())]
+        replacement = [indent + line if line.strip() else "" for line in textwrap.dedent(new).strip("\n").splitlines()]
+        lines[starts[0]:starts[0] + len(want)] = replacement
+    return "\n".join(lines) + "\n"
+
+
 def load_case(path) -> Case:
     """Read one case file (it is executed: case files are project code, not submissions)."""
     path = pathlib.Path(path)
@@ -63,9 +112,17 @@ def load_case(path) -> Case:
     if folder == COURSE_WIDE and "ASSIGNMENT" not in ns:
         raise ValueError(f"{path}: a course-wide case must set ASSIGNMENT")
     cells = dict(ns.get("CELLS", {}))
+    edits = dict(ns.get("EDITS", {}))
+    if edits and not ns.get("BASE"):
+        raise ValueError(f"{path}: EDITS change the cells of a BASE case; set BASE (e.g. 'correct_ours')")
     if ns.get("BASE"):
         base = load_case(SAMPLES_DIR / assignment / f"{ns['BASE']}.py")
-        cells = {**base.cells, **cells}
+        unknown = sorted(set(edits) - set(base.cells))
+        if unknown:
+            raise ValueError(f"{path}: EDITS name cells {unknown} that the BASE case {ns['BASE']!r} does not set")
+        edited = {gid: edit_cell(base.cells[gid], changes, where=f"{path.name}, cell {gid}")
+                  for gid, changes in edits.items()}
+        cells = {**base.cells, **edited, **cells}
     expect = ns.get("EXPECT")
     if not isinstance(expect, dict) or "status" not in expect:
         raise ValueError(f"{path}: EXPECT must be a dict with at least 'status', got {expect!r}")

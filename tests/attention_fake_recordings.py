@@ -60,7 +60,7 @@ def dram_bytes(day, labels):
         for n in SIZES:
             measured = (1.3 * model.compulsory_bytes_naive(B, H, n, d) if label == "v1_naive"
                         else 1.1 * model.compulsory_bytes_fused(B, H, n, d))
-            rec.add(label=label, N=n, dram_read_bytes=0.6 * measured, dram_write_bytes=0.4 * measured,
+            rec.add(label=label, N=n, **day02.NCU_SHAPE, dram_read_bytes=0.6 * measured, dram_write_bytes=0.4 * measured,
                     dram_bytes=measured, launches=3 if label == "v1_naive" else 1)
     return rec
 

@@ -1,10 +1,10 @@
 """The catalog of sample submissions (grader/samples/) graded through the real pipeline.
 
 Every case must get exactly its EXPECT; then every feedback page and handed-back notebook the run
-wrote is searched for every hidden-test line of the solution notebooks. All cases are graded once
-per session (cases with the same timeout in one run, 2 at a time); ``-k day01`` grades only the
-selected cases. Slow (about 15 s of simulator per case on 2 cores): ``pytest -m "not slow"``
-skips it.
+wrote is searched for every hidden-test line of the solution notebooks. The cases are graded once
+per assignment (its cases with the same timeout in one run, 2 at a time), so each day's grading time
+counts for that day; ``-k day01`` or ``--day 01`` grades only the selected cases. Slow (about 15 s
+of simulator per case on 2 cores): ``pytest -m "not slow"`` skips it.
 """
 
 import html
@@ -16,10 +16,11 @@ import pytest
 
 from grader.hidden import PROJECT_ROOT
 from grader.markers import read_notebook, secret_lines
-from grader.sample_cases import find_cases, mismatches, run_cases
+from grader.sample_cases import edit_cell, find_cases, kernel_cell, mismatches, run_cases
 
 CASES = find_cases()
-RELEASED = {a: PROJECT_ROOT / "exercises" / a / f"{a}.ipynb" for a in {c.assignment for c in CASES}}
+ASSIGNMENTS = sorted({c.assignment for c in CASES})
+RELEASED = {a: PROJECT_ROOT / "exercises" / a / f"{a}.ipynb" for a in ASSIGNMENTS}
 
 
 def _case_id(case):
@@ -28,24 +29,80 @@ def _case_id(case):
 
 @pytest.fixture(scope="module")
 def graded(request, tmp_path_factory):
-    """Grade the selected cases once; returns (rows by student, the run's folder)."""
+    """Grade the selected cases, one assignment at a time on first need.
+
+    Returns ``grade(assignment) -> (rows by student, the run's folder)``. Grading per assignment
+    puts each day's grading time on that day's tests in the suite's time per day.
+    """
     selected = {item.callspec.params["case"].student for item in request.session.items
                 if getattr(item, "callspec", None) and "case" in item.callspec.params}
     cases = [c for c in CASES if c.student in selected] or CASES
     missing = sorted({c.assignment for c in cases if not RELEASED[c.assignment].is_file()})
     if missing:
         pytest.fail(f"no released exercise for {missing}: run `course release`")
-    workdir = tmp_path_factory.mktemp("catalog")
-    return run_cases(cases, workdir, root=PROJECT_ROOT, jobs=2), workdir
+    runs = {}
+
+    def grade(assignment):
+        if assignment not in runs:
+            workdir = tmp_path_factory.mktemp(f"catalog-{assignment}")
+            mine = [c for c in cases if c.assignment == assignment]
+            runs[assignment] = run_cases(mine, workdir, root=PROJECT_ROOT, jobs=2), workdir
+        return runs[assignment]
+
+    return grade
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_sample_submission_gets_its_expected_score(graded, case):
-    rows, _ = graded
+    rows, _ = graded(case.assignment)
     release = json.loads(RELEASED[case.assignment].read_text(encoding="utf-8"))
     problems = mismatches(case, rows.get(case.student), release)
     assert not problems, f"{_case_id(case)} ({case.doc.splitlines()[0] if case.doc else ''}):\n  " + "\n  ".join(problems)
+
+
+def test_edits_replace_lines_found_exactly_once_keeping_their_indentation():
+    source = "def f(x):\n    if x:\n        y = 1\n    if x:\n        return y\n"
+    assert edit_cell(source, [("y = 1", "y = 2\nz = 3")]) == "def f(x):\n    if x:\n        y = 2\n        z = 3\n    if x:\n        return y\n"
+    assert edit_cell(source, [("""
+        if x:
+            return y
+        """, "")]) == "def f(x):\n    if x:\n        y = 1\n"
+    with pytest.raises(ValueError, match=r"'if x:' occur 2 times"):
+        edit_cell(source, [("if x:", "if not x:")], where="f")
+    with pytest.raises(ValueError, match="occur 0 times"):
+        edit_cell(source, [("y = 10", "y = 2")], where="f")
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.path.name == "correct_ours.py"], ids=_case_id)
+def test_correct_samples_are_the_kernels_of_the_course(case):
+    """Every cell of ``correct_ours`` is a kernel of kernels/, so the sample cannot drift from it."""
+    import importlib
+
+    sources = {}
+    for name in ("elementwise", "reduction", "attention", "softmax", "gemm", "flash_attention"):
+        module = importlib.import_module(f"kernels.{name}")
+        sources.update({kernel_cell(obj): name for obj in vars(module).values() if hasattr(obj, "py_func")})
+    assert case.cells and all(cell in sources for cell in case.cells.values())
+
+
+def test_a_wrong_sample_whose_edit_no_longer_applies_fails_to_load(tmp_path, monkeypatch):
+    import grader.sample_cases as sample_cases
+
+    day = tmp_path / "day05_flash_attention"
+    day.mkdir()
+    (day / "correct_ours.py").write_text(
+        "EXPECT = {'status': 'graded'}\nCELLS = {'flash_kernel': 'def k():\\n    n_valid = n_tile\\n'}\n")
+    (day / "wrong.py").write_text(
+        "BASE = 'correct_ours'\nEXPECT = {'status': 'graded'}\n"
+        "EDITS = {'flash_kernel': [('n_valid = min(n_tile, row - kv_start + 1)', 'n_valid = 0')]}\n")
+    (day / "wrong_cell.py").write_text(
+        "BASE = 'correct_ours'\nEXPECT = {'status': 'graded'}\nEDITS = {'no_such_cell': [('a', 'b')]}\n")
+    monkeypatch.setattr(sample_cases, "SAMPLES_DIR", tmp_path)
+    with pytest.raises(ValueError, match="wrong.py, cell flash_kernel: the line"):
+        sample_cases.load_case(day / "wrong.py")
+    with pytest.raises(ValueError, match="no_such_cell"):
+        sample_cases.load_case(day / "wrong_cell.py")
 
 
 def visible_text(path: pathlib.Path) -> str:
@@ -92,15 +149,16 @@ def _submitted_lines(workdir, student, assignment):
 
 
 @pytest.mark.slow
-def test_feedback_never_shows_a_hidden_test_line(graded):
-    rows, workdir = graded
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_feedback_never_shows_a_hidden_test_line(graded, assignment):
+    _, workdir = graded(assignment)
     files = sorted(workdir.glob("out/*/feedback/*/*/*.html")) + sorted(workdir.glob("out/*/feedback/*/*/*.ipynb"))
-    assert files, "the catalog run wrote no feedback"
-    hidden = {a: _hidden_lines(a) for a in {p.parent.name for p in files}}
+    assert files, f"the catalog run of {assignment} wrote no feedback"
+    hidden = _hidden_lines(assignment)
     found = []
     for path in files:
-        student, assignment = path.parent.parent.name, path.parent.name
-        for line in leaks(path, hidden[assignment], _submitted_lines(workdir, student, assignment)):
+        student = path.parent.parent.name
+        for line in leaks(path, hidden, _submitted_lines(workdir, student, assignment)):
             found.append(f"{path.relative_to(workdir)}: {line}")
     assert not found, "hidden test lines in feedback:\n  " + "\n  ".join(found[:20])
 
@@ -110,7 +168,7 @@ def test_the_leak_search_finds_hidden_lines_in_unsanitized_feedback(graded, tmp_
     """nbgrader's default feedback (plain HTML of the autograded notebook) must be caught."""
     from nbconvert import HTMLExporter
 
-    _, workdir = graded
+    _, workdir = graded(ASSIGNMENTS[0])
     autograded = sorted(workdir.glob("out/*/autograded/*/*/*.ipynb"))
     assert autograded
     path = autograded[0]

@@ -1,16 +1,29 @@
-"""`python -m course.record --ncu-case DAY LABEL N` runs exactly the case of that label and size."""
+"""The recorders' harness (course/record/harness.py) and its command line, ``python -m course.record``.
 
+What needs a GPU (timing, ceilings, Nsight) is replaced by stand-ins, so the harness's bookkeeping
+runs here: checks before timing, rows that carry their shapes, rates from the model's bytes and FLOPs.
+"""
+
+import json
 import types
 
+import numpy as np
 import pytest
 
 import course.record
+from course.checking import CheckFailure
 from course.record import __main__ as record_main
+from course.record import harness
+from course.record.harness import Check, NcuCase, Recorder, Sweep, Timed
+from course.records import load_recording
+from course.timing import Timing
+
+CEILINGS = {"copy_gbps": 3000.0, "fp32_tflops": 50.0}
 
 
 def _fake_day(ran):
     def case(label, n):
-        return (label, n, lambda: ran.append((label, n)))
+        return NcuCase(label, n, lambda: ran.append((label, n)))
 
     cases = [case("v1_naive", 256), case("v1_naive", 1024), case("v4_flash", 256)]
     return types.SimpleNamespace(ncu_cases=lambda: cases)
@@ -34,3 +47,175 @@ def test_ncu_case_that_does_not_exist_names_the_cases(monkeypatch, capsys):
     with pytest.raises(SystemExit):
         record_main.main(["--ncu-case", "day05", "v1_naive", "512"])
     assert "N=512" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- a day in miniature
+# "Kernels" in NumPy: the harness only sees callables, so its bookkeeping is tested without launches.
+
+
+def _timer(ms_by_label):
+    """A stand-in for course.timing.benchmark_within that runs the launch once and returns set times."""
+    seen = []
+
+    def timer(fn, budget_s, *, flush_l2=False):
+        label = fn()
+        seen.append((label, flush_l2))
+        ms = ms_by_label[label]
+        return Timing(median_ms=ms, p10_ms=ms, p90_ms=ms, samples_ms=(ms, ms, ms), warmup=0, flush_l2=flush_l2)
+
+    timer.seen = seen
+    return timer
+
+
+def _doubling_recorder(double=lambda x: 2 * x, sizes=(4, 8)):
+    """A day whose one rung doubles a vector, checked at N = 5 and timed at ``sizes`` against a baseline."""
+    x = np.random.default_rng(0).standard_normal(5).astype(np.float32)
+    out = np.empty_like(x)
+
+    def launch():
+        out[:] = double(x)
+
+    def cases(n):
+        return [Timed("v1_double", lambda: "v1_double", bytes_moved=8 * n, flops=n),
+                Timed("torch_double", lambda: "torch_double", bytes_moved=8 * n, flops=n, columns={"library": True})]
+
+    sweep = Sweep(name="day99_double_timing", notes="doubling", points=sizes, quick_points=sizes[:1],
+                  shape=lambda n: {"N": n, "rows": 1}, cases=cases, flush_l2=True,
+                  finish=harness.fraction_of("torch", "fraction_of_torch"))
+    return Recorder(day="day99",
+                    checks=lambda quick: [Check("v1_double", launch, lambda: out.copy(), lambda: 2.0 * x.astype(np.float64),
+                                                seed=0, poisoned=(out,), columns={"rung": "v1_double", "N": 5})],
+                    check_recording="day99_checks", sweeps=lambda: [sweep], ncu_cases=lambda: [],
+                    sanitize=lambda: None)
+
+
+def test_record_checks_then_times_and_every_row_carries_its_shape(tmp_path):
+    timer = _timer({"v1_double": 4.0, "torch_double": 1.0})
+    paths = harness.record(_doubling_recorder(), tmp_path, timer=timer, ceilings=CEILINGS)
+    assert [p.name for p in paths] == ["day99_checks.json", "day99_double_timing.json"]
+    checks, timing = load_recording(paths[0]), load_recording(paths[1])
+    assert checks.rows[0]["rung"] == "v1_double" and checks.rows[0]["N"] == 5 and checks.rows[0]["rel_err"] == 0.0
+    assert timing.ceilings == CEILINGS and timing.notes == "doubling"
+    assert [(r["rung"], r["N"], r["rows"]) for r in timing.rows] == [
+        ("v1_double", 4, 1), ("torch_double", 4, 1), ("v1_double", 8, 1), ("torch_double", 8, 1)]
+    slow = timing.rows[2]
+    assert slow["median_ms"] == 4.0 and slow["repeat"] == 3
+    assert slow["gbps"] == pytest.approx(64 / 4e-3 / 1e9) and slow["tflops"] == pytest.approx(8 / 4e-3 / 1e12)
+    assert slow["fraction_of_torch"] == 0.25 and timing.rows[3]["fraction_of_torch"] == 1.0
+    assert timing.rows[1]["library"] is True and "library" not in slow
+    assert all(flush for _, flush in timer.seen)
+
+
+def test_quick_record_times_the_quick_points_only(tmp_path):
+    timer = _timer({"v1_double": 4.0, "torch_double": 1.0})
+    paths = harness.record(_doubling_recorder(), tmp_path, quick=True, timer=timer, ceilings=CEILINGS)
+    assert {r["N"] for r in load_recording(paths[1]).rows} == {4}
+
+
+def test_a_wrong_kernel_stops_the_recorder_before_anything_is_timed_or_saved(tmp_path):
+    timer = _timer({"v1_double": 4.0, "torch_double": 1.0})
+    with pytest.raises(CheckFailure):
+        harness.record(_doubling_recorder(double=lambda x: np.where(np.arange(x.size) == 3, 0, 2 * x)), tmp_path,
+                       timer=timer, ceilings=CEILINGS)
+    assert timer.seen == [] and list(tmp_path.iterdir()) == []
+
+
+def test_a_rung_that_writes_nothing_fails_its_check():
+    """The output is poisoned before each launch: a rung that writes nothing leaves NaN, not an old answer."""
+    x = np.ones(4)
+    out = 2 * x.astype(np.float32)   # holds the right answer already, as after an earlier rung
+    check = Check("lazy", lambda: None, lambda: out.copy(), lambda: 2 * x, poisoned=(out,))
+    with pytest.raises(CheckFailure):
+        harness.run_checks([check])
+
+
+def test_exact_checks_count_the_elements_that_differ():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    good = Check("transpose", lambda: None, lambda: x.T.copy(), lambda: x.T, exact=True, columns={"rows": 2})
+    assert harness.run_checks([good]) == [{"rows": 2, "rel_err": 0.0, "max_abs_err": 0.0, "seed": None}]
+    swapped = x.T.copy()
+    swapped[0, 1], swapped[1, 0] = swapped[1, 0], swapped[0, 1]
+    bad = Check("transpose", lambda: None, lambda: swapped, lambda: x.T, exact=True)
+    with pytest.raises(AssertionError, match="2 elements differ"):
+        harness.run_checks([bad])
+
+
+def test_fraction_needs_exactly_one_baseline_row():
+    finish = harness.fraction_of("torch", "fraction_of_torch")
+    with pytest.raises(ValueError, match="expected one 'torch' row"):
+        finish([{"rung": "v1", "median_ms": 1.0}])
+
+
+def test_lazy_builds_its_launch_once():
+    built, ran = [], []
+
+    def make(n):
+        built.append(n)
+        return lambda: ran.append(n)
+
+    run = harness.lazy(make, 7)
+    assert built == []
+    run()
+    run()
+    assert built == [7] and ran == [7, 7]
+
+
+# --------------------------------------------------------------------------- Nsight Compute
+
+NCU_CSV = """==PROF== Connected to process 1
+"ID","Process ID","Kernel Name","Metric Name","Metric Unit","Metric Value"
+"0","1","scores_kernel","dram__bytes_read.sum","Mbyte","1,234.5"
+"0","1","scores_kernel","dram__bytes_write.sum","Kbyte","10"
+"1","1","pv_kernel","dram__bytes_read.sum","byte","500"
+"1","1","pv_kernel","dram__bytes_write.sum","Gbyte","0.002"
+"""
+
+
+def test_ncu_csv_is_summed_over_launches_in_bytes():
+    read, written, launches = harness.parse_ncu_csv(NCU_CSV)
+    assert read == pytest.approx(1234.5e6 + 500) and written == pytest.approx(10e3 + 2e6) and launches == 2
+    with pytest.raises(ValueError, match="unknown unit 'furlong'"):
+        harness.parse_ncu_csv(NCU_CSV.replace('"Kbyte"', '"furlong"'))
+
+
+def test_dram_bytes_recording_carries_the_shape_of_each_case(tmp_path):
+    cases = [NcuCase("v1_naive", 256, None), NcuCase("v1_naive", 1024, None)]
+    path = harness.measure_dram_bytes("day99", cases, tmp_path, shape=lambda n: {"B": 4, "H": 16, "d": 64},
+                                      profile=lambda day, label, n: (3.0 * n, 1.0 * n, 3))
+    rows = json.loads(path.read_text())["rows"]
+    assert path.name == "day99_dram_bytes.json"
+    assert rows[1] == {"label": "v1_naive", "N": 1024, "B": 4, "H": 16, "d": 64, "dram_read_bytes": 3072.0,
+                       "dram_write_bytes": 1024.0, "dram_bytes": 4096.0, "launches": 3}
+
+
+@pytest.mark.parametrize("day", course.record.DAYS)
+def test_every_day_declares_a_recorder_with_labelled_ncu_cases(day):
+    module = course.record.day_module(day)
+    recorder = module.recorder()
+    assert recorder.day == day and recorder.sweeps()
+    cases = recorder.ncu_cases()
+    assert cases and all(isinstance(c, NcuCase) and callable(c.run) for c in cases)
+    assert len({(c.label, c.N) for c in cases}) == len(cases)
+    assert all(isinstance(recorder.ncu_shape(c.N), dict) for c in cases)
+
+
+# --------------------------------------------------------------------------- compute-sanitizer
+
+
+def test_sanitizer_runs_the_day_in_a_child_and_fails_on_reported_errors():
+    commands = []
+
+    def child(returncode, stdout):
+        def run(cmd, **kwargs):
+            commands.append(cmd)
+            return types.SimpleNamespace(returncode=returncode, stdout=stdout, stderr="")
+        return run
+
+    clean = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
+    assert harness.sanitize_in_child("day05", "racecheck", run=child(0, clean)) == "========= ERROR SUMMARY: 0 errors"
+    assert commands[0][:5] == ["compute-sanitizer", "--tool", "racecheck", "--error-exitcode", "1"]
+    assert commands[0][-4:] == ["-m", "course.record", "--sanitize", "day05"]
+    with pytest.raises(RuntimeError, match="Invalid __global__ read"):
+        harness.sanitize_in_child("day05", run=child(1, "========= Invalid __global__ read of size 4\n"))
+    with pytest.raises(ValueError, match="tool must be one of"):
+        harness.sanitize_in_child("day05", "leakcheck")

@@ -9,7 +9,8 @@ import pytest
 import course.records as records
 from course.records import (Recording, live_or_recorded, load_recording, new_recording,
                             recorded_names, recording_path)
-from course.timing import SimulatorTimingError, benchmark, gbps, measure_ceilings, tflops
+from course.timing import (SimulatorTimingError, benchmark, benchmark_within, gbps, measure_ceilings,
+                           seconds_per_call, tflops)
 
 # --------------------------------------------------------------------------- timing
 
@@ -39,6 +40,27 @@ def test_benchmark_validates_before_refusing(kwargs, error, words):
     kwargs = {"fn": lambda: None, **kwargs}
     with pytest.raises(error, match=words):
         benchmark(**kwargs)
+
+
+def test_benchmark_within_refuses_on_the_simulator_without_running_fn():
+    calls = []
+    for timed in (lambda: benchmark_within(lambda: calls.append(1)), lambda: seconds_per_call(lambda: calls.append(1))):
+        with pytest.raises(SimulatorTimingError):
+            timed()
+    assert calls == []
+
+
+@pytest.mark.parametrize("kwargs,error,words", [
+    ({"budget_s": 0}, ValueError, "budget_s must be a positive number"),
+    ({"budget_s": True}, ValueError, "budget_s"),
+    ({"min_repeat": 0}, ValueError, "min_repeat must be an int >= 1"),
+    ({"min_repeat": 10, "max_repeat": 5}, ValueError, "max_repeat must be >= min_repeat"),
+])
+def test_benchmark_within_validates_before_refusing(kwargs, error, words):
+    with pytest.raises(error, match=words):
+        benchmark_within(lambda: None, **kwargs)
+    with pytest.raises(TypeError, match="fn must be a function"):
+        seconds_per_call(3)
 
 
 def test_rates():
@@ -174,3 +196,45 @@ def test_shipped_recordings_are_complete():
     for name in recorded_names():
         rec = load_recording(name)
         assert rec.rows and rec.device != "CUDA simulator", name
+
+
+# --------------------------------------------------------------------------- the suite's time per day
+
+
+def _run_suite(pytester, *args):
+    """Run pytest in this process on the small suite, with this project's conftest; (exit code, output)."""
+    import pathlib
+
+    pytester.makeconftest(pathlib.Path(__file__).with_name("conftest.py").read_text(encoding="utf-8"))
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", *args)
+    return int(result.ret), "\n".join(result.outlines + result.errlines)
+
+
+@pytest.fixture
+def small_suite(pytester):
+    pytester.makeini("[pytest]\naddopts = --strict-markers\nday_budget_s = 0.2\ncourse_budget_s = 100\n")
+    pytester.makepyfile(
+        test_day03_softmax="import time\n\ndef test_slow():\n    time.sleep(0.3)\n\ndef test_fast():\n    pass\n",
+        test_grading="import pytest\n\n@pytest.mark.day05\ndef test_marked():\n    pass\n\n"
+                     "@pytest.mark.parametrize('assignment', ['day01_gpu_model'])\n"
+                     "def test_by_assignment(assignment):\n    pass\n\ndef test_course():\n    pass\n")
+    return pytester
+
+
+def test_time_per_day_is_reported_and_a_day_over_budget_warns(small_suite):
+    code, out = _run_suite(small_suite)
+    assert code == 0, out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith(("day", "course_wide", "total"))}
+    assert "2 tests" in lines["day03"] and "OVER BUDGET" in lines["day03"], out
+    assert "1 tests" in lines["day05"] and "OVER BUDGET" not in lines["day05"], out
+    assert "1 tests" in lines["day01"] and "1 tests" in lines["course_wide"], out
+    assert "5 tests" in lines["total"] and "over budget: day03; a warning" in out, out
+
+
+def test_one_day_runs_alone_and_strict_budgets_fail_the_run(small_suite):
+    code, out = _run_suite(small_suite, "--day", "05", "--day-budget-strict")
+    assert code == 0 and "1 passed, 4 deselected" in out, out
+    code, out = _run_suite(small_suite, "-m", "day03", "--day-budget-strict")
+    assert code == 1 and "2 passed" in out and "fails the run" in out, out
+    code, out = _run_suite(small_suite, "--day", "11")
+    assert code == 4 and "--day must name a day from 01 to 10" in out, out

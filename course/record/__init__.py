@@ -1,10 +1,13 @@
 """Record GPU results for the lessons: one module per day, ``python -m course.record dayNN --out DIR``.
 
-Each day module defines ``record(out_dir, quick=False)``, which checks every kernel of the day at
-full size against the reference, times every rung and the torch baseline, and saves Recordings
-(``course.records``) that lessons plot on machines without a GPU. It may also define
-``sanitize()`` (one small launch of each kernel, for ``compute-sanitizer``) and ``ncu_cases()``
-(labelled launches whose DRAM bytes Nsight Compute measures).
+A day's module is a declaration over one harness (``course.record.harness``): its sizes, its rungs
+from the kernel module's registry, the bytes and FLOPs of each from ``course.models``, and the torch
+baseline (``course.record.baselines``). ``recorder()`` returns that declaration; the module's
+``record(out_dir, quick=False)`` runs it (checks at full size, then timing with ``course.timing``)
+and saves Recordings (``course.records``) that carry the shapes they measured and that lessons plot
+on machines without a GPU. ``sanitize()`` launches each kernel once, small, for
+``compute-sanitizer``; ``ncu_cases()`` lists labelled launches whose DRAM bytes Nsight Compute
+measures.
 """
 
 import importlib

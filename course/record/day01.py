@@ -1,25 +1,31 @@
 """Record day 1 on a GPU: the memory hierarchy, coalescing, honest timing, and every rung's timing.
 
-``record(out_dir)`` first checks every day-1 kernel at full size against a float64 NumPy
-reference, then writes these recordings (``course.records``), one JSON file each:
+A declaration for ``course.record.harness``: ``checks()`` compares every day-1 kernel at full size
+with a float64 NumPy reference; three sweeps time the rungs and torch (``Timed`` rows: rung, the
+shape, median_ms, p10_ms, p90_ms, repeat, gbps, tflops, bytes, flops), L2 flushed before every run:
 
-- ``day01_memory_hierarchy``: bandwidth of DRAM (copy and read), of reads that hit L2 and of
-  shared-memory reads; latency of shared memory, L1, L2 and DRAM by pointer chasing.
-  Rows ``{"kind": "bandwidth", "level", "gbps", "bytes", "median_ms"}`` and
-  ``{"kind": "latency", "level", "latency_ns", "cycles", "footprint_bytes"}``.
+- ``day01_elementwise_timing``: copy and axpb rungs and torch across N (column ``op``: copy or axpb);
+- ``day01_reduction_timing``: the three row-stats rungs and torch, REDUCTION_ROWS rows, across cols;
+- ``day01_normalize_rows_timing``: the 3D-grid kernel and torch across the sequence length N.
+
+Three more recordings are measurements of their own (the recorder's extras):
+
+- ``day01_memory_hierarchy``: bandwidth of DRAM (copy, torch's copy of the same vectors, read), of
+  reads that hit L2 and of shared-memory reads, with the probes of ``kernels.probes``; latency of
+  shared memory, L1, L2 and DRAM by pointer chasing. Rows ``{"kind": "bandwidth", "level", "memory",
+  "operation", "probe", "footprint_bytes", "bytes", "blocks", "threads", "loads_in_flight", "l2",
+  "median_ms", "p10_ms", "p90_ms", "gbps"}`` and ``{"kind": "latency", "level", "memory",
+  "footprint_bytes", "steps", "l2", "latency_ns", "cycles"}``, after the device's properties
+  (``{"kind": "property", "name", "value"}``); ``memory`` is shared, L1, L2 or DRAM, ``bytes`` what
+  one launch moves.
 - ``day01_coalescing``: ``strided_read`` for strides 1..32 at a fixed number of useful reads.
   Rows ``{"rung": "strided_read", "stride", "N", "median_ms", "useful_gbps", "model_dram_gbps"}``.
-- ``day01_timing_pitfalls``: one copy timed seven ways, at an L2-sized and a DRAM-sized array.
-  Rows ``{"method", "mbytes", "ms", "gbps"}``.
-- ``day01_elementwise_timing``: copy and axpb rungs and torch, across n (column ``op``: copy or axpb).
-- ``day01_reduction_timing``: the three row-stats rungs and torch, rows fixed, across cols.
-- ``day01_normalize_rows_timing``: the 3D-grid kernel and torch, across the sequence length.
-  Timing rows ``{"rung", "N", "median_ms", "p10_ms", "p90_ms", "gbps", "tflops", ...}``.
+- ``day01_timing_pitfalls``: one copy timed seven ways, at an array that stays in L2 and one far
+  beyond it. Rows ``{"method", "N", "bytes", "mbytes", "timer", "repeats", "l2",
+  "launch_overhead", "ms", "p10_ms", "p90_ms", "gbps"}``.
 
-The probe kernels below exist only for these measurements. The bandwidth and latency probes
-that target L2 and DRAM load with ``cuda.ldcg`` (PTX ``ld.global.cg``: cached in L2, not in L1),
-so a probe measures the level it names. ``sanitize()`` launches every kernel once at a small,
-awkward size for compute-sanitizer; ``ncu_cases()`` lists launches for Nsight Compute.
+``sanitize()`` launches every kernel once at a small, awkward size for compute-sanitizer;
+``ncu_cases()`` lists launches for Nsight Compute.
 """
 
 from __future__ import annotations
@@ -28,130 +34,44 @@ import pathlib
 import time
 
 import numpy as np
-from numba import cuda, float32, int32
+from numba import cuda
 
 from course.models import reduction as model
-from kernels import elementwise, reduction
+from course.record import baselines, harness
+from course.record.harness import Check, NcuCase, Sweep, Timed
+from course.record.inputs import to_device
+from kernels import elementwise, probes, reduction
+from kernels.probes import chase_l2_kernel  # noqa: F401  (the day 1 lesson shows it as recorder.chase_l2_kernel)
 
 MIB = 1 << 20
 # Sizes of every measurement; ``quick=True`` takes QUICK instead of FULL.
 FULL = {
     "check_n": (1 << 26) + 3, "check_shape": (4, 16, 4093, 64), "check_matrix": (8191, 4099),
-    "dram_n": 1 << 27,                 # floats per array: 512 MiB, far beyond L2
-    "l2_n": 1 << 21, "l2_laps": 64,    # 8 MiB, read 64 times in one launch
-    "shared_laps": 1 << 13, "repeat": 30,
-    "chase_steps": {"shared": 100_000, "l1": 100_000, "l2": 50_000, "dram": 10_000},
+    "dram_bytes": 1 << 29,                  # per vector: 512 MiB, far beyond L2
+    "l2_bytes": 4 * MIB, "l2_laps": 128,    # 4 MiB, read 128 times in one launch
+    "shared_laps": 1 << 12, "repeat": 30,
+    "chase_steps": {"shared": 100_000, "L1": 100_000, "L2": 50_000, "DRAM": 10_000},
     "coalescing_n": 1 << 24, "strides": tuple(range(1, 33)),
-    "pitfall_n": (1 << 22, 1 << 26),   # 16 MiB per array (fits in L2) and 256 MiB
+    # 8 MiB per array: a copy of 16 MiB stays in L2 between runs (data that every SM reads may be
+    # held in both halves of an H100's L2, so 25 MB is what fits); and 256 MiB per array, far beyond.
+    "pitfall_n": (1 << 21, 1 << 26),
     "elementwise_n": tuple(1 << k for k in (16, 18, 20, 22, 24, 26, 28)),
-    "reduction_rows": 4096, "reduction_cols": (32, 128, 512, 2048, 8192, 32768),
-    "normalize_shape": (4, 16, 64), "normalize_seq": (256, 1024, 4096, 16384),
+    "reduction_cols": (32, 128, 512, 2048, 8192, 32768), "normalize_seq": (256, 1024, 4096, 16384),
 }
 QUICK = {
     **FULL, "check_n": (1 << 22) + 3, "check_shape": (2, 4, 1027, 64), "check_matrix": (1021, 1000),
-    "dram_n": 1 << 25, "repeat": 10, "coalescing_n": 1 << 22, "strides": (1, 2, 4, 8, 16, 32),
-    "pitfall_n": (1 << 22, 1 << 24), "elementwise_n": (1 << 16, 1 << 20, 1 << 24),
+    "dram_bytes": 1 << 27, "l2_laps": 32, "shared_laps": 1 << 10, "repeat": 10, "coalescing_n": 1 << 22,
+    "strides": (1, 2, 4, 8, 16, 32), "pitfall_n": (1 << 21, 1 << 24), "elementwise_n": (1 << 16, 1 << 20, 1 << 24),
     "reduction_cols": (64, 1024, 8192), "normalize_seq": (256, 4096),
 }
-PROBE_THREADS = 256            # threads per block of the bandwidth probes
-SHARED_TILE = 4 * PROBE_THREADS  # floats a shared-memory probe block keeps and re-reads
-CHASE_SHARED_SLOTS = 1024      # int32 entries of the shared-memory pointer chase
-LINE_INTS = 32                 # 128-byte lines: chase steps land on distinct cache lines
-
-
-# ----------------------------------------------------------------------------------------------
-# Probe kernels
-# ----------------------------------------------------------------------------------------------
-
-@cuda.jit
-def read_through_l2_kernel(x, repeats, out):
-    """Sum x (n,) ``repeats`` times with loads cached only in L2; one partial sum per thread."""
-    start = cuda.grid(1)
-    stride = cuda.gridsize(1)
-    total = float32(0.0)
-    for _ in range(repeats):
-        for i in range(start, x.size, stride):
-            total += cuda.ldcg(x, i)
-    out[start] = total   # a store keeps the loads alive
-
-
-@cuda.jit
-def shared_read_kernel(x, repeats, out):
-    """Each block copies x (SHARED_TILE,) into shared memory and reads it ``repeats`` times.
-
-    Lane i of a warp reads word (i XOR r) of its warp's 32 words: 32 distinct banks, no conflict.
-    Launch with PROBE_THREADS threads per block.
-    """
-    tile = cuda.shared.array(SHARED_TILE, float32)
-    tid = cuda.threadIdx.x
-    for i in range(tid, SHARED_TILE, PROBE_THREADS):
-        tile[i] = x[i]
-    cuda.syncthreads()
-    acc0 = float32(0.0)
-    acc1 = float32(0.0)
-    acc2 = float32(0.0)
-    acc3 = float32(0.0)
-    for r in range(repeats):
-        j = tid ^ (r & 31)
-        acc0 += tile[j]
-        acc1 += tile[j + PROBE_THREADS]
-        acc2 += tile[j + 2 * PROBE_THREADS]
-        acc3 += tile[j + 3 * PROBE_THREADS]
-    out[cuda.grid(1)] = acc0 + acc1 + acc2 + acc3
-
-
-@cuda.jit
-def chase_cached_kernel(chain, steps, out):
-    """One thread follows j = chain[j] ``steps`` times with ordinary (L1-cached) loads."""
-    j = 0
-    for _ in range(steps):
-        j = chain[j]
-    out[0] = j
-
-
-@cuda.jit
-def chase_l2_kernel(chain, steps, out):
-    """One thread follows j = chain[j] ``steps`` times with L2-only loads (ld.global.cg)."""
-    j = 0
-    for _ in range(steps):
-        j = cuda.ldcg(chain, j)
-    out[0] = j
-
-
-@cuda.jit
-def chase_shared_kernel(chain, steps, out):
-    """The block copies chain (CHASE_SHARED_SLOTS,) to shared memory; thread 0 follows it ``steps`` times."""
-    tile = cuda.shared.array(CHASE_SHARED_SLOTS, int32)
-    for i in range(cuda.threadIdx.x, CHASE_SHARED_SLOTS, cuda.blockDim.x):
-        tile[i] = chain[i]
-    cuda.syncthreads()
-    if cuda.threadIdx.x == 0:
-        j = 0
-        for _ in range(steps):
-            j = tile[j]
-        out[0] = j
-
-
-def random_cycle(slots: int, spacing: int, rng: np.random.Generator) -> np.ndarray:
-    """An int32 chain of ``slots * spacing`` entries whose slots form one random cycle.
-
-    Following ``j = chain[j]`` from 0 visits every slot (entries ``k * spacing``) once per lap, in
-    random order, so caches and prefetchers cannot guess the next address.
-    """
-    order = rng.permutation(slots)
-    order = np.concatenate([[0], order[order != 0]])        # the walk starts at slot 0
-    chain = np.zeros(slots * spacing, dtype=np.int32)
-    chain[order * spacing] = np.roll(order, -1) * spacing
-    return chain
+REDUCTION_ROWS = 4096
+NORMALIZE_SHAPE = (4, 16, 64)  # (batch, heads, head_dim); the sequence length varies
+BUSY_MICROSECONDS = 200        # how long the busy kernel keeps the GPU busy before a timed launch
 
 
 # ----------------------------------------------------------------------------------------------
 # Helpers
 # ----------------------------------------------------------------------------------------------
-
-def _sm_count() -> int:
-    return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
-
 
 def _clock_ghz() -> float:
     return cuda.get_current_device().CLOCK_RATE / 1e6     # CLOCK_RATE is the boost clock in kHz
@@ -176,35 +96,6 @@ def _device_properties() -> dict:
     return found
 
 
-_flush_buffer = []
-
-
-def _flush_l2() -> None:
-    """Overwrite a buffer twice the size of L2 (as ``course.timing.benchmark(flush_l2=True)`` does)."""
-    from numba.cuda.cudadrv import driver
-
-    if not _flush_buffer:
-        l2 = int(cuda.get_current_device().L2_CACHE_SIZE) or 128 * MIB
-        _flush_buffer.append(cuda.device_array(2 * l2, np.uint8))
-    driver.device_memset(_flush_buffer[0], 0, _flush_buffer[0].nbytes)
-
-
-def _event_ms(launch) -> float:
-    start, stop = cuda.event(timing=True), cuda.event(timing=True)
-    start.record()
-    launch()
-    stop.record()
-    stop.synchronize()
-    return cuda.event_elapsed_time(start, stop)
-
-
-def _timing_row(rec, rung, t, *, bytes_moved, flops=0, **extra):
-    seconds = t.median_ms / 1e3
-    rec.add(rung=rung, median_ms=t.median_ms, p10_ms=t.p10_ms, p90_ms=t.p90_ms,
-            gbps=bytes_moved / seconds / 1e9, tflops=flops / seconds / 1e12, bytes=bytes_moved,
-            flops=flops, **extra)
-
-
 def _zeros(n: int):
     """A float32 device array of n zeros, set on the device (no host copy of a large array)."""
     from numba.cuda.cudadrv import driver
@@ -222,59 +113,113 @@ def _rng(seed: int = 1):
 # Full-size checks
 # ----------------------------------------------------------------------------------------------
 
-def check_full_size(quick: bool = False) -> None:
+def checks(quick: bool = False) -> list[Check]:
     """Every day-1 kernel against a float64 NumPy reference at full size (awkward sizes on purpose)."""
-    from course.checking import check, poison, random_inputs
+    from course.checking import random_inputs
 
     sizes = QUICK if quick else FULL
     rng, seed = random_inputs()
     n = sizes["check_n"]
     x = rng.standard_normal(n).astype(np.float32)
-    x_d = cuda.to_device(x)
-    for name, launch in (("copy_v1_guarded", elementwise.copy_v1_guarded),
-                         ("copy_v2_grid_stride", elementwise.copy_v2_grid_stride)):
-        out = cuda.to_device(poison(np.empty(n, np.float32)))
-        launch(x_d, out=out)
-        check(out.copy_to_host(), x.astype(np.float64), name=name, dims=("i",), seed=seed)
+    x_d, out = to_device(x, np.empty(n, np.float32))
+    vector = dict(dims=("i",))
+    found = [Check(rung, lambda rung=rung: elementwise.RUNGS[rung](x_d, out=out), out.copy_to_host,
+                   lambda: x.astype(np.float64), seed=seed, poisoned=(out,), columns=dict(rung=rung, N=n),
+                   options=vector)
+             for rung in ("copy_v1_guarded", "copy_v2_grid_stride")]
     a, b = 1.75, -0.5
-    out = cuda.to_device(poison(np.empty(n, np.float32)))
-    elementwise.axpb_v1_guarded(x_d, a, b, out=out)
-    check(out.copy_to_host(), a * x.astype(np.float64) + b, name="axpb_v1_guarded", dims=("i",), seed=seed)
-
+    found.append(Check("axpb_v1_guarded", lambda: elementwise.axpb_v1_guarded(x_d, a, b, out=out), out.copy_to_host,
+                       lambda: a * x.astype(np.float64) + b, seed=seed, poisoned=(out,),
+                       columns=dict(rung="axpb_v1_guarded", N=n), options=vector))
     stride, reads = 7, n // 7
-    out = cuda.to_device(poison(np.empty(reads, np.float32)))
-    elementwise.strided_read(x_d, stride, reads, out=out)
-    check(out.copy_to_host(), x[: reads * stride: stride].astype(np.float64), name="strided_read",
-          dims=("i",), seed=seed)
+    strided = cuda.device_array(reads, np.float32)
+    found.append(Check("strided_read", lambda: elementwise.strided_read(x_d, stride, reads, out=strided),
+                       strided.copy_to_host, lambda: x[: reads * stride: stride].astype(np.float64), seed=seed,
+                       poisoned=(strided,), columns=dict(rung="strided_read", N=reads, stride=stride),
+                       options=vector))
 
     shape = sizes["check_shape"]
     xs = rng.standard_normal(shape).astype(np.float32)
-    sums = rng.uniform(0.5, 2.0, shape[:3]).astype(np.float32)
-    out = cuda.to_device(poison(np.empty(shape, np.float32)))
-    elementwise.normalize_rows_v1_3d_grid(cuda.to_device(xs), cuda.to_device(sums), out=out)
-    check(out.copy_to_host(), xs.astype(np.float64) / sums[..., None], name="normalize_rows_v1_3d_grid",
-          dims=("batch", "head", "row", "col"), tile={"row": elementwise.ROWS_PER_BLOCK}, seed=seed)
+    row_sums = rng.uniform(0.5, 2.0, shape[:3]).astype(np.float32)
+    xs_d, sums_d, normalized = to_device(xs, row_sums, np.empty(shape, np.float32))
+    found.append(Check("normalize_rows_v1_3d_grid",
+                       lambda: elementwise.normalize_rows_v1_3d_grid(xs_d, sums_d, out=normalized),
+                       normalized.copy_to_host, lambda: xs.astype(np.float64) / row_sums[..., None], seed=seed,
+                       poisoned=(normalized,),
+                       columns=dict(rung="normalize_rows_v1_3d_grid", batch=shape[0], heads=shape[1], rows=shape[2],
+                                    head_dim=shape[3]),
+                       options=dict(dims=("batch", "head", "row", "col"), tile={"row": elementwise.ROWS_PER_BLOCK})))
 
     rows, cols = sizes["check_matrix"]
-    m = (rng.uniform(-1e4, 1e4, (rows, cols))).astype(np.float32)
-    m_d = cuda.to_device(m)
+    m = rng.uniform(-1e4, 1e4, (rows, cols)).astype(np.float32)
+    m_d, row_max, row_sum = to_device(m, np.empty(rows, np.float32), np.empty(rows, np.float32))
     for rung, launch in reduction.RUNGS.items():
-        outs = (cuda.to_device(poison(np.empty(rows, np.float32))),
-                cuda.to_device(poison(np.empty(rows, np.float32))))
-        launch(m_d, out=outs)
-        check(outs[0].copy_to_host(), m.astype(np.float64).max(axis=1), name=f"row_max {rung}",
-              dims=("row",), seed=seed)
-        check(outs[1].copy_to_host(), m.astype(np.float64).sum(axis=1), name=f"row_sum {rung}",
-              dims=("row",), seed=seed)
-    print(f"   checked every day-1 kernel at full size (seed {seed})", flush=True)
+        for what, output, want in (("row_max", row_max, lambda: m.astype(np.float64).max(axis=1)),
+                                   ("row_sum", row_sum, lambda: m.astype(np.float64).sum(axis=1))):
+            found.append(Check(f"{what} {rung}", lambda launch=launch: launch(m_d, out=(row_max, row_sum)),
+                               output.copy_to_host, want, seed=seed, poisoned=(output,),
+                               columns=dict(rung=f"row_stats_{rung}", output=what, rows=rows, cols=cols),
+                               options=dict(dims=("row",))))
+    return found
+
+
+def check_full_size(quick: bool = False) -> list[dict]:
+    """Run :func:`checks`; one row of errors per check."""
+    return harness.run_checks(checks(quick))
 
 
 # ----------------------------------------------------------------------------------------------
 # Recordings
 # ----------------------------------------------------------------------------------------------
 
+def _timing_behind_busy_gpu(launch, *, repeat: int, flush_l2: bool, warmup: int = 3):
+    """CUDA-event timing of ``launch`` alone: a busy kernel queued first hides the host's launch overhead.
+
+    By the time the busy kernel ends, the host has enqueued the start event, the launch and the end
+    event: they run back to back, and the events bracket the kernel. With ``flush_l2`` a buffer
+    twice the size of L2 is overwritten before the busy kernel. Returns a ``course.timing.Timing``.
+    """
+    from course.timing import Timing, _flush_l2
+
+    for _ in range(warmup):
+        launch()
+    cuda.synchronize()
+    samples = []
+    for _ in range(repeat):
+        if flush_l2:
+            _flush_l2()
+        start, stop = cuda.event(timing=True), cuda.event(timing=True)
+        probes.busy_wait_kernel[1, 1](BUSY_MICROSECONDS)
+        start.record()
+        launch()
+        stop.record()
+        stop.synchronize()
+        samples.append(cuda.event_elapsed_time(start, stop))
+    p10, median, p90 = np.percentile(samples, [10, 50, 90])
+    return Timing(median_ms=float(median), p10_ms=float(p10), p90_ms=float(p90),
+                  samples_ms=tuple(float(s) for s in samples), warmup=warmup, flush_l2=flush_l2)
+
+
+def _random_words(n: int):
+    """A uint64 device vector of n random words and the torch tensor that owns it (never time zeros)."""
+    import torch
+
+    owner = torch.empty(n, dtype=torch.int64, device="cuda").random_()
+    return cuda.as_cuda_array(owner).view(np.uint64), owner
+
+
+def _wrapping_sum(words) -> int:
+    """The sum of uint64 words modulo 2**64, as the probes compute it."""
+    return int(np.asarray(words, dtype=np.uint64).sum(dtype=np.uint64))
+
+
 def record_memory_hierarchy(ceilings, quick: bool = False):
-    """Bandwidths (DRAM, L2, shared) and latencies (shared, L1, L2, DRAM) on this GPU."""
+    """Bandwidths (DRAM copy and read, L2 read, shared read) and latencies (shared, L1, L2, DRAM).
+
+    Every bandwidth probe fills the GPU (``kernels.probes``) and is timed with its launch overhead
+    hidden; torch's copy of the same vectors is timed in the same run, as the yardstick of the copy.
+    """
+    import torch
     from course.records import new_recording
     from course.timing import benchmark
 
@@ -282,68 +227,91 @@ def record_memory_hierarchy(ceilings, quick: bool = False):
     rec = new_recording("day01_memory_hierarchy", ceilings=ceilings)
     for name, value in _device_properties().items():
         rec.add(kind="property", name=name, value=value)
-    blocks = 8 * _sm_count()            # 8 blocks of 256 threads: 2048 threads, a full SM
-    partials = cuda.device_array(blocks * PROBE_THREADS, np.float32)
-    repeat = sizes["repeat"]
+    repeat, threads = sizes["repeat"], probes.PROBE_THREADS
+    word = probes.WORD_BYTES
 
-    n = sizes["dram_n"]
-    x, y = _zeros(n), _zeros(n)
-    t = benchmark(lambda: elementwise.copy_v1_guarded(x, out=y), repeat=repeat, flush_l2=True)
-    rec.add(kind="bandwidth", level="DRAM (copy: read + write)", bytes=2 * n * 4,
-            median_ms=t.median_ms, gbps=2 * n * 4 / t.median_ms / 1e6)
-    t = benchmark(lambda: read_through_l2_kernel[blocks, PROBE_THREADS](x, 1, partials),
-                  repeat=repeat, flush_l2=True)
-    rec.add(kind="bandwidth", level="DRAM (read)", bytes=n * 4, median_ms=t.median_ms,
-            gbps=n * 4 / t.median_ms / 1e6)
-    del x, y
+    def bandwidth(level, memory, operation, probe, launch, *, moved, footprint, flush_l2, blocks=None):
+        t = _timing_behind_busy_gpu(launch, repeat=repeat, flush_l2=flush_l2)
+        rec.add(kind="bandwidth", level=level, memory=memory, operation=operation, probe=probe,
+                footprint_bytes=footprint, bytes=moved, blocks=blocks,
+                threads=threads if blocks else None,
+                loads_in_flight=probes.LOADS_IN_FLIGHT if blocks else None,
+                l2="flushed" if flush_l2 else "warm", median_ms=t.median_ms, p10_ms=t.p10_ms,
+                p90_ms=t.p90_ms, gbps=moved / t.median_ms / 1e6)
 
-    n_l2, laps = sizes["l2_n"], sizes["l2_laps"]
-    x = _zeros(n_l2)
-    t = benchmark(lambda: read_through_l2_kernel[blocks, PROBE_THREADS](x, laps, partials),
-                  repeat=repeat, flush_l2=False)
-    rec.add(kind="bandwidth", level=f"L2 (read, {n_l2 * 4 // MIB} MiB resident)", bytes=laps * n_l2 * 4,
-            median_ms=t.median_ms, gbps=laps * n_l2 * 4 / t.median_ms / 1e6)
+    # DRAM: vectors far larger than L2, flushed before every run.
+    n = sizes["dram_bytes"] // word
+    src, src_owner = _random_words(n)
+    dst = cuda.device_array(n, np.uint64)
+    blocks = probes.resident_blocks(probes.copy_words_kernel, (src, dst), threads)
+    probes.copy_words(src, dst, blocks=blocks)
+    if not np.array_equal(src[:1 << 20].copy_to_host(), dst[:1 << 20].copy_to_host()) or \
+            not np.array_equal(src[-(1 << 20):].copy_to_host(), dst[-(1 << 20):].copy_to_host()):
+        raise RuntimeError("copy_words did not copy the vector: the copy bandwidth would be meaningless")
+    bandwidth("DRAM (copy: read + write)", "DRAM", "copy", "copy_words",
+              lambda: probes.copy_words_kernel[blocks, threads](src, dst),
+              moved=2 * n * word, footprint=2 * n * word, flush_l2=True, blocks=blocks)
+    dst_owner = torch.empty_like(src_owner)
+    bandwidth("DRAM (torch copy_: read + write)", "DRAM", "copy", "torch copy_",
+              lambda: dst_owner.copy_(src_owner), moved=2 * n * word, footprint=2 * n * word, flush_l2=True)
+    del dst, dst_owner
 
+    sums = probes.read_words(src, n)             # one sum per thread of a full GPU
+    blocks = sums.size // threads
+    bandwidth("DRAM (read)", "DRAM", "read", "read_words",
+              lambda: probes.read_words_kernel[blocks, threads](src, n, sums),
+              moved=n * word, footprint=n * word, flush_l2=True, blocks=blocks)
+    del src, src_owner
+
+    # L2: a few MiB, read many times from every SM with loads that bypass L1.
+    n, laps = sizes["l2_bytes"] // word, sizes["l2_laps"]
+    words, owner = _random_words(n)
+    probes.read_words(words, n * laps, sums=sums, blocks=blocks)
+    if _wrapping_sum(sums.copy_to_host()) != laps * _wrapping_sum(words.copy_to_host()) % (1 << 64):
+        raise RuntimeError("read_words did not read every word of the L2 footprint once per lap")
+    bandwidth(f"L2 (read, {n * word // MIB} MiB resident)", "L2", "read", "read_words",
+              lambda: probes.read_words_kernel[blocks, threads](words, n * laps, sums),
+              moved=n * laps * word, footprint=n * word, flush_l2=False, blocks=blocks)
+    del words, owner
+
+    # Shared memory: every block reads its 8 KiB tile over and over.
     laps = sizes["shared_laps"]
-    tile_source = _zeros(SHARED_TILE)
-    t = benchmark(lambda: shared_read_kernel[blocks, PROBE_THREADS](tile_source, laps, partials),
-                  repeat=repeat, flush_l2=False)
-    shared_bytes = blocks * PROBE_THREADS * 4 * laps * 4
-    rec.add(kind="bandwidth", level="shared memory (read)", bytes=shared_bytes,
-            median_ms=t.median_ms, gbps=shared_bytes / t.median_ms / 1e6)
-    del x, tile_source
+    source, owner = _random_words(probes.SHARED_WORDS)
+    shared_sums = probes.read_shared(source, laps)
+    shared_blocks = shared_sums.size // threads
+    bandwidth("shared memory (read)", "shared", "read", "read_shared",
+              lambda: probes.read_shared_kernel[shared_blocks, threads](source, laps, shared_sums),
+              moved=shared_blocks * threads * probes.LOADS_IN_FLIGHT * word * laps,
+              footprint=probes.SHARED_WORDS * word, flush_l2=False, blocks=shared_blocks)
+    del source, owner, sums, shared_sums
 
     rng = _rng()
     ghz = _clock_ghz()
     chase_steps = sizes["chase_steps"]
     out = cuda.device_array(1, np.int32)
-    # (level, kernel, threads, chain, steps, flush L2 before each run). The DRAM chain is walked for
-    # fewer steps than L2 holds lines, so L2 is flushed before every run: no step hits a line that
+    # (level, memory, probe level, chain, flush L2 before each run). The DRAM chain is walked for
+    # fewer steps than L2 holds lines, and L2 is flushed before every run: no step hits a line that
     # an earlier run brought in.
     chases = [
-        ("shared memory", chase_shared_kernel, PROBE_THREADS, random_cycle(CHASE_SHARED_SLOTS, 1, rng),
-         chase_steps["shared"], False),
-        ("L1 (16 KiB chain)", chase_cached_kernel, 1, random_cycle(128, LINE_INTS, rng), chase_steps["l1"], False),
-        ("L2 (4 MiB chain)", chase_l2_kernel, 1, random_cycle(1 << 15, LINE_INTS, rng), chase_steps["l2"], False),
-        ("DRAM (512 MiB chain)", chase_l2_kernel, 1, random_cycle(1 << 22, LINE_INTS, rng), chase_steps["dram"],
-         True),
+        ("shared memory", "shared", "shared", probes.random_cycle(probes.CHASE_SHARED_SLOTS, 1, rng), False),
+        ("L1 (16 KiB chain)", "L1", "l1", probes.random_cycle(128, probes.LINE_INTS, rng), False),
+        ("L2 (4 MiB chain)", "L2", "l2", probes.random_cycle(1 << 15, probes.LINE_INTS, rng), False),
+        ("DRAM (512 MiB chain)", "DRAM", "l2", probes.random_cycle(1 << 22, probes.LINE_INTS, rng), True),
     ]
-    for level, kernel, threads, chain, steps, flush in chases:
+    for level, memory, probe_level, chain, flush in chases:
         chain_d = cuda.to_device(chain)
-        kernel[1, threads](chain_d, steps, out)      # compile, and bring the chain into L2
-        cuda.synchronize()
-        samples = []
-        for _ in range(5):
-            if flush:
-                _flush_l2()
-            samples.append(_event_ms(lambda: kernel[1, threads](chain_d, steps, out)))
-        ns = float(np.median(samples)) * 1e6 / steps
-        footprint = 4 * CHASE_SHARED_SLOTS if kernel is chase_shared_kernel else chain.nbytes
-        rec.add(kind="latency", level=level, latency_ns=ns, cycles=ns * ghz, footprint_bytes=footprint,
-                steps=steps)
+        steps = chase_steps[memory]
+        t = benchmark(lambda: probes.chase(chain_d, steps, level=probe_level, out=out), warmup=1,
+                      repeat=5, flush_l2=flush)
+        ns = t.median_ms * 1e6 / steps
+        rec.add(kind="latency", level=level, memory=memory, footprint_bytes=chain.nbytes, steps=steps,
+                l2="flushed" if flush else "warm", latency_ns=ns, cycles=ns * ghz)
         del chain_d
-    rec.notes = (f"bandwidth probes: {blocks} blocks of {PROBE_THREADS} threads; latency: one thread "
-                 f"chasing a random cycle, cycles at the {ghz:.2f} GHz boost clock")
+    rec.notes = (f"bandwidth probes (kernels.probes): grids of as many blocks of {threads} threads as the GPU "
+                 f"keeps resident, {probes.LOADS_IN_FLIGHT} loads of 8 bytes in flight per thread, launch "
+                 f"overhead hidden behind a busy kernel; DRAM rows flush L2 before every run, torch copy_ is "
+                 f"timed on the same vectors; latency: one thread chasing a random cycle, cycles at the "
+                 f"{ghz:.2f} GHz boost clock")
     return rec
 
 
@@ -366,38 +334,47 @@ def record_coalescing(ceilings, quick: bool = False):
     return rec
 
 
-@cuda.jit
-def busy_wait_kernel(microseconds):
-    """One thread sleeps about ``microseconds``: keeps the GPU busy while the host prepares a launch."""
-    for _ in range(microseconds):
-        cuda.nanosleep(1000)
+def _events_median(launch, *, repeat: int, flush_l2: bool, hide_launch: bool, warmup: int = 10):
+    """Median, 10th and 90th percentile ms of ``launch`` between two CUDA events, after a warm-up.
 
-
-def _events_behind_busy_gpu(launch, repeat: int, flush_l2: bool) -> float:
-    """Median ms of ``launch`` timed with events while a busy kernel hides the Python launch overhead.
-
-    The busy kernel is queued first, so by the time it ends the host has enqueued the start event,
-    the launch and the end event: they run back to back and the events bracket the kernel alone.
+    Without ``hide_launch`` the GPU is idle when the start event is recorded (the flush, if any, has
+    finished), so the events also bracket the host's launch overhead, in the warm and the flushed
+    case alike; with it, a busy kernel queued first hides that overhead.
     """
-    launch()                                        # compiled and warm
+    from course.timing import _flush_l2
+
+    if hide_launch:
+        t = _timing_behind_busy_gpu(launch, repeat=repeat, flush_l2=flush_l2, warmup=warmup)
+        return t.median_ms, t.p10_ms, t.p90_ms
+    for _ in range(warmup):
+        launch()
     samples = []
     for _ in range(repeat):
         if flush_l2:
             _flush_l2()
+        cuda.synchronize()
         start, stop = cuda.event(timing=True), cuda.event(timing=True)
-        busy_wait_kernel[1, 1](200)
         start.record()
         launch()
         stop.record()
         stop.synchronize()
         samples.append(cuda.event_elapsed_time(start, stop))
-    return float(np.median(samples))
+    p10, median, p90 = np.percentile(samples, [10, 50, 90])
+    return float(median), float(p10), float(p90)
 
 
 def record_timing_pitfalls(ceilings, quick: bool = False):
-    """One copy kernel timed seven ways, so the lesson can show what each mistake costs."""
+    """One copy kernel timed seven ways, so the lesson can show what each mistake costs.
+
+    The methods form a ladder: each of the last three changes one condition of the one before (many
+    repeats after a warm-up; the launch overhead hidden; L2 flushed). Each row names the conditions
+    it ran under: ``timer``, ``repeats``, ``l2`` (warm, flushed, or None where the row does not
+    control it) and ``launch_overhead`` (included, hidden, or only: the host clock without a
+    synchronize times the launch alone). The last two rows differ only in ``l2``: what a warm cache
+    gives, nothing else. On a kernel shorter than its launch, events that include the launch time
+    the host, whatever the cache holds.
+    """
     from course.records import new_recording
-    from course.timing import benchmark
 
     sizes = QUICK if quick else FULL
     rec = new_recording("day01_timing_pitfalls", ceilings=ceilings)
@@ -406,10 +383,11 @@ def record_timing_pitfalls(ceilings, quick: bool = False):
         threads = elementwise.THREADS_PER_BLOCK
         grid = elementwise.blocks_for(n, threads)
         fresh = cuda.jit(elementwise.copy_v1_guarded_kernel.py_func)   # never compiled before
-        mbytes = 2 * n * 4 / MIB
+        moved = 2 * n * 4
 
-        def add(method, ms):
-            rec.add(method=method, mbytes=mbytes, ms=ms, gbps=2 * n * 4 / ms / 1e6)
+        def add(method, ms, *, timer, repeats, l2, launch_overhead, p10_ms=None, p90_ms=None):
+            rec.add(method=method, N=n, bytes=moved, mbytes=moved / MIB, timer=timer, repeats=repeats, l2=l2,
+                    launch_overhead=launch_overhead, ms=ms, p10_ms=p10_ms, p90_ms=p90_ms, gbps=moved / ms / 1e6)
 
         def launch():
             fresh[grid, threads](x, y)
@@ -417,7 +395,8 @@ def record_timing_pitfalls(ceilings, quick: bool = False):
         t0 = time.perf_counter()
         launch()
         cuda.synchronize()
-        add("host clock, first call (compiles the kernel)", (time.perf_counter() - t0) * 1e3)
+        add("host clock, first call (compiles the kernel)", (time.perf_counter() - t0) * 1e3,
+            timer="host clock", repeats=1, l2=None, launch_overhead="included")
 
         samples = []
         for _ in range(20):
@@ -425,7 +404,8 @@ def record_timing_pitfalls(ceilings, quick: bool = False):
             launch()
             samples.append((time.perf_counter() - t0) * 1e3)
             cuda.synchronize()
-        add("host clock, no synchronize (times the launch only)", float(np.median(samples)))
+        add("host clock, no synchronize (times the launch only)", float(np.median(samples)),
+            timer="host clock", repeats=20, l2=None, launch_overhead="only")
 
         samples = []
         for _ in range(20):
@@ -434,113 +414,140 @@ def record_timing_pitfalls(ceilings, quick: bool = False):
             launch()
             cuda.synchronize()
             samples.append((time.perf_counter() - t0) * 1e3)
-        add("host clock with synchronize, median of 20", float(np.median(samples)))
+        add("host clock with synchronize, median of 20", float(np.median(samples)),
+            timer="host clock", repeats=20, l2="warm", launch_overhead="included")
 
-        add("CUDA events, a single run", _event_ms(launch))
-        add("CUDA events, warm-up, median of 50, L2 warm",
-            benchmark(launch, warmup=10, repeat=50, flush_l2=False).median_ms)
-        add("CUDA events, warm-up, median of 50, L2 flushed",
-            benchmark(launch, warmup=10, repeat=50, flush_l2=True).median_ms)
-        add("as above, queued behind a busy kernel (no launch overhead)",
-            _events_behind_busy_gpu(launch, repeat=50, flush_l2=True))
+        median, _, _ = _events_median(launch, repeat=1, flush_l2=False, hide_launch=False, warmup=0)
+        add("CUDA events, a single run", median, timer="CUDA events", repeats=1, l2="warm",
+            launch_overhead="included")
+        for method, flush, hide in (("CUDA events, warm-up, median of 50, L2 warm", False, False),
+                                    ("as above, launch overhead hidden behind a busy kernel", False, True),
+                                    ("as above, L2 flushed before every run", True, True)):
+            median, p10, p90 = _events_median(launch, repeat=50, flush_l2=flush, hide_launch=hide)
+            add(method, median, timer="CUDA events", repeats=50, l2="flushed" if flush else "warm",
+                launch_overhead="hidden" if hide else "included", p10_ms=p10, p90_ms=p90)
         del x, y
     return rec
 
 
-def record_elementwise_timing(ceilings, quick: bool = False):
-    """copy v1/v2, axpb v1, torch copy_ and torch a*x+b across n (L2 flushed between runs)."""
-    import torch
-    from course.records import new_recording
-    from course.timing import benchmark
+def _torch():
+    return baselines.cuda_torch()
 
-    sizes = QUICK if quick else FULL
-    rec = new_recording("day01_elementwise_timing", ceilings=ceilings)
+
+def _elementwise_cases(n: int) -> list[Timed]:
+    """copy v1/v2, axpb v1, torch copy_ and torch a*x+b on random vectors of n floats."""
+    torch = _torch()
     a, b = 1.75, -0.5
-    for n in sizes["elementwise_n"]:
-        xt = torch.randn(n, device="cuda")
-        yt = torch.empty_like(xt)
-        x, y = cuda.as_cuda_array(xt), cuda.as_cuda_array(yt)
-        repeat = sizes["repeat"]
-        cases = [
-            ("copy", "copy_v1_guarded", lambda: elementwise.copy_v1_guarded(x, out=y), 0),
-            ("copy", "copy_v2_grid_stride", lambda: elementwise.copy_v2_grid_stride(x, out=y), 0),
-            ("copy", "torch copy_", lambda: yt.copy_(xt), 0),
-            ("axpb", "axpb_v1_guarded", lambda: elementwise.axpb_v1_guarded(x, a, b, out=y), 2 * n),
-            ("axpb", "torch a*x+b (two kernels)", lambda: torch.add(torch.mul(xt, a), b, out=yt), 2 * n),
-        ]
-        for op, rung, fn, flops in cases:
-            t = benchmark(fn, repeat=repeat, flush_l2=True)
-            # Bytes of the one-pass model for every row, so GB/s compares useful work.
-            _timing_row(rec, rung, t, bytes_moved=model.bytes_axpb_v1_guarded(n), flops=flops, N=n, op=op)
-        del xt, yt
-    return rec
+    xt = torch.randn(n, device="cuda")
+    yt = torch.empty_like(xt)
+    x, y = cuda.as_cuda_array(xt), cuda.as_cuda_array(yt)
+    moved = model.bytes_axpb_v1_guarded(n)   # the one-pass model for every row, so GB/s compares useful work
+
+    def timed(op, rung, launch, flops):
+        return Timed(rung, launch, moved, flops or None, columns=dict(op=op, bytes=moved, flops=flops))
+
+    return [timed("copy", "copy_v1_guarded", lambda: elementwise.copy_v1_guarded(x, out=y), 0),
+            timed("copy", "copy_v2_grid_stride", lambda: elementwise.copy_v2_grid_stride(x, out=y), 0),
+            timed("copy", "torch copy_", lambda: yt.copy_(xt), 0),
+            timed("axpb", "axpb_v1_guarded", lambda: elementwise.axpb_v1_guarded(x, a, b, out=y), 2 * n),
+            timed("axpb", "torch a*x+b (two kernels)", lambda: torch.add(torch.mul(xt, a), b, out=yt), 2 * n)]
+
+
+def elementwise_sweep() -> Sweep:
+    return Sweep(
+        name="day01_elementwise_timing",
+        notes=("copy v1/v2, axpb v1, torch copy_ and torch a*x+b (two kernels) on float32 vectors of N elements, "
+               "L2 flushed before every run; gbps: the one-pass model's 8 bytes per element per second "
+               "(column op: copy or axpb)."),
+        points=FULL["elementwise_n"], quick_points=QUICK["elementwise_n"], shape=lambda n: dict(N=n),
+        cases=_elementwise_cases, flush_l2=True)
+
+
+def _reduction_cases(cols: int) -> list[Timed]:
+    """The three row-stats rungs and torch amax + sum on a random (REDUCTION_ROWS, cols) matrix."""
+    torch = _torch()
+    rows = REDUCTION_ROWS
+    xt = torch.randn(rows, cols, device="cuda")
+    mt, st = torch.empty(rows, device="cuda"), torch.empty(rows, device="cuda")
+    x, outs = cuda.as_cuda_array(xt), (cuda.as_cuda_array(mt), cuda.as_cuda_array(st))
+    moved, flops = model.bytes_row_stats_v2_shared_tree(rows, cols), model.flops_row_stats(rows, cols)
+    columns = dict(bytes=moved, flops=flops)
+    cases = [Timed(f"row_stats_{rung}", lambda launch=launch: launch(x, out=outs), moved, flops, columns)
+             for rung, launch in reduction.RUNGS.items()]
+    cases.append(Timed("torch amax + sum (two passes)",
+                       lambda: (torch.amax(xt, dim=1, out=mt), torch.sum(xt, dim=1, out=st)), moved, flops, columns))
+    return cases
+
+
+def reduction_sweep() -> Sweep:
+    return Sweep(
+        name="day01_reduction_timing",
+        notes=(f"row max and row sum of a random ({REDUCTION_ROWS}, cols) float32 matrix: the three row-stats "
+               "rungs and torch amax + sum, L2 flushed before every run; gbps: the matrix read once and two "
+               "vectors written, per second."),
+        points=FULL["reduction_cols"], quick_points=QUICK["reduction_cols"],
+        shape=lambda cols: dict(N=cols, rows=REDUCTION_ROWS, cols=cols), cases=_reduction_cases, flush_l2=True)
+
+
+def _normalize_cases(seq: int) -> list[Timed]:
+    """normalize_rows_v1_3d_grid and torch x / l[..., None] on (batch, heads, seq, head_dim)."""
+    torch = _torch()
+    batch, heads, head_dim = NORMALIZE_SHAPE
+    xt = torch.randn(batch, heads, seq, head_dim, device="cuda")
+    lt = torch.rand(batch, heads, seq, device="cuda") + 0.5
+    ot = torch.empty_like(xt)
+    x, l, o = cuda.as_cuda_array(xt), cuda.as_cuda_array(lt), cuda.as_cuda_array(ot)
+    moved = model.bytes_normalize_rows_v1_3d_grid(batch, heads, seq, head_dim)
+    flops = model.flops_normalize_rows_v1_3d_grid(batch, heads, seq, head_dim)
+    columns = dict(bytes=moved, flops=flops)
+    return [Timed("normalize_rows_v1_3d_grid", lambda: elementwise.normalize_rows_v1_3d_grid(x, l, out=o),
+                  moved, flops, columns),
+            Timed("torch x / l[..., None]", lambda: torch.div(xt, lt[..., None], out=ot), moved, flops, columns)]
+
+
+def normalize_rows_sweep() -> Sweep:
+    batch, heads, head_dim = NORMALIZE_SHAPE
+    return Sweep(
+        name="day01_normalize_rows_timing",
+        notes=(f"out = x / row_sums[..., None] for x ({batch}, {heads}, N, {head_dim}) float32: the 3D-grid "
+               "kernel and torch, L2 flushed before every run; gbps: x read, row_sums read, out written, per second."),
+        points=FULL["normalize_seq"], quick_points=QUICK["normalize_seq"],
+        shape=lambda seq: dict(N=seq, batch=batch, heads=heads, head_dim=head_dim), cases=_normalize_cases,
+        flush_l2=True)
+
+
+def record_elementwise_timing(ceilings, quick: bool = False):
+    """Time the copy and axpb rungs and torch across n (L2 flushed between runs); return the Recording."""
+    return harness.record_sweep(elementwise_sweep(), quick=quick, ceilings=ceilings)
 
 
 def record_reduction_timing(ceilings, quick: bool = False):
-    """The three row-stats rungs and torch amax + sum, 4096 rows, across cols."""
-    import torch
-    from course.records import new_recording
-    from course.timing import benchmark
-
-    sizes = QUICK if quick else FULL
-    rec = new_recording("day01_reduction_timing", ceilings=ceilings)
-    rows = sizes["reduction_rows"]
-    for cols in sizes["reduction_cols"]:
-        xt = torch.randn(rows, cols, device="cuda")
-        mt, st = torch.empty(rows, device="cuda"), torch.empty(rows, device="cuda")
-        x, outs = cuda.as_cuda_array(xt), (cuda.as_cuda_array(mt), cuda.as_cuda_array(st))
-        repeat = sizes["repeat"]
-        cases = [(f"row_stats_{rung}", (lambda launch=launch: launch(x, out=outs)))
-                 for rung, launch in reduction.RUNGS.items()]
-        cases.append(("torch amax + sum (two passes)",
-                      lambda: (torch.amax(xt, dim=1, out=mt), torch.sum(xt, dim=1, out=st))))
-        for rung, fn in cases:
-            t = benchmark(fn, repeat=repeat, flush_l2=True)
-            _timing_row(rec, rung, t, bytes_moved=model.bytes_row_stats_v2_shared_tree(rows, cols),
-                        flops=model.flops_row_stats(rows, cols), N=cols, rows=rows, cols=cols)
-        del xt, mt, st
-    return rec
+    """Time the three row-stats rungs and torch amax + sum across cols; return the Recording."""
+    return harness.record_sweep(reduction_sweep(), quick=quick, ceilings=ceilings)
 
 
 def record_normalize_rows_timing(ceilings, quick: bool = False):
-    """normalize_rows_v1_3d_grid and torch x / l[..., None] for batch 4, 16 heads, head_dim 64."""
-    import torch
-    from course.records import new_recording
-    from course.timing import benchmark
+    """Time normalize_rows_v1_3d_grid and torch across the sequence length; return the Recording."""
+    return harness.record_sweep(normalize_rows_sweep(), quick=quick, ceilings=ceilings)
 
-    sizes = QUICK if quick else FULL
-    rec = new_recording("day01_normalize_rows_timing", ceilings=ceilings)
-    batch, heads, head_dim = sizes["normalize_shape"]
-    for seq in sizes["normalize_seq"]:
-        xt = torch.randn(batch, heads, seq, head_dim, device="cuda")
-        lt = torch.rand(batch, heads, seq, device="cuda") + 0.5
-        ot = torch.empty_like(xt)
-        x, l, o = cuda.as_cuda_array(xt), cuda.as_cuda_array(lt), cuda.as_cuda_array(ot)
-        moved = model.bytes_normalize_rows_v1_3d_grid(batch, heads, seq, head_dim)
-        flops = model.flops_normalize_rows_v1_3d_grid(batch, heads, seq, head_dim)
-        for rung, fn in (("normalize_rows_v1_3d_grid", lambda: elementwise.normalize_rows_v1_3d_grid(x, l, out=o)),
-                         ("torch x / l[..., None]", lambda: torch.div(xt, lt[..., None], out=ot))):
-            t = benchmark(fn, repeat=sizes["repeat"], flush_l2=True)
-            _timing_row(rec, rung, t, bytes_moved=moved, flops=flops, N=seq, batch=batch, heads=heads,
-                        head_dim=head_dim)
-        del xt, lt, ot
-    return rec
+
+def _measurements(quick: bool) -> list:
+    """The recordings that are not sweeps: the memory hierarchy, coalescing and the timing pitfalls."""
+    from course.timing import measure_ceilings
+
+    ceilings = measure_ceilings()
+    return [make(ceilings, quick) for make in (record_memory_hierarchy, record_coalescing, record_timing_pitfalls)]
+
+
+def recorder() -> harness.Recorder:
+    return harness.Recorder(day="day01", checks=checks,
+                            sweeps=lambda: [elementwise_sweep(), reduction_sweep(), normalize_rows_sweep()],
+                            ncu_cases=ncu_cases, sanitize=sanitize, extras=_measurements)
 
 
 def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
     """Check every day-1 kernel at full size, then measure and save the day's recordings in ``out_dir``."""
-    from course.timing import measure_ceilings
-
-    out_dir = pathlib.Path(out_dir)
-    check_full_size(quick)
-    ceilings = measure_ceilings()
-    paths = []
-    for make in (record_memory_hierarchy, record_coalescing, record_timing_pitfalls,
-                 record_elementwise_timing, record_reduction_timing, record_normalize_rows_timing):
-        rec = make(ceilings, quick)
-        paths.append(rec.save(out_dir / f"{rec.name}.json"))
-        print(f"   {rec.name}: {len(rec.rows)} rows", flush=True)
-    return paths
+    return harness.record(recorder(), out_dir, quick=quick)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -560,20 +567,20 @@ def sanitize() -> None:
     m = rng.standard_normal((5, 77)).astype(np.float32)
     for launch in reduction.RUNGS.values():
         launch(m)
-    partials = np.zeros(2 * PROBE_THREADS, np.float32)
-    read_through_l2_kernel[2, PROBE_THREADS](x, 2, partials)
-    shared_read_kernel[2, PROBE_THREADS](np.ones(SHARED_TILE, np.float32), 40, partials)
-    out = np.zeros(1, np.int32)
-    chase = random_cycle(64, LINE_INTS, rng)
-    chase_cached_kernel[1, 1](chase, 100, out)
-    chase_l2_kernel[1, 1](chase, 100, out)
-    chase_shared_kernel[1, PROBE_THREADS](random_cycle(CHASE_SHARED_SLOTS, 1, rng), 100, out)
-    busy_wait_kernel[1, 1](2)
+    words = rng.integers(0, 1 << 40, 1024, dtype=np.uint64)   # sums stay below 2**64 on the simulator too
+    probes.copy_words(words[:999], np.zeros(999, np.uint64), blocks=2)
+    probes.read_words(words, 3 * 1024 + 5, blocks=2)
+    probes.read_shared(words[:probes.SHARED_WORDS], 40, blocks=2)
+    chase = probes.random_cycle(64, probes.LINE_INTS, rng)
+    probes.chase(chase, 100, level="l1")
+    probes.chase(chase, 100, level="l2")
+    probes.chase(probes.random_cycle(probes.CHASE_SHARED_SLOTS, 1, rng), 100, level="shared")
+    probes.busy_wait_kernel[1, 1](2)
     cuda.synchronize()
 
 
 def ncu_cases():
-    """``(label, N, run)`` for Nsight Compute: strided reads (DRAM bytes against stride) and a copy."""
+    """``NcuCase(label, N, run)`` for Nsight Compute: strided reads (DRAM bytes against stride) and a copy."""
     n = 1 << 22
     arrays = {}
 
@@ -592,11 +599,11 @@ def ncu_cases():
         x, y = buffers()
         elementwise.copy_v1_guarded(x[:n], out=y)
 
-    cases = [(f"strided_read_s{s}", n, strided(s)) for s in (1, 2, 4, 8, 16, 32)]
-    cases.append(("copy_v1_guarded", n, copy))
+    cases = [NcuCase(f"strided_read_s{s}", n, strided(s)) for s in (1, 2, 4, 8, 16, 32)]
+    cases.append(NcuCase("copy_v1_guarded", n, copy))
     return cases
 
 
-__all__ = ["record", "sanitize", "ncu_cases", "check_full_size", "random_cycle",
-           "read_through_l2_kernel", "shared_read_kernel", "chase_cached_kernel", "chase_l2_kernel",
-           "chase_shared_kernel", "busy_wait_kernel"]
+__all__ = ["record", "recorder", "sanitize", "ncu_cases", "checks", "check_full_size", "record_memory_hierarchy",
+           "record_coalescing", "record_timing_pitfalls", "record_elementwise_timing",
+           "record_reduction_timing", "record_normalize_rows_timing"]

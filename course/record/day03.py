@@ -1,7 +1,7 @@
 """GPU recordings of day 3: online softmax and fused attention, one query row per thread.
 
-``record(out_dir)`` checks ``softmax_online`` and ``attention_v2_fused_rows`` (causal and not) at
-full size against the float64 reference, then writes two recordings:
+A declaration for ``course.record.harness``: ``softmax_online`` and ``attention_v2_fused_rows``
+(causal and not) are checked at full size against the float64 reference, then timed into
 
 - ``day03_softmax_timing.json``: ``softmax_rows`` (three reads per element), ``softmax_online``
   (two reads) and ``torch.softmax`` on (``SOFTMAX_ROWS``, N) matrices; rows: rung, N (row length),
@@ -21,115 +21,131 @@ import pathlib
 import numpy as np
 
 from course.models import attention as model
-from course.record._attention import (check_attention, device_inputs, host_inputs, lazy_case,
-                                      time_rows, torch_sdpa, torch_softmax)
+from course.record import baselines, harness
+from course.record.harness import Check, NcuCase, Sweep, Timed
+from course.record.inputs import attention_inputs, attention_reference, to_device
 
 SHAPE = {"B": 4, "H": 16, "d": 64}
 SIZES = (256, 512, 1024, 2048, 4096)
 QUICK_SIZES = (256, 1024)
 CHECK_N = 4096
+QUICK_CHECK_N = 1024
 NCU_SHAPE = SHAPE
 NCU_SIZES = SIZES
 # Softmax timing: this many rows of length N (a B·H·N score matrix at B·H = 4, N = 4096 has 16384).
 SOFTMAX_ROWS = 16384
 SOFTMAX_SIZES = (256, 512, 1024, 2048, 4096, 8192)
+LARGE_LOGITS = 1e4
 
 
-def check_full_size(n: int = CHECK_N) -> None:
-    """Check softmax_online on large logits and attention_v2_fused_rows (causal and not) at (B, H, n, d)."""
-    from course.checking import check, random_inputs
+def checks(n: int = CHECK_N) -> list[Check]:
+    """softmax_online on logits of size 1e4, and attention_v2_fused_rows (causal and not) at (B, H, n, d)."""
+    from course.checking import random_inputs
     from kernels import reference
     from kernels.attention import attention_v2_fused_rows
     from kernels.softmax import softmax_online
 
     rng, seed = random_inputs()
-    x = (rng.standard_normal((SOFTMAX_ROWS, n), dtype=np.float32) * 1e4).astype(np.float32)
-    (xd,) = device_inputs(x)
-    check(softmax_online(xd).copy_to_host(), reference.softmax(x.astype(np.float64), axis=-1),
-          name="softmax_online, logits of size 1e4", dims=("row", "col"), seed=seed, rows_sum_to_one=True)
-    qh, kh, vh, seed = host_inputs(n=n, **SHAPE)
-    q, k, v = device_inputs(qh, kh, vh)
+    x = (rng.standard_normal((SOFTMAX_ROWS, n), dtype=np.float32) * LARGE_LOGITS).astype(np.float32)
+    xd, probabilities = to_device(x, np.empty_like(x))
+    found = [Check(f"softmax_online, logits of size {LARGE_LOGITS:g}", lambda: softmax_online(xd, out=probabilities),
+                   probabilities.copy_to_host, lambda: reference.softmax(x.astype(np.float64), axis=-1),
+                   seed=seed, poisoned=(probabilities,), columns=dict(rung="softmax_online", N=n, rows=SOFTMAX_ROWS),
+                   options=dict(dims=("row", "col"), rows_sum_to_one=True))]
+    qh, kh, vh, seed = attention_inputs(n=n, **SHAPE)
+    q, k, v = to_device(qh, kh, vh)
+    o = to_device(np.empty_like(qh))[0]
     for causal in (False, True):
-        out = attention_v2_fused_rows(q, k, v, causal=causal).copy_to_host()
-        check_attention(out, qh, kh, vh, seed=seed, causal=causal,
-                        name=f"O of attention_v2_fused_rows, causal={causal}")
+        found.append(Check(f"O of attention_v2_fused_rows, causal={causal}",
+                           lambda c=causal: attention_v2_fused_rows(q, k, v, causal=c, out=o), o.copy_to_host,
+                           lambda c=causal: attention_reference(qh, kh, vh, causal=c), seed=seed, poisoned=(o,),
+                           columns=dict(rung="v2_fused_rows", N=n, **SHAPE, causal=causal),
+                           options=dict(dims=("batch", "head", "row", "col"))))
+    return found
+
+
+def check_full_size(n: int = CHECK_N) -> list[dict]:
+    """Run :func:`checks` at ``n``; one row of errors per check."""
+    return harness.run_checks(checks(n))
+
+
+def _softmax_cases(n: int) -> list[Timed]:
+    from kernels.softmax import softmax_online, softmax_rows
+
+    x = np.random.default_rng(n).standard_normal((SOFTMAX_ROWS, n), dtype=np.float32)
+    xd, out = to_device(x, np.empty_like(x))
+    compulsory = 2 * x.nbytes
+    return [Timed("softmax_rows", lambda: softmax_rows(xd, out=out), compulsory),
+            Timed("softmax_online", lambda: softmax_online(xd, out=out), compulsory),
+            Timed("torch_softmax", baselines.torch_softmax(x), compulsory)]
+
+
+def softmax_sweep() -> Sweep:
+    return Sweep(
+        name="day03_softmax_timing",
+        notes=(f"row softmax of a ({SOFTMAX_ROWS}, N) float32 matrix: softmax_rows reads each element 3 "
+               "times, softmax_online twice; torch_softmax is torch.softmax. gbps: one read and one "
+               "write of the matrix per second (the compulsory traffic), L2 flushed between repeats."),
+        points=SOFTMAX_SIZES, quick_points=QUICK_SIZES, shape=lambda n: {"N": n, "rows": SOFTMAX_ROWS},
+        cases=_softmax_cases, flush_l2=True)
+
+
+def _fused_cases(point) -> list[Timed]:
+    from kernels.attention import attention_v1_naive, attention_v2_fused_rows
+
+    n, causal = point
+    B, H, d = SHAPE["B"], SHAPE["H"], SHAPE["d"]
+    qh, kh, vh, _ = attention_inputs(n=n, **SHAPE)
+    q, k, v, o = to_device(qh, kh, vh, np.empty_like(qh))
+    fused_bytes = model.compulsory_bytes_fused(B, H, n, d)
+    flops = model.flops_attention(B, H, n, d, causal=causal)
+    suffix = "_causal" if causal else ""
+    cases = [Timed(f"v2_fused_rows{suffix}", lambda: attention_v2_fused_rows(q, k, v, causal=causal, out=o),
+                   fused_bytes, flops),
+             Timed(f"torch_sdpa{suffix}", baselines.torch_sdpa(qh, kh, vh, causal=causal), fused_bytes, flops)]
+    if not causal:
+        cases.append(Timed("v1_naive", lambda: attention_v1_naive(q, k, v, out=o),
+                           model.compulsory_bytes_naive(B, H, n, d), flops))
+    return cases
+
+
+def fused_sweep() -> Sweep:
+    return Sweep(
+        name="day03_fused_timing",
+        notes=("attention_v2_fused_rows (one thread per query row, online softmax) and attention_v1_naive "
+               f"against torch.nn.functional.scaled_dot_product_attention, fp32, B={SHAPE['B']} "
+               f"H={SHAPE['H']} d={SHAPE['d']}, M = N. gbps: compulsory bytes per second; tflops: "
+               "2 FLOPs per multiply-add over the (query, key) pairs computed (about half when causal)."),
+        points=tuple((n, causal) for n in SIZES for causal in (False, True)),
+        quick_points=tuple((n, causal) for n in QUICK_SIZES for causal in (False, True)),
+        shape=lambda point: dict(N=point[0], **SHAPE, causal=point[1]), cases=_fused_cases)
 
 
 def softmax_timing(quick: bool = False):
     """Time softmax_rows, softmax_online and torch.softmax for every row length N; return the Recording."""
-    from course.records import new_recording
     from course.timing import measure_ceilings
-    from kernels.softmax import softmax_online, softmax_rows
 
-    rec = new_recording("day03_softmax_timing", ceilings=measure_ceilings())
-    rec.notes = (f"row softmax of a ({SOFTMAX_ROWS}, N) float32 matrix: softmax_rows reads each element 3 "
-                 "times, softmax_online twice; torch_softmax is torch.softmax. gbps: one read and one "
-                 "write of the matrix per second (the compulsory traffic), L2 flushed between repeats.")
-    for n in (QUICK_SIZES if quick else SOFTMAX_SIZES):
-        x = np.random.default_rng(n).standard_normal((SOFTMAX_ROWS, n), dtype=np.float32)
-        (xd,) = device_inputs(x)
-        out = device_inputs(np.empty_like(x))[0]
-        compulsory = 2 * x.nbytes
-        runs = {"softmax_rows": (lambda: softmax_rows(xd, out=out), compulsory, None),
-                "softmax_online": (lambda: softmax_online(xd, out=out), compulsory, None),
-                "torch_softmax": (torch_softmax(x), compulsory, None)}
-        for row in time_rows(runs, {"N": n, "rows": SOFTMAX_ROWS}, quick=quick, flush_l2=True):
-            rec.add(**row)
-    return rec
+    return harness.record_sweep(softmax_sweep(), quick=quick, ceilings=measure_ceilings())
 
 
 def fused_timing(quick: bool = False):
     """Time attention_v2_fused_rows (causal and not), attention_v1_naive and torch SDPA; return the Recording."""
-    from course.records import new_recording
     from course.timing import measure_ceilings
-    from kernels.attention import attention_v1_naive, attention_v2_fused_rows
 
-    rec = new_recording("day03_fused_timing", ceilings=measure_ceilings())
-    rec.notes = ("attention_v2_fused_rows (one thread per query row, online softmax) and attention_v1_naive "
-                 f"against torch.nn.functional.scaled_dot_product_attention, fp32, B={SHAPE['B']} "
-                 f"H={SHAPE['H']} d={SHAPE['d']}, M = N. gbps: compulsory bytes per second; tflops: "
-                 "2 FLOPs per multiply-add over the (query, key) pairs computed (about half when causal).")
-    B, H, d = SHAPE["B"], SHAPE["H"], SHAPE["d"]
-    for n in (QUICK_SIZES if quick else SIZES):
-        qh, kh, vh, _ = host_inputs(n=n, **SHAPE)
-        q, k, v = device_inputs(qh, kh, vh)
-        o = device_inputs(np.empty_like(qh))[0]
-        fused_bytes = model.compulsory_bytes_fused(B, H, n, d)
-        for causal in (False, True):
-            suffix = "_causal" if causal else ""
-            flops = model.flops_attention(B, H, n, d, causal=causal)
-            runs = {f"v2_fused_rows{suffix}": (lambda c=causal: attention_v2_fused_rows(q, k, v, causal=c, out=o),
-                                               fused_bytes, flops),
-                    f"torch_sdpa{suffix}": (torch_sdpa(qh, kh, vh, causal=causal), fused_bytes, flops)}
-            if not causal:
-                runs["v1_naive"] = (lambda: attention_v1_naive(q, k, v, out=o),
-                                    model.compulsory_bytes_naive(B, H, n, d), flops)
-            for row in time_rows(runs, dict(N=n, **SHAPE, causal=causal), quick=quick):
-                rec.add(**row)
-        del q, k, v, o
-    return rec
-
-
-def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
-    """Check at full size, then time the softmax kernels and the fused rung against torch; save both."""
-    out_dir = pathlib.Path(out_dir)
-    check_full_size(1024 if quick else CHECK_N)
-    return [softmax_timing(quick).save(out_dir / "day03_softmax_timing.json"),
-            fused_timing(quick).save(out_dir / "day03_fused_timing.json")]
+    return harness.record_sweep(fused_sweep(), quick=quick, ceilings=measure_ceilings())
 
 
 def _fused_launch(n: int, causal: bool):
     from kernels.attention import attention_v2_fused_rows
 
-    qh, kh, vh, _ = host_inputs(n=n, **NCU_SHAPE)
-    q, k, v = device_inputs(qh, kh, vh)
-    o = device_inputs(np.empty_like(qh))[0]
+    qh, kh, vh, _ = attention_inputs(n=n, **NCU_SHAPE)
+    q, k, v, o = to_device(qh, kh, vh, np.empty_like(qh))
     return lambda: attention_v2_fused_rows(q, k, v, causal=causal, out=o)
 
 
-def ncu_cases() -> list:
-    """(label, N, run): one attention_v2_fused_rows at (NCU_SHAPE, N), causal and not; lazy inputs."""
-    return [(f"v2_fused_rows{'_causal' if causal else ''}", n, lazy_case(_fused_launch, n, causal))
+def ncu_cases() -> list[NcuCase]:
+    """One attention_v2_fused_rows at (NCU_SHAPE, N), causal and not; inputs are made on the first call."""
+    return [NcuCase(f"v2_fused_rows{'_causal' if causal else ''}", n, harness.lazy(_fused_launch, n, causal))
             for causal in (False, True) for n in NCU_SIZES]
 
 
@@ -140,9 +156,19 @@ def sanitize() -> None:
     from kernels.attention import attention_v2_fused_rows
     from kernels.softmax import softmax_online
 
-    x = np.random.default_rng(0).standard_normal((37, 75), dtype=np.float32)
-    softmax_online(device_inputs(x)[0])
-    q, k, v = device_inputs(*host_inputs(B=2, H=3, n=67, d=24)[:3])
+    softmax_online(to_device(np.random.default_rng(0).standard_normal((37, 75), dtype=np.float32))[0])
+    q, k, v = to_device(*attention_inputs(B=2, H=3, n=67, d=24)[:3])
     for causal in (False, True):
         attention_v2_fused_rows(q, k, v, causal=causal)
     cuda.synchronize()
+
+
+def recorder() -> harness.Recorder:
+    return harness.Recorder(day="day03", checks=lambda quick: checks(QUICK_CHECK_N if quick else CHECK_N),
+                            sweeps=lambda: [softmax_sweep(), fused_sweep()], ncu_cases=ncu_cases,
+                            sanitize=sanitize, ncu_shape=lambda n: dict(NCU_SHAPE))
+
+
+def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
+    """Check at full size, then time the softmax kernels and the fused rung against torch; save both."""
+    return harness.record(recorder(), out_dir, quick=quick)

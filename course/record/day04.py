@@ -1,7 +1,7 @@
 """GPU recordings of day 4: the GEMM ladder (``kernels.gemm``) and the shared-memory transpose (``kernels.transpose``).
 
-``record(out_dir)`` checks every GEMM rung and every transpose rung at full size (and at an
-awkward size) against the references, then writes:
+A declaration for ``course.record.harness``: every rung of both registries is checked at full size
+(and at an awkward size) against the references, then recorded:
 
 - ``day04_gemm_timing``: every GEMM rung and ``torch.matmul`` in fp32 with TF32 off, square
   M = N = K for each N in ``GEMM_SIZES``. Rows: rung, N, M, K, median_ms, p10_ms, p90_ms, repeat,
@@ -12,7 +12,7 @@ awkward size) against the references, then writes:
   (2·N²·4 bytes per second).
 - ``day04_missing_barrier``: ``transpose_missing_barrier`` and the correct padded rung, each run
   ``BARRIER_TRIALS`` times on fresh random inputs of ``BARRIER_SHAPE``. Rows: kernel, trial,
-  wrong (elements that differ from x.T), elements.
+  rows, cols, wrong (elements that differ from x.T), elements, seed.
 
 ``ncu_cases()`` lists the GEMM rungs and torch at ``NCU_SIZES`` for Nsight Compute's DRAM bytes
 (recording ``day04_dram_bytes``, labels as the rungs); ``sanitize()`` launches every correct
@@ -26,7 +26,9 @@ import pathlib
 import numpy as np
 
 from course.models import gemm as model
-from course.record._attention import lazy_case, time_rows
+from course.record import baselines, harness
+from course.record.harness import Check, NcuCase, Sweep, Timed
+from course.record.inputs import gemm_inputs, to_device
 
 GEMM_SIZES = (256, 512, 1024, 2048, 4096)
 QUICK_GEMM_SIZES = (256, 1024)
@@ -37,113 +39,104 @@ QUICK_CHECK_SHAPES = ((1024, 1024, 1024), (1000, 1531, 777))
 TRANSPOSE_CHECK_SHAPE = (4099, 2050)
 BARRIER_SHAPE = (4096, 4096)
 BARRIER_TRIALS = 20
+QUICK_BARRIER_TRIALS = 5
 NCU_SIZES = (1024, 2048)
 TORCH_LABEL = "torch.matmul (fp32, TF32 off)"
+TORCH_TRANSPOSE_LABEL = "torch out.copy_(x.t())"
 
 
-def _torch():
-    try:
-        import torch
-    except ImportError as exc:
-        raise RuntimeError("recording needs PyTorch with CUDA for the baseline: pip install torch") from exc
-    if not torch.cuda.is_available():
-        raise RuntimeError("recording needs PyTorch built with CUDA for the baseline; this torch has none")
-    torch.backends.cuda.matmul.allow_tf32 = False   # true fp32, like our kernels
-    return torch
-
-
-def _gemm_inputs(m: int, n: int, k: int, seed: int | None = None):
-    """Random a (m, k), b (k, n) float32 on the host and on the device, and the seed."""
-    from numba import cuda
-
+def checks(shapes=CHECK_SHAPES, transpose_shape=TRANSPOSE_CHECK_SHAPE) -> list[Check]:
+    """Every GEMM rung at each (M, N, K) of ``shapes``, every transpose rung at ``transpose_shape`` (exact)."""
     from course.checking import random_inputs
-
-    rng, seed = random_inputs(seed)
-    a = rng.standard_normal((m, k), dtype=np.float32)
-    b = rng.standard_normal((k, n), dtype=np.float32)
-    return a, b, cuda.to_device(a), cuda.to_device(b), seed
-
-
-def check_full_size(shapes=CHECK_SHAPES, transpose_shape=TRANSPOSE_CHECK_SHAPE) -> None:
-    """Every GEMM rung at each (M, N, K) of ``shapes`` and every transpose rung at ``transpose_shape``."""
-    from numba import cuda
-
-    from course.checking import check, poison, random_inputs
     from kernels import gemm, reference, transpose
 
+    found = []
     for m, n, k in shapes:
-        a, b, a_d, b_d, seed = _gemm_inputs(m, n, k)
+        a, b, seed = gemm_inputs(m, n, k)
+        a_d, b_d, out = to_device(a, b, np.empty((m, n), np.float32))
         want = reference.gemm(a, b)
         for rung, launch in gemm.RUNGS.items():
-            out = cuda.to_device(poison(np.empty((m, n), np.float32)))
-            launch(a_d, b_d, out=out)
-            check(out.copy_to_host(), want, name=f"{rung} {m}x{n}x{k}", dims=("row", "col"), seed=seed)
-        print(f"   checked every GEMM rung at {m}x{n}x{k} (seed {seed})", flush=True)
+            found.append(Check(f"{rung} {m}x{n}x{k}",
+                               lambda launch=launch, out=out, a_d=a_d, b_d=b_d: launch(a_d, b_d, out=out),
+                               out.copy_to_host, lambda want=want: want, seed=seed, poisoned=(out,),
+                               columns=dict(rung=rung, M=m, N=n, K=k), options=dict(dims=("row", "col"))))
     rng, seed = random_inputs()
     x = rng.standard_normal(transpose_shape, dtype=np.float32)
-    where = "x".join(map(str, transpose_shape))
+    x_d, x_t = to_device(x, np.empty(x.shape[::-1], np.float32))
+    rows, cols = transpose_shape
     for rung, launch in transpose.RUNGS.items():
-        out = launch(cuda.to_device(x)).copy_to_host()
-        if not np.array_equal(out, x.T):
-            raise AssertionError(f"{rung} is wrong at {where} (seed {seed}): {np.sum(out != x.T)} elements differ")
-    print(f"   checked every transpose rung at {where}", flush=True)
+        found.append(Check(f"{rung} {rows}x{cols}", lambda launch=launch: launch(x_d, out=x_t),
+                           x_t.copy_to_host, lambda: x.T, seed=seed, poisoned=(x_t,), exact=True,
+                           columns=dict(rung=rung, rows=rows, cols=cols)))
+    return found
+
+
+def check_full_size(shapes=CHECK_SHAPES, transpose_shape=TRANSPOSE_CHECK_SHAPE) -> list[dict]:
+    """Run :func:`checks`; one row of errors per check."""
+    return harness.run_checks(checks(shapes, transpose_shape))
+
+
+def _gemm_cases(n: int) -> list[Timed]:
+    from kernels import gemm
+
+    a, b, c = to_device(*gemm_inputs(n, n, n, seed=n)[:2], np.empty((n, n), np.float32))
+    flops = model.flops_gemm(n, n, n)
+
+    def timed(label, launch, moved):
+        return Timed(label, launch, moved, flops, columns={"intensity": flops / moved})
+
+    cases = [timed(rung, lambda launch=launch: launch(a, b, out=c), model.traffic(rung, n, n, n).bytes(4))
+             for rung, launch in gemm.RUNGS.items()]
+    return cases + [timed(TORCH_LABEL, baselines.torch_matmul(a, b, out=c), model.compulsory_bytes(n, n, n))]
+
+
+def _add_gflops(rows) -> None:
+    for row in rows:
+        row["gflops"] = row["tflops"] * 1e3
+
+
+def gemm_sweep() -> Sweep:
+    return Sweep(
+        name="day04_gemm_timing",
+        notes=("C = A @ B, float32, square M = N = K. torch.matmul with TF32 off "
+               "(torch.backends.cuda.matmul.allow_tf32 = False). gflops/tflops: 2·M·N·K per second; "
+               "gbps: the rung's global traffic from course.models.gemm per second (compulsory bytes "
+               "for torch); intensity: FLOPs per modelled byte."),
+        points=GEMM_SIZES, quick_points=QUICK_GEMM_SIZES, shape=lambda n: {"N": n, "M": n, "K": n},
+        cases=_gemm_cases, finish=_add_gflops)
+
+
+def _transpose_cases(n: int) -> list[Timed]:
+    from kernels import transpose
+
+    x, out = to_device(np.random.default_rng(n).standard_normal((n, n), dtype=np.float32),
+                       np.empty((n, n), np.float32))
+    moved = 2 * n * n * 4
+    cases = [Timed(rung, lambda launch=launch: launch(x, out=out), moved) for rung, launch in transpose.RUNGS.items()]
+    return cases + [Timed(TORCH_TRANSPOSE_LABEL, baselines.torch_transpose(x, out), moved)]
+
+
+def transpose_sweep() -> Sweep:
+    return Sweep(
+        name="day04_transpose_timing",
+        notes=("out = x.T for square float32 x, L2 flushed before every run; gbps: 2·N²·4 bytes "
+               "(read x, write out) per second. torch: out.copy_(x.t())."),
+        points=TRANSPOSE_SIZES, quick_points=QUICK_TRANSPOSE_SIZES, shape=lambda n: {"N": n},
+        cases=_transpose_cases, flush_l2=True)
 
 
 def gemm_timing(quick: bool = False):
     """Time every GEMM rung and torch.matmul (fp32, TF32 off) at square sizes; return the Recording."""
-    from numba import cuda
-
-    from course.records import new_recording
     from course.timing import measure_ceilings
-    from kernels import gemm
 
-    torch = _torch()
-    rec = new_recording("day04_gemm_timing", ceilings=measure_ceilings())
-    rec.notes = ("C = A @ B, float32, square M = N = K. torch.matmul with TF32 off "
-                 "(torch.backends.cuda.matmul.allow_tf32 = False). gflops/tflops: 2·M·N·K per second; "
-                 "gbps: the rung's global traffic from course.models.gemm per second (compulsory bytes "
-                 "for torch); intensity: FLOPs per modelled byte.")
-    for n in (QUICK_GEMM_SIZES if quick else GEMM_SIZES):
-        at = torch.randn(n, n, device="cuda", dtype=torch.float32)
-        bt = torch.randn(n, n, device="cuda", dtype=torch.float32)
-        ct = torch.empty(n, n, device="cuda", dtype=torch.float32)
-        a, b, c = (cuda.as_cuda_array(t) for t in (at, bt, ct))
-        flops = model.flops_gemm(n, n, n)
-        runs = {rung: ((lambda launch=launch: launch(a, b, out=c)), model.traffic(rung, n, n, n).bytes(4), flops)
-                for rung, launch in gemm.RUNGS.items()}
-        runs[TORCH_LABEL] = (lambda: torch.matmul(at, bt, out=ct), model.compulsory_bytes(n, n, n), flops)
-        for row in time_rows(runs, {"N": n, "M": n, "K": n}, quick=quick):
-            rung = row["rung"]
-            moved = model.compulsory_bytes(n, n, n) if rung == TORCH_LABEL else model.traffic(rung, n, n, n).bytes(4)
-            rec.add(**row, gflops=row["tflops"] * 1e3, intensity=flops / moved)
-        del at, bt, ct, a, b, c, runs
-    return rec
+    return harness.record_sweep(gemm_sweep(), quick=quick, ceilings=measure_ceilings())
 
 
 def transpose_timing(quick: bool = False):
     """Time the transpose rungs and torch's out.copy_(x.t()) with L2 flushed; return the Recording."""
-    from numba import cuda
-
-    from course.records import new_recording
     from course.timing import measure_ceilings
-    from kernels import transpose
 
-    torch = _torch()
-    rec = new_recording("day04_transpose_timing", ceilings=measure_ceilings())
-    rec.notes = ("out = x.T for square float32 x, L2 flushed before every run; gbps: 2·N²·4 bytes "
-                 "(read x, write out) per second. torch: out.copy_(x.t()).")
-    for n in (QUICK_TRANSPOSE_SIZES if quick else TRANSPOSE_SIZES):
-        xt = torch.randn(n, n, device="cuda", dtype=torch.float32)
-        ot = torch.empty(n, n, device="cuda", dtype=torch.float32)
-        x, out = cuda.as_cuda_array(xt), cuda.as_cuda_array(ot)
-        moved = 2 * n * n * 4
-        runs = {rung: ((lambda launch=launch: launch(x, out=out)), moved, None)
-                for rung, launch in transpose.RUNGS.items()}
-        runs["torch out.copy_(x.t())"] = (lambda: ot.copy_(xt.t()), moved, None)
-        for row in time_rows(runs, {"N": n}, quick=quick, flush_l2=True):
-            rec.add(**row)
-        del xt, ot, x, out, runs
-    return rec
+    return harness.record_sweep(transpose_sweep(), quick=quick, ceilings=measure_ceilings())
 
 
 def missing_barrier_trials(trials: int = BARRIER_TRIALS, shape: tuple = BARRIER_SHAPE):
@@ -168,37 +161,28 @@ def missing_barrier_trials(trials: int = BARRIER_TRIALS, shape: tuple = BARRIER_
         for name, launch in (("transpose_missing_barrier", transpose.transpose_missing_barrier),
                              ("transpose_v3_shared_padded", transpose.transpose_v3_shared_padded)):
             out = launch(x_d).copy_to_host()
-            rec.add(kernel=name, trial=trial, wrong=int(np.sum(out != x.T)), elements=int(x.size), seed=seed)
+            rec.add(kernel=name, trial=trial, rows=shape[0], cols=shape[1], wrong=int(np.sum(out != x.T)),
+                    elements=int(x.size), seed=seed)
     return rec
 
 
-def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
-    """Check at full size, then record GEMM timing, transpose timing and the missing-barrier trials."""
-    out_dir = pathlib.Path(out_dir)
-    check_full_size(QUICK_CHECK_SHAPES if quick else CHECK_SHAPES)
-    return [gemm_timing(quick).save(out_dir / "day04_gemm_timing.json"),
-            transpose_timing(quick).save(out_dir / "day04_transpose_timing.json"),
-            missing_barrier_trials(5 if quick else BARRIER_TRIALS).save(out_dir / "day04_missing_barrier.json")]
-
-
 def _gemm_launch(rung: str, n: int):
-    from kernels import gemm
-
-    _, _, a_d, b_d, _ = _gemm_inputs(n, n, n, seed=0)
-    if rung == TORCH_LABEL:
-        torch = _torch()
-        at, bt = torch.as_tensor(a_d, device="cuda"), torch.as_tensor(b_d, device="cuda")
-        return lambda: torch.matmul(at, bt)
     from numba import cuda
 
+    from kernels import gemm
+
+    a, b = to_device(*gemm_inputs(n, n, n, seed=0)[:2])
+    if rung == TORCH_LABEL:
+        return baselines.torch_matmul(a, b)
     out = cuda.device_array((n, n), np.float32)
-    return lambda: gemm.RUNGS[rung](a_d, b_d, out=out)
+    return lambda: gemm.RUNGS[rung](a, b, out=out)
 
 
-def ncu_cases() -> list:
-    """(label, N, run): each GEMM rung and torch.matmul at N = M = K in NCU_SIZES; inputs made lazily."""
-    return [(rung, n, lazy_case(_gemm_launch, rung, n))
-            for n in NCU_SIZES for rung in (*model.RUNGS, TORCH_LABEL)]
+def ncu_cases() -> list[NcuCase]:
+    """Each GEMM rung and torch.matmul at N = M = K in NCU_SIZES; inputs are made on the first call."""
+    from kernels import gemm
+
+    return [NcuCase(rung, n, harness.lazy(_gemm_launch, rung, n)) for n in NCU_SIZES for rung in (*gemm.RUNGS, TORCH_LABEL)]
 
 
 def sanitize() -> None:
@@ -207,10 +191,23 @@ def sanitize() -> None:
 
     from kernels import gemm, transpose
 
-    _, _, a_d, b_d, _ = _gemm_inputs(37, 45, 29, seed=0)
+    a, b = to_device(*gemm_inputs(37, 45, 29, seed=0)[:2])
     for launch in gemm.RUNGS.values():
-        launch(a_d, b_d)
-    x_d = cuda.to_device(np.arange(70 * 33, dtype=np.float32).reshape(70, 33))
+        launch(a, b)
+    x = to_device(np.random.default_rng(0).standard_normal((70, 33), dtype=np.float32))[0]
     for launch in transpose.RUNGS.values():
-        launch(x_d)
+        launch(x)
     cuda.synchronize()
+
+
+def recorder() -> harness.Recorder:
+    return harness.Recorder(
+        day="day04", checks=lambda quick: checks(QUICK_CHECK_SHAPES if quick else CHECK_SHAPES),
+        sweeps=lambda: [gemm_sweep(), transpose_sweep()],
+        extras=lambda quick: [missing_barrier_trials(QUICK_BARRIER_TRIALS if quick else BARRIER_TRIALS)],
+        ncu_cases=ncu_cases, sanitize=sanitize, ncu_shape=lambda n: {"M": n, "K": n})
+
+
+def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
+    """Check at full size, then record the missing-barrier trials and time the GEMM and transpose rungs."""
+    return harness.record(recorder(), out_dir, quick=quick)

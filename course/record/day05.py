@@ -1,16 +1,17 @@
 """GPU recordings of day 5: tiled and flash attention (``kernels.flash_attention``).
 
-``record(out_dir)`` checks ``attention_v3_tiled``, ``attention_v4_flash`` and
-``attention_v5_flash_registers`` (full, and causal with variable lengths) at full size against the
-float64 reference, then writes:
+A declaration for ``course.record.harness`` over the registry ``kernels.flash_attention.RUNGS``:
+the day's own rungs (v3 tiled, v4 flash, v5 flash registers) are checked at full size against the
+float64 reference (full attention, and causal with variable lengths where the rung takes them),
+then ``record(out_dir)`` writes:
 
 - ``day05_full_size_checks.json``: one row per check: rung, causal, kv_lens (as text), N, B, H, d,
   rel_err, max_abs_err, seed.
+- ``day05_flash_timing.json``: every rung of the ladder (v1 naive to v5 flash registers, and the
+  causal form of each rung that takes ``causal`` and ``kv_lens``) and torch SDPA fp32 (causal and
+  not) against N; rows: rung, N, B, H, d, causal, median_ms, p10_ms, p90_ms, gbps, tflops, and
+  ``fraction_of_sdpa`` (torch's median time over the rung's, same N and mask: 1.0 means as fast).
 - ``day05_kernel_resources.json``: registers, local and shared memory of the v3, v4 and v5 kernels.
-- ``day05_flash_timing.json``: every attention rung (v1 naive, v2 fused rows, v3 tiled, v4 flash,
-  v5 flash registers, and v4 and v5 causal) and torch SDPA fp32 (causal and not) against N; rows: rung, N, B, H, d, causal,
-  median_ms, p10_ms, p90_ms, gbps, tflops, and ``fraction_of_sdpa`` (torch's median time over the
-  rung's, same N and mask: 1.0 means as fast as torch).
 
 ``ncu_cases()`` gives the launches whose DRAM bytes Nsight Compute records as ``day05_dram_bytes``
 (labels ``v1_naive``, ``v2_fused_rows``, ``v3_tiled``, ``v4_flash``, ``v4_flash_causal``,
@@ -20,19 +21,46 @@ float64 reference, then writes:
 
 from __future__ import annotations
 
+import inspect
 import pathlib
 
 import numpy as np
 
 from course.models import attention as model
-from course.record._attention import device_inputs, host_inputs, lazy_case, time_rows, torch_sdpa
+from course.record import baselines, harness
+from course.record.harness import Check, NcuCase, Sweep, Timed
+from course.record.inputs import attention_inputs, attention_reference, to_device
+from kernels import attention as attention_ladder
+from kernels import flash_attention
 
 SHAPE = {"B": 4, "H": 16, "d": 64}
 SIZES = (256, 512, 1024, 2048, 4096)
 QUICK_SIZES = (256, 1024)
 CHECK_N = 4096
+QUICK_CHECK_N = 1024
 NCU_SHAPE = SHAPE
 NCU_SIZES = (512, 1024, 2048, 4096)
+
+
+def label(rung_name: str, causal: bool = False) -> str:
+    """A rung's label in recordings: ``attention_v4_flash`` → ``v4_flash`` (``v4_flash_causal``)."""
+    return rung_name.removeprefix("attention_") + ("_causal" if causal else "")
+
+
+def takes_masks(rung) -> bool:
+    """Whether a rung's launcher takes ``causal`` and ``kv_lens`` (v4 onwards)."""
+    parameters = inspect.signature(rung.launcher).parameters
+    return "causal" in parameters and "kv_lens" in parameters
+
+
+def own_rungs() -> dict:
+    """The rungs this day adds to the ladder (v1 and v2 are days 2 and 3)."""
+    return {name: rung for name, rung in flash_attention.RUNGS.items() if name not in attention_ladder.RUNGS}
+
+
+# Nsight cases and timing rows: every rung, then its causal form where it has one.
+NCU_RUNGS = tuple(lab for name, rung in flash_attention.RUNGS.items()
+                  for lab in ((label(name), label(name, True)) if takes_masks(rung) else (label(name),)))
 
 
 def full_size_kv_lens(n: int, batch: int) -> np.ndarray:
@@ -41,193 +69,173 @@ def full_size_kv_lens(n: int, batch: int) -> np.ndarray:
     return np.array((lens * batch)[:batch], dtype=np.int32)
 
 
-def _reference(q, k, v, *, causal: bool, kv_lens):
-    """kernels.reference.attention, one batch element at a time (a float64 N×N matrix per head)."""
-    from kernels import reference
+def checks(n: int = CHECK_N) -> list[Check]:
+    """The day's rungs at (B, H, n, d): full attention, then causal with variable lengths where taken."""
+    qh, kh, vh, seed = attention_inputs(n=n, **SHAPE)
+    q, k, v, o = to_device(qh, kh, vh, np.empty_like(qh))
+    lens = full_size_kv_lens(n, SHAPE["B"])
+    references = {}
 
-    return np.concatenate([reference.attention(q[b:b + 1], k[b:b + 1], v[b:b + 1], causal=causal,
-                                               kv_lens=None if kv_lens is None else kv_lens[b:b + 1])
-                           for b in range(q.shape[0])])
+    def reference(causal):
+        if causal not in references:
+            references.clear()   # one float64 output at a time: 128 MiB at full size
+            references[causal] = attention_reference(qh, kh, vh, causal=causal, kv_lens=lens if causal else None)
+        return references[causal]
+
+    found = []
+    for causal in (False, True):
+        for name, rung in own_rungs().items():
+            if causal and not takes_masks(rung):
+                continue
+            masks = dict(causal=True, kv_lens=lens) if causal else {}
+            found.append(Check(
+                f"O of {label(name)}, causal={causal}, kv_lens={lens.tolist() if causal else None}",
+                lambda rung=rung, masks=masks: rung(q, k, v, out=o, **masks), o.copy_to_host,
+                lambda causal=causal: reference(causal), seed=seed, poisoned=(o,),
+                columns=dict(rung=label(name), causal=causal, kv_lens=str(lens.tolist()) if causal else None,
+                             N=n, **SHAPE),
+                options=dict(dims=("batch", "head", "row", "col"), tile={"row": flash_attention.TILE_Q, "col": None})))
+    return found
 
 
 def check_full_size(n: int = CHECK_N) -> list[dict]:
-    """Check v3, v4 and v5 at (B, H, n, d): full attention, then causal with variable lengths; one row per check."""
-    from course.checking import check
-    from kernels.flash_attention import TILE_Q, attention_v3_tiled, attention_v4_flash, attention_v5_flash_registers
-
-    qh, kh, vh, seed = host_inputs(n=n, **SHAPE)
-    q, k, v = device_inputs(qh, kh, vh)
-    lens = full_size_kv_lens(n, SHAPE["B"])
-    cases = [(False, None, {"v3_tiled": lambda: attention_v3_tiled(q, k, v),
-                            "v4_flash": lambda: attention_v4_flash(q, k, v),
-                            "v5_flash_registers": lambda: attention_v5_flash_registers(q, k, v)}),
-             (True, lens, {"v4_flash": lambda: attention_v4_flash(q, k, v, causal=True, kv_lens=lens),
-                           "v5_flash_registers": lambda: attention_v5_flash_registers(q, k, v, causal=True,
-                                                                                      kv_lens=lens)})]
-    rows = []
-    for causal, kv_lens, runs in cases:
-        ref = _reference(qh, kh, vh, causal=causal, kv_lens=kv_lens)
-        for rung, run in runs.items():
-            res = check(run().copy_to_host(), ref, name=f"O of {rung}, causal={causal}, kv_lens={kv_lens}",
-                        dims=("batch", "head", "row", "col"), tile={"row": TILE_Q, "col": None}, seed=seed)
-            rows.append(dict(rung=rung, causal=causal, kv_lens=None if kv_lens is None else str(kv_lens.tolist()),
-                             N=n, **SHAPE, rel_err=float(res.rel_err), max_abs_err=float(res.max_abs_err),
-                             seed=seed))
-            print(f"   check {rung:<18} causal={causal!s:<5} rel_err {res.rel_err:.2e}", flush=True)
-        del ref
-    return rows
+    """Run :func:`checks` at ``n``; one row per check (rung, causal, kv_lens, shape, errors, seed)."""
+    return harness.run_checks(checks(n))
 
 
-def timing_recording(quick: bool = False, ceilings=None):
-    """Time every attention rung and torch SDPA fp32 against N at SHAPE; return the Recording (not saved)."""
-    from course.records import new_recording
-    from kernels.attention import attention_v1_naive, attention_v2_fused_rows
-    from kernels.flash_attention import TILE_Q, attention_v3_tiled, attention_v4_flash, attention_v5_flash_registers
-
-    rec = new_recording("day05_flash_timing", ceilings=ceilings)
-    rec.notes = ("attention rungs v1 naive, v2 fused rows, v3 tiled, v4 flash and v5 flash registers "
-                 "(v4 and v5 causal and not, "
-                 f"TILE_Q={TILE_Q}) against torch.nn.functional.scaled_dot_product_attention in fp32 "
-                 f"(TF32 off), B={SHAPE['B']} H={SHAPE['H']} d={SHAPE['d']}, M = N. gbps: compulsory "
-                 "bytes per second (Q, K, V read and O written once; plus S and P for v1); tflops: 2 FLOPs "
-                 "per multiply-add over the (query, key) pairs computed (about half when causal); "
-                 "fraction_of_sdpa: torch's median time over the rung's, same N and mask.")
+def _timed(point) -> list[Timed]:
+    n, causal = point
     B, H, d = SHAPE["B"], SHAPE["H"], SHAPE["d"]
-    for n in (QUICK_SIZES if quick else SIZES):
-        qh, kh, vh, _ = host_inputs(n=n, **SHAPE)
-        q, k, v = device_inputs(qh, kh, vh)
-        o = device_inputs(np.empty_like(qh))[0]
-        lens = device_inputs(np.full(B, n, dtype=np.int32))[0]  # on the GPU already: no copy per call
-        compulsory = model.compulsory_bytes_fused(B, H, n, d)
-        for causal in (False, True):
-            flops = model.flops_attention(B, H, n, d, causal=causal)
-            if causal:
-                runs = {"v4_flash_causal": (lambda: attention_v4_flash(q, k, v, causal=True, kv_lens=lens, out=o),
-                                            compulsory, flops),
-                        "v5_flash_registers_causal": (
-                            lambda: attention_v5_flash_registers(q, k, v, causal=True, kv_lens=lens, out=o),
-                            compulsory, flops),
-                        "torch_sdpa_causal": (torch_sdpa(qh, kh, vh, causal=True), compulsory, flops)}
-            else:
-                runs = {"v1_naive": (lambda: attention_v1_naive(q, k, v, out=o),
-                                     model.compulsory_bytes_naive(B, H, n, d), flops),
-                        "v2_fused_rows": (lambda: attention_v2_fused_rows(q, k, v, out=o), compulsory, flops),
-                        "v3_tiled": (lambda: attention_v3_tiled(q, k, v, out=o), compulsory, flops),
-                        "v4_flash": (lambda: attention_v4_flash(q, k, v, kv_lens=lens, out=o), compulsory, flops),
-                        "v5_flash_registers": (lambda: attention_v5_flash_registers(q, k, v, kv_lens=lens, out=o),
-                                               compulsory, flops),
-                        "torch_sdpa": (torch_sdpa(qh, kh, vh, causal=False), compulsory, flops)}
-            rows = time_rows(runs, dict(N=n, **SHAPE, causal=causal), quick=quick)
-            torch_ms = next(r["median_ms"] for r in rows if r["rung"].startswith("torch"))
-            for row in rows:
-                row["fraction_of_sdpa"] = torch_ms / row["median_ms"]
-                rec.add(**row)
-        del q, k, v, o, lens
-    return rec
+    qh, kh, vh, _ = attention_inputs(n=n, **SHAPE)
+    q, k, v, o, lens = to_device(qh, kh, vh, np.empty_like(qh), np.full(B, n, dtype=np.int32))
+    compulsory = model.compulsory_bytes_fused(B, H, n, d)
+    flops = model.flops_attention(B, H, n, d, causal=causal)
+    cases = []
+    for name, rung in flash_attention.RUNGS.items():
+        if takes_masks(rung):   # with kv_lens on the GPU already, as a model's batch would be
+            launch = (lambda rung=rung: rung(q, k, v, causal=causal, kv_lens=lens, out=o))
+        elif causal:
+            continue
+        else:
+            launch = (lambda rung=rung: rung(q, k, v, out=o))
+        moved = model.compulsory_bytes_naive(B, H, n, d) if name == "attention_v1_naive" else compulsory
+        cases.append(Timed(label(name, causal), launch, moved, flops))
+    return cases + [Timed(label("torch_sdpa", causal), baselines.torch_sdpa(qh, kh, vh, causal=causal), compulsory, flops)]
+
+
+def flash_sweep() -> Sweep:
+    names = ", ".join(label(name) for name in flash_attention.RUNGS)
+    return Sweep(
+        name="day05_flash_timing",
+        notes=(f"attention rungs {names} (causal too where the rung takes causal and kv_lens, "
+               f"TILE_Q={flash_attention.TILE_Q}) against torch.nn.functional.scaled_dot_product_attention "
+               f"in fp32 (TF32 off), B={SHAPE['B']} H={SHAPE['H']} d={SHAPE['d']}, M = N. gbps: compulsory "
+               "bytes per second; tflops: 2 FLOPs per multiply-add over the (query, key) pairs computed; "
+               "fraction_of_sdpa: torch's median time over the rung's, same N and mask."),
+        points=tuple((n, causal) for n in SIZES for causal in (False, True)),
+        quick_points=tuple((n, causal) for n in QUICK_SIZES for causal in (False, True)),
+        shape=lambda point: dict(N=point[0], **SHAPE, causal=point[1]), cases=_timed,
+        finish=harness.fraction_of("torch_sdpa", "fraction_of_sdpa"))
+
+
+def timing_recording(quick: bool = False, ceilings=None, timer=None):
+    """Time every attention rung and torch SDPA fp32 against N at SHAPE; return the Recording (not saved)."""
+    return harness.record_sweep(flash_sweep(), quick=quick, ceilings=ceilings, timer=timer)
 
 
 def flash_fraction_summary(rec) -> str:
     """One line per flash rung and mask: its throughput as a fraction of torch SDPA fp32 at the largest N."""
     rows = rec.rows if hasattr(rec, "rows") else rec
     lines = []
-    for rung in ("v4_flash", "v4_flash_causal", "v5_flash_registers", "v5_flash_registers_causal"):
-        mine = [r for r in rows if r["rung"] == rung]
+    for lab in NCU_RUNGS:
+        if not lab.startswith(("v4", "v5")):
+            continue
+        mine = [r for r in rows if r["rung"] == lab]
         if mine:
             top = max(mine, key=lambda r: r["N"])
-            lines.append(f"{rung} at N={top['N']}: {top['fraction_of_sdpa']:.2f} of torch SDPA fp32 "
+            lines.append(f"{lab} at N={top['N']}: {top['fraction_of_sdpa']:.2f} of torch SDPA fp32 "
                          f"({top['median_ms']:.2f} ms, {top['tflops']:.2f} TFLOP/s)")
     return "\n".join(lines)
 
 
 def kernel_resources() -> list[dict]:
-    """Registers, local memory (bytes per thread) and shared memory of the v3, v4 and v5 kernels at d=64.
+    """Registers, local memory (bytes per thread) and shared memory of the day's kernels at d=64.
 
     Local memory is per-thread storage in DRAM behind the caches: a kernel that needs it pays
     memory traffic the algorithm does not ask for. Each kernel is compiled by one small launch.
     """
-    from kernels import flash_attention as fa
-
-    q, k, v = device_inputs(*host_inputs(B=1, H=1, n=70, m=70, d=SHAPE["d"])[:3])
-    fa.attention_v3_tiled(q, k, v)
-    fa.attention_v4_flash(q, k, v)
-    fa.attention_v5_flash_registers(q, k, v)
-    kernels = {"v3_tiled": fa.attention_v3_tiled_kernel, "v4_flash": fa.attention_v4_flash_kernel,
-               "v5_flash_registers": fa.attention_v5_flash_registers_kernel(SHAPE["d"])}
+    q, k, v = to_device(*attention_inputs(B=1, H=1, n=70, m=70, d=SHAPE["d"])[:3])
     rows = []
-    for rung, kernel in kernels.items():
+    for name, rung in own_rungs().items():
+        rung(q, k, v)
+        kernel = rung.kernels["kernel"]
+        if not hasattr(kernel, "overloads"):   # v5 registers a factory: one kernel per head_dim
+            kernel = kernel(SHAPE["d"])
         for arg_types, compiled in kernel.overloads.items():
             ptx = kernel.inspect_asm(arg_types)
-            rows.append(dict(rung=rung, d=SHAPE["d"], registers=int(compiled.regs_per_thread),
+            rows.append(dict(rung=label(name), d=SHAPE["d"], registers=int(compiled.regs_per_thread),
                              local_bytes=int(compiled.local_mem_per_thread),
                              shared_bytes=int(compiled.shared_mem_per_block),
                              ptx_local_loads=ptx.count("ld.local"), ptx_local_stores=ptx.count("st.local")))
-            print(f"   {rung:<20} {rows[-1]['registers']:>4} registers  {rows[-1]['local_bytes']:>5} B local  "
+            print(f"   {rows[-1]['rung']:<20} {rows[-1]['registers']:>4} registers  {rows[-1]['local_bytes']:>5} B local  "
                   f"{rows[-1]['shared_bytes']:>6} B shared", flush=True)
     return rows
 
 
-def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
-    """Check at full size, then time every rung and torch SDPA; save both recordings."""
+def resources_recording(quick: bool = False):
     from course.records import new_recording
-    from course.timing import measure_ceilings
 
-    out_dir = pathlib.Path(out_dir)
-    checks = new_recording("day05_full_size_checks")
-    checks.notes = ("attention_v3_tiled, attention_v4_flash and attention_v5_flash_registers against kernels.reference.attention (float64) "
-                    f"at B={SHAPE['B']} H={SHAPE['H']} d={SHAPE['d']}; fp32 passes at rel_err <= 1e-4.")
-    for row in check_full_size(1024 if quick else CHECK_N):
-        checks.add(**row)
-    resources = new_recording("day05_kernel_resources")
-    resources.notes = ("registers, local memory (bytes per thread) and static shared memory per block that the "
-                       "compiler gave each kernel at d=64, and the ld.local / st.local instructions in its PTX")
+    rec = new_recording("day05_kernel_resources")
+    rec.notes = ("registers, local memory (bytes per thread) and static shared memory per block that the "
+                 f"compiler gave each kernel at d={SHAPE['d']}, and the ld.local / st.local instructions in its PTX")
     for row in kernel_resources():
-        resources.add(**row)
-    timing = timing_recording(quick, ceilings=measure_ceilings())
-    print(flash_fraction_summary(timing), flush=True)
-    return [checks.save(out_dir / "day05_full_size_checks.json"),
-            resources.save(out_dir / "day05_kernel_resources.json"),
-            timing.save(out_dir / "day05_flash_timing.json")]
+        rec.add(**row)
+    return rec
 
 
-def _launch(rung: str, n: int):
-    """One launch of ``rung`` at (NCU_SHAPE, n) on device arrays, as a callable."""
-    from kernels.attention import attention_v1_naive, attention_v2_fused_rows
-    from kernels.flash_attention import attention_v3_tiled, attention_v4_flash, attention_v5_flash_registers
-
-    qh, kh, vh, _ = host_inputs(n=n, **NCU_SHAPE)
-    q, k, v = device_inputs(qh, kh, vh)
-    o = device_inputs(np.empty_like(qh))[0]
-    lens = device_inputs(np.full(NCU_SHAPE["B"], n, dtype=np.int32))[0]
-    launches = {"v1_naive": lambda: attention_v1_naive(q, k, v, out=o),
-                "v2_fused_rows": lambda: attention_v2_fused_rows(q, k, v, out=o),
-                "v3_tiled": lambda: attention_v3_tiled(q, k, v, out=o),
-                "v4_flash": lambda: attention_v4_flash(q, k, v, kv_lens=lens, out=o),
-                "v4_flash_causal": lambda: attention_v4_flash(q, k, v, causal=True, kv_lens=lens, out=o),
-                "v5_flash_registers": lambda: attention_v5_flash_registers(q, k, v, kv_lens=lens, out=o),
-                "v5_flash_registers_causal": lambda: attention_v5_flash_registers(q, k, v, causal=True,
-                                                                                  kv_lens=lens, out=o)}
-    return launches[rung]
+def _launch(lab: str, n: int):
+    """One launch of the rung labelled ``lab`` at (NCU_SHAPE, n) on device arrays, as a callable."""
+    qh, kh, vh, _ = attention_inputs(n=n, **NCU_SHAPE)
+    q, k, v, o, lens = to_device(qh, kh, vh, np.empty_like(qh), np.full(NCU_SHAPE["B"], n, dtype=np.int32))
+    causal = lab.endswith("_causal")
+    (rung,) = [r for name, r in flash_attention.RUNGS.items() if label(name) == lab.removesuffix("_causal")]
+    if takes_masks(rung):
+        return lambda: rung(q, k, v, causal=causal, kv_lens=lens, out=o)
+    return lambda: rung(q, k, v, out=o)
 
 
-NCU_RUNGS = ("v1_naive", "v2_fused_rows", "v3_tiled", "v4_flash", "v4_flash_causal", "v5_flash_registers",
-             "v5_flash_registers_causal")
-
-
-def ncu_cases() -> list:
-    """(label, N, run): one launch of each rung at (NCU_SHAPE, N); inputs are made on the first call."""
-    return [(rung, n, lazy_case(_launch, rung, n)) for rung in NCU_RUNGS for n in NCU_SIZES]
+def ncu_cases() -> list[NcuCase]:
+    """One launch of each rung (and causal form) at (NCU_SHAPE, N); inputs are made on the first call."""
+    return [NcuCase(lab, n, harness.lazy(_launch, lab, n)) for lab in NCU_RUNGS for n in NCU_SIZES]
 
 
 def sanitize() -> None:
-    """Launch v3, v4 and v5 (full; causal with variable lengths) once at a small awkward size."""
+    """Launch the day's rungs (full; causal with variable lengths where taken) once at a small awkward size."""
     from numba import cuda
 
-    from kernels.flash_attention import attention_v3_tiled, attention_v4_flash, attention_v5_flash_registers
-
-    q, k, v = device_inputs(*host_inputs(B=3, H=2, n=97, m=75, d=24)[:3])
+    q, k, v = to_device(*attention_inputs(B=3, H=2, n=97, m=75, d=24)[:3])
     lens = np.array([75, 40, 0], dtype=np.int32)
-    attention_v3_tiled(q, k, v)
-    for flash in (attention_v4_flash, attention_v5_flash_registers):
-        flash(q, k, v)
-        flash(q, k, v, causal=True, kv_lens=lens)
+    for rung in own_rungs().values():
+        rung(q, k, v)
+        if takes_masks(rung):
+            rung(q, k, v, causal=True, kv_lens=lens)
     cuda.synchronize()
+
+
+def recorder() -> harness.Recorder:
+    return harness.Recorder(
+        day="day05", checks=lambda quick: checks(QUICK_CHECK_N if quick else CHECK_N),
+        check_recording="day05_full_size_checks",
+        check_notes=(", ".join(own_rungs()) + " against kernels.reference.attention (float64) "
+                     f"at B={SHAPE['B']} H={SHAPE['H']} d={SHAPE['d']}; fp32 passes at rel_err <= 1e-4."),
+        sweeps=lambda: [flash_sweep()], extras=lambda quick: [resources_recording(quick)],
+        ncu_cases=ncu_cases, sanitize=sanitize, ncu_shape=lambda n: dict(NCU_SHAPE))
+
+
+def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
+    """Check at full size, then time every rung and torch SDPA and read the kernels' resources; save all."""
+    paths = harness.record(recorder(), out_dir, quick=quick)
+    from course.records import load_recording
+
+    print(flash_fraction_summary(load_recording(paths[1])), flush=True)
+    return paths

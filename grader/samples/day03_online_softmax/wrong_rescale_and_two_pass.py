@@ -22,74 +22,45 @@ EXPECT = {
     },
 }
 
-CELLS = {
-    "softmax_online_kernel": '''\
-@cuda.jit
-def softmax_online_kernel(x, out):
-    """Online softmax whose per-thread running sum is not rescaled when the maximum grows."""
-    row = cuda.blockIdx.x
-    tid = cuda.threadIdx.x
-    run_max = cuda.shared.array(SOFTMAX_THREADS, float32)
-    run_sum = cuda.shared.array(SOFTMAX_THREADS, float32)
-    m = float32(-math.inf)
-    l = float32(0.0)
-    for j in range(tid, x.shape[1], SOFTMAX_THREADS):
-        x_j = x[row, j]
+BASE = "correct_ours"
+
+EDITS = {
+    "softmax_online_kernel": [("""
+        m_new = max(m, x_j)
+        if m_new != -math.inf:
+            l = l * math.exp(m - m_new) + math.exp(x_j - m_new)
+        m = m_new
+        """, """
         m = max(m, x_j)
         if m != -math.inf:
             l += math.exp(x_j - m)
-    run_max[tid] = m
-    run_sum[tid] = l
-    cuda.syncthreads()
-    stride = SOFTMAX_THREADS // 2
-    while stride > 0:
-        if tid < stride:
-            m_a = run_max[tid]
-            m_b = run_max[tid + stride]
-            m_new = max(m_a, m_b)
-            if m_new != -math.inf:
-                run_sum[tid] = run_sum[tid] * math.exp(m_a - m_new) + run_sum[tid + stride] * math.exp(m_b - m_new)
-            run_max[tid] = m_new
-        cuda.syncthreads()
-        stride //= 2
-    for j in range(tid, x.shape[1], SOFTMAX_THREADS):
-        if run_sum[0] > 0:
-            out[row, j] = math.exp(x[row, j] - run_max[0]) / run_sum[0]
-        else:
-            out[row, j] = 0.0
-''',
-    "attention_v2_fused_rows_kernel": '''\
-@cuda.jit
-def attention_v2_fused_rows_kernel(q, k, v, o, scale, causal):
-    """Two passes over the keys per query row: the maximum first, then the sum and the output."""
-    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-    h = cuda.blockIdx.y
-    b = cuda.blockIdx.z
-    if i >= q.shape[2]:
-        return
-    head_dim = q.shape[3]
-    q_row = cuda.local.array(MAX_HEAD_DIM, float32)
-    acc = cuda.local.array(MAX_HEAD_DIM, float32)
-    for c in range(head_dim):
-        q_row[c] = q[b, h, i, c] * scale
-        acc[c] = 0.0
-    n_keys = min(i + 1, k.shape[2]) if causal else k.shape[2]
-    m = float32(-math.inf)
-    for j in range(n_keys):
-        score = float32(0.0)
-        for c in range(head_dim):
-            score += q_row[c] * k[b, h, j, c]
-        m = max(m, score)
-    l = float32(0.0)
-    for j in range(n_keys):
-        score = float32(0.0)
-        for c in range(head_dim):
-            score += q_row[c] * k[b, h, j, c]
-        p = math.exp(score - m)
-        l += p
-        for c in range(head_dim):
-            acc[c] += p * v[b, h, j, c]
-    for c in range(head_dim):
-        o[b, h, i, c] = acc[c] / l if l > 0 else 0.0
-''',
+        """)],
+    # the online loop split in two: the maximum first, then the sum and the output; K is read twice
+    "attention_v2_fused_rows_kernel": [("""
+        for j in range(n_keys):
+            score = float32(0.0)
+            for c in range(head_dim):
+                score += q_row[c] * k[b, h, j, c]
+            m_new = max(m, score)
+            rescale = math.exp(m - m_new)
+            p = math.exp(score - m_new)
+            l = l * rescale + p
+            for c in range(head_dim):
+                acc[c] = acc[c] * rescale + p * v[b, h, j, c]
+            m = m_new
+        """, """
+        for j in range(n_keys):
+            score = float32(0.0)
+            for c in range(head_dim):
+                score += q_row[c] * k[b, h, j, c]
+            m = max(m, score)
+        for j in range(n_keys):
+            score = float32(0.0)
+            for c in range(head_dim):
+                score += q_row[c] * k[b, h, j, c]
+            p = math.exp(score - m)
+            l += p
+            for c in range(head_dim):
+                acc[c] += p * v[b, h, j, c]
+        """)],
 }

@@ -33,8 +33,8 @@ def attention_v4_flash_kernel(q, k, v, kv_lens, o, scale, causal):
         if i < n:
             qi[c] = q[b, h, i, c]
     last = kv_lens[b]
-    if causal and first_row + TILE_Q < last:
-        last = first_row + TILE_Q
+    if causal:  # no key past the block's last row that exists (the last tile may be partial, M may exceed N)
+        last = min(last, first_row + TILE_Q, n)
     m = float32(-math.inf)
     l = float32(0.0)
     tile = 0

@@ -1,0 +1,52 @@
+"""The library baselines that recordings compare the course's kernels with: PyTorch on the GPU, in fp32.
+
+Each function returns a callable of no arguments that launches torch's work on copies of the inputs
+already on the GPU, ready for ``course.timing``. TF32 is turned off: the course's kernels compute in
+true fp32, and so must the baseline they are measured against.
+"""
+
+from __future__ import annotations
+
+
+def cuda_torch():
+    """The torch module, built with CUDA and with TF32 off; a clear error otherwise."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise RuntimeError("recording needs PyTorch with CUDA for the baseline: pip install torch") from exc
+    if not torch.cuda.is_available():
+        raise RuntimeError("recording needs PyTorch built with CUDA for the baseline; this torch has none")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return torch
+
+
+def torch_sdpa(q, k, v, *, causal: bool):
+    """torch's scaled_dot_product_attention on copies of host q, k, v (B, H, N, d) on the GPU."""
+    torch = cuda_torch()
+    tq, tk, tv = (torch.from_numpy(a).cuda() for a in (q, k, v))
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    return lambda: sdpa(tq, tk, tv, is_causal=causal)
+
+
+def torch_softmax(x):
+    """torch.softmax over the last axis of a copy of host x (rows, cols) on the GPU."""
+    torch = cuda_torch()
+    tx = torch.from_numpy(x).cuda()
+    return lambda: torch.softmax(tx, dim=-1)
+
+
+def torch_matmul(a, b, out=None):
+    """torch.matmul of device arrays a (M, K) and b (K, N) (numba or torch), into ``out`` when given."""
+    torch = cuda_torch()
+    ta, tb = torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")
+    if out is None:
+        return lambda: torch.matmul(ta, tb)
+    tout = torch.as_tensor(out, device="cuda")
+    return lambda: torch.matmul(ta, tb, out=tout)
+
+
+def torch_transpose(x, out):
+    """``out.copy_(x.t())`` on device arrays x (N, M) and out (M, N) (numba or torch)."""
+    torch = cuda_torch()
+    tx, tout = torch.as_tensor(x, device="cuda"), torch.as_tensor(out, device="cuda")
+    return lambda: tout.copy_(tx.t())

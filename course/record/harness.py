@@ -1,0 +1,341 @@
+"""One runner for every day's recorder: a day declares what to measure, this module measures it.
+
+A day's recorder (``course/record/dayNN.py``) declares, for its kernels:
+
+- :class:`Check`: a rung's output at full size and the float64 reference it must match;
+- :class:`Sweep`: one timing recording over sizes, each point a list of :class:`Timed` launches
+  (the rungs from the kernel module's registry and the torch baseline) with the bytes and FLOPs
+  of one call from ``course.models``;
+- :class:`NcuCase`: a labelled launch whose DRAM bytes Nsight Compute measures;
+- the small launches that ``compute-sanitizer`` watches.
+
+These come together in a :class:`Recorder`, and :func:`record` runs it: the checks first (nothing
+is timed that is not right at full size), then every sweep, timed with ``course.timing`` against
+the ceilings measured in the same run. Every row of every recording carries the shape it measured.
+``python -m course.record`` is the command line over this module.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import os
+import pathlib
+import subprocess
+import sys
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+QUICK_BUDGET_S = 1.0   # seconds of repeats per timed call with --quick
+BUDGET_S = 3.0         # and without
+
+
+@dataclasses.dataclass(frozen=True)
+class Timed:
+    """One call to time: its row label, the launch, and the model's bytes and FLOPs of one call.
+
+    ``bytes_moved`` and ``flops`` are None where meaningless (a softmax has no FLOP rate worth
+    plotting); ``columns`` are extra values for the row (e.g. a GEMM rung's modelled intensity).
+    """
+
+    label: str
+    launch: Callable[[], object]
+    bytes_moved: float | None = None
+    flops: float | None = None
+    columns: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """One timing recording: the same launches at every point of a sweep over sizes.
+
+    name: the recording's name (``day05_flash_timing``), also its file name.
+    points: the points of a full run, e.g. N values or (N, causal) pairs; ``quick_points`` with --quick.
+    shape: ``shape(point)`` gives the columns that say what was measured (N, B, H, d, causal ...).
+    cases: ``cases(point)`` makes the inputs on the GPU and returns the :class:`Timed` launches.
+    flush_l2: overwrite L2 before every repeat (memory-bound calls whose inputs would stay in L2).
+    finish: ``finish(rows)`` adds columns that relate one point's rows (e.g. the fraction of torch).
+    """
+
+    name: str
+    notes: str
+    points: tuple
+    quick_points: tuple
+    shape: Callable[[object], dict]
+    cases: Callable[[object], list]
+    flush_l2: bool = False
+    finish: Callable[[list], None] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One full-size check: ``launch()`` runs a rung, ``out()`` returns its output on the host and
+    ``want()`` the float64 reference (called last, so it may read what an earlier kernel produced).
+
+    ``poisoned`` are the output buffers, filled with NaN before the launch: a buffer shared by
+    several checks would otherwise still hold the last rung's right answer. ``columns`` go into the
+    check's row (rung, shape); ``options`` to ``course.checking.check`` (dims, tile,
+    rows_sum_to_one); ``exact`` asks for equality instead (a transpose moves bits).
+    """
+
+    name: str
+    launch: Callable[[], object]
+    out: Callable[[], np.ndarray]
+    want: Callable[[], np.ndarray]
+    seed: int | None = None
+    poisoned: tuple = ()
+    columns: dict = dataclasses.field(default_factory=dict)
+    options: dict = dataclasses.field(default_factory=dict)
+    exact: bool = False
+
+
+class NcuCase(NamedTuple):
+    """A launch to profile: its label and N in the ``dram_bytes`` recording, and a callable making it."""
+
+    label: str
+    N: int
+    run: Callable[[], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Recorder:
+    """What one day records. Every field is a function, so the sizes are read when it runs.
+
+    checks: ``checks(quick)`` the full-size :class:`Check` list; ``check_recording`` names the
+        recording of their errors (None: the checks only guard the timings).
+    sweeps: ``sweeps()`` the :class:`Sweep` list.
+    extras: ``extras(quick)`` other recordings of the day (resources, trials), already measured.
+    ncu_shape: ``ncu_shape(N)`` the columns, besides N, that say what an Nsight case measured.
+    """
+
+    day: str
+    checks: Callable[[bool], list]
+    sweeps: Callable[[], list]
+    ncu_cases: Callable[[], list]
+    sanitize: Callable[[], None]
+    extras: Callable[[bool], list] = lambda quick: []
+    ncu_shape: Callable[[int], dict] = lambda n: {}
+    check_recording: str | None = None
+    check_notes: str = ""
+
+
+# --------------------------------------------------------------------------- checking
+
+
+def run_checks(checks) -> list[dict]:
+    """Run each check in order; raise on the first failure; one row per check (errors and seed)."""
+    from course.checking import check, poison
+
+    rows = []
+    for c in checks:
+        for buffer in c.poisoned:
+            poison(buffer)
+        c.launch()
+        got = c.out()
+        want = c.want()
+        if c.exact:
+            wrong = int(np.sum(got != want)) if got.shape == want.shape else got.size
+            if wrong:
+                raise AssertionError(f"{c.name} is wrong (seed {c.seed}): {wrong} elements differ")
+            rel_err = max_abs_err = 0.0
+        else:
+            result = check(got, want, name=c.name, seed=c.seed, **c.options)
+            rel_err, max_abs_err = float(result.rel_err), float(result.max_abs_err)
+        rows.append(dict(**c.columns, rel_err=rel_err, max_abs_err=max_abs_err, seed=c.seed))
+        print(f"   check {c.name:<48} rel_err {rel_err:.2e}", flush=True)
+    return rows
+
+
+# --------------------------------------------------------------------------- timing
+
+
+def time_cases(cases, shape: dict, *, quick: bool = False, flush_l2: bool = False, timer=None) -> list[dict]:
+    """Time each :class:`Timed` and return one row per case: label, shape, times and rates.
+
+    Rows carry median, p10 and p90 in ms, the repeat count, GB/s and TFLOP/s from the median and
+    the model's bytes and FLOPs. ``timer(fn, budget_s, flush_l2=...)`` defaults to
+    ``course.timing.benchmark_within``; tests give a stand-in, since nothing times on the simulator.
+    """
+    if timer is None:
+        from course.timing import benchmark_within as timer
+    rows = []
+    for case in cases:
+        t = timer(case.launch, QUICK_BUDGET_S if quick else BUDGET_S, flush_l2=flush_l2)
+        seconds = t.median_ms / 1e3
+        rows.append({"rung": case.label, **shape, "median_ms": t.median_ms, "p10_ms": t.p10_ms,
+                     "p90_ms": t.p90_ms, "repeat": len(t.samples_ms),
+                     "gbps": case.bytes_moved / seconds / 1e9 if case.bytes_moved else None,
+                     "tflops": case.flops / seconds / 1e12 if case.flops else None, **case.columns})
+        print(f"   {case.label:<28} {shape} {t.median_ms:9.3f} ms", flush=True)
+    return rows
+
+
+def record_sweep(sweep: Sweep, *, quick: bool = False, ceilings: dict | None = None, timer=None):
+    """Time every point of ``sweep`` and return its Recording (not saved)."""
+    from course.records import new_recording
+
+    rec = new_recording(sweep.name, ceilings=ceilings, notes=sweep.notes)
+    for point in (sweep.quick_points if quick else sweep.points):
+        shape = sweep.shape(point)
+        rows = time_cases(sweep.cases(point), shape, quick=quick, flush_l2=sweep.flush_l2, timer=timer)
+        if sweep.finish is not None:
+            sweep.finish(rows)
+        for row in rows:
+            rec.add(**row)
+    return rec
+
+
+def fraction_of(baseline_prefix: str, column: str):
+    """A ``Sweep.finish`` that sets ``column`` = the baseline's median time over each row's (1.0: as fast)."""
+
+    def finish(rows):
+        baseline = [r["median_ms"] for r in rows if r["rung"].startswith(baseline_prefix)]
+        if len(baseline) != 1:
+            raise ValueError(f"expected one {baseline_prefix!r} row among {[r['rung'] for r in rows]}")
+        for row in rows:
+            row[column] = baseline[0] / row["median_ms"]
+
+    return finish
+
+
+# --------------------------------------------------------------------------- recording a day
+
+
+def record(recorder: Recorder, out_dir, *, quick: bool = False, timer=None, ceilings=None) -> list[pathlib.Path]:
+    """Check at full size, then time every sweep and record the extras; save all; return the paths
+    (the checks' recording first, if any, then the sweeps and the extras in their order).
+
+    ``ceilings`` default to ``course.timing.measure_ceilings()`` (a GPU only); the GPU paths are
+    ``timer`` and the ceilings, both replaceable so tests run the bookkeeping on the simulator.
+    """
+    from course.records import new_recording
+
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    recordings = []
+    check_rows = run_checks(recorder.checks(quick))
+    if recorder.check_recording:
+        checks = new_recording(recorder.check_recording, notes=recorder.check_notes)
+        for row in check_rows:
+            checks.add(**row)
+        recordings.append(checks)
+    sweeps = recorder.sweeps()
+    if sweeps and ceilings is None:
+        from course.timing import measure_ceilings
+
+        ceilings = measure_ceilings()
+    recordings.extend(record_sweep(s, quick=quick, ceilings=ceilings, timer=timer) for s in sweeps)
+    recordings.extend(recorder.extras(quick))
+    return [rec.save(out_dir / f"{rec.name}.json") for rec in recordings]
+
+
+def lazy(make, *args):
+    """A callable that builds its launch with ``make(*args)`` on the first call and reuses it after.
+
+    Nsight cases are listed in every profiling process but only one runs, so inputs are made lazily.
+    """
+    launch = []
+
+    def run():
+        if not launch:
+            launch.append(make(*args))
+        launch[0]()
+
+    return run
+
+
+# --------------------------------------------------------------------------- Nsight Compute
+
+
+def run_ncu_case(cases, label: str, n: int) -> None:
+    """Run the case ``(label, n)`` once to warm up, then once between ``cuda.profile_start()`` and
+    ``cuda.profile_stop()``, so ``ncu --profile-from-start off`` measures exactly that launch."""
+    from numba import cuda
+
+    found = {(c[0], int(c[1])): c for c in cases}
+    if (label, int(n)) not in found:
+        raise ValueError(f"no case {label!r} at N={n}; cases: {sorted(found)}")
+    run = found[label, int(n)][2]
+    run()
+    cuda.synchronize()
+    cuda.profile_start()
+    run()
+    cuda.synchronize()
+    cuda.profile_stop()
+
+
+DRAM_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
+_UNIT_BYTES = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9}
+
+
+def parse_ncu_csv(text: str) -> tuple[float, float, int]:
+    """DRAM bytes read and written in ``ncu --csv`` output, summed over launches, and the launch count."""
+    lines = [line for line in text.splitlines() if line.startswith('"')]
+    totals = {m: 0.0 for m in DRAM_METRICS}
+    launches = set()
+    for row in csv.DictReader(io.StringIO("\n".join(lines))):
+        if row.get("Metric Name") in totals:
+            value = float(row["Metric Value"].replace(",", ""))
+            unit = row.get("Metric Unit", "byte")
+            if unit not in _UNIT_BYTES:
+                raise ValueError(f"ncu reported {row['Metric Name']} in an unknown unit {unit!r}")
+            totals[row["Metric Name"]] += value * _UNIT_BYTES[unit]
+            launches.add(row["ID"])
+    return totals[DRAM_METRICS[0]], totals[DRAM_METRICS[1]], len(launches)
+
+
+def ncu_dram_bytes(day: str, label: str, n: int) -> tuple[float, float, int]:
+    """Profile one case of ``day`` in a child process under ``ncu``: DRAM bytes read, written, launches."""
+    cmd = ["ncu", "--clock-control", "none", "--profile-from-start", "off", "--csv",
+           "--metrics", ",".join(DRAM_METRICS), sys.executable, "-m", "course.record",
+           "--ncu-case", day, label, str(n)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
+    if proc.returncode != 0:
+        raise RuntimeError(f"ncu failed for {day} {label} N={n}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    read, written, launches = parse_ncu_csv(proc.stdout)
+    if not launches:
+        raise RuntimeError(f"ncu measured no kernel for {day} {label} N={n}:\n{proc.stdout[-2000:]}")
+    return read, written, launches
+
+
+def measure_dram_bytes(day: str, cases, out_dir, *, shape=lambda n: {}, profile=ncu_dram_bytes) -> pathlib.Path:
+    """Profile each case with Nsight Compute; save the recording ``<day>_dram_bytes`` in ``out_dir``.
+
+    ``shape(N)`` gives the columns besides N that say what each case measured (B, H, d ...).
+    """
+    from course.records import new_recording
+
+    rec = new_recording(f"{day}_dram_bytes")
+    rec.notes = ("DRAM bytes measured by Nsight Compute (dram__bytes_read.sum + dram__bytes_write.sum), "
+                 "one launch of each case after a warm-up, --clock-control none")
+    for label, n, _ in cases:
+        read, written, launches = profile(day, label, n)
+        rec.add(label=label, N=n, **shape(n), dram_read_bytes=read, dram_write_bytes=written,
+                dram_bytes=read + written, launches=launches)
+        print(f"   {label:<28} N={n:<6} read {read / 1e6:9.3f} MB  written {written / 1e6:9.3f} MB", flush=True)
+    return rec.save(pathlib.Path(out_dir) / f"{day}_dram_bytes.json")
+
+
+# --------------------------------------------------------------------------- compute-sanitizer
+
+SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
+
+
+def sanitize_in_child(day: str, tool: str = "memcheck", *, run=subprocess.run) -> str:
+    """Run ``python -m course.record --sanitize DAY`` under ``compute-sanitizer --tool TOOL``.
+
+    Returns the sanitizer's summary line; raises RuntimeError with its report when it found errors
+    (``--error-exitcode 1``: an out-of-bounds access or a race fails the run, not only a crash).
+    """
+    if tool not in SANITIZER_TOOLS:
+        raise ValueError(f"tool must be one of {SANITIZER_TOOLS}, got {tool!r}")
+    cmd = ["compute-sanitizer", "--tool", tool, "--error-exitcode", "1", sys.executable, "-m", "course.record",
+           "--sanitize", day]
+    proc = run(cmd, capture_output=True, text=True, env=os.environ.copy())
+    report = f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    if proc.returncode != 0:
+        raise RuntimeError(f"compute-sanitizer --tool {tool} failed for {day}:\n{report}")
+    summary = [line for line in proc.stdout.splitlines() if "ERROR SUMMARY" in line]
+    return summary[-1].strip() if summary else f"{tool}: no summary printed"
