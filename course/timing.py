@@ -27,8 +27,8 @@ import numpy as np
 
 from course.records import live_or_recorded
 
-__all__ = ["benchmark", "benchmark_within", "seconds_per_call", "Timing", "measure_ceilings", "SimulatorTimingError",
-           "live_or_recorded",
+__all__ = ["benchmark", "benchmark_within", "seconds_per_call", "flush_l2_cache", "LAUNCH_OVERHEADS", "Timing",
+           "measure_ceilings", "SimulatorTimingError", "live_or_recorded",
            "gbps", "tflops"]
 
 FALLBACK_L2_BYTES = 128 * 2**20   # when the device does not report its L2 size: flush 256 MiB
@@ -37,6 +37,12 @@ MATMUL_SIZE = 8192                # square fp32 matmul for the compute ceiling
 
 _flush_buffer = None
 _ceilings: dict | None = None
+
+
+LAUNCH_OVERHEADS = ("queued", "included", "hidden")
+# How long the busy kernel of launch_overhead="hidden" keeps the GPU busy: far longer than the host
+# needs to enqueue the start event, the call and the end event.
+BUSY_MICROSECONDS = 200
 
 
 class SimulatorTimingError(RuntimeError):
@@ -84,20 +90,30 @@ def _l2_flush_buffer():
     return _flush_buffer
 
 
-def _flush_l2() -> None:
+def flush_l2_cache() -> None:
+    """Overwrite a buffer twice the size of L2, so the next kernel finds none of its data there."""
     from numba.cuda.cudadrv import driver
 
     buf = _l2_flush_buffer()
     driver.device_memset(buf, 0, buf.nbytes)
 
 
-def benchmark(fn, warmup: int = 10, repeat: int = 50, flush_l2: bool = False) -> Timing:
+def benchmark(fn, warmup: int = 10, repeat: int = 50, flush_l2: bool = False, *,
+              launch_overhead: str = "queued") -> Timing:
     """Time ``fn()`` on the GPU with CUDA events; return a :class:`Timing` in milliseconds.
 
     fn: a function of no arguments that launches the work to time (compiled by the warm-up).
     warmup: untimed calls first (JIT compilation, clocks ramping up).
     repeat: timed calls; the median and the 10th/90th percentiles are reported.
     flush_l2: overwrite a buffer larger than L2 before every timed call.
+    launch_overhead: what the events bracket besides the kernel.
+      ``"queued"``: every call is enqueued back to back, so the host's launch cost overlaps the GPU's
+      work (what a model's forward pass sees);
+      ``"included"``: the GPU is idle when each start event is recorded, so the host's launch cost
+      is measured too (what a lone timed call sees);
+      ``"hidden"``: a busy kernel is queued before each start event; by the time it ends the host has
+      enqueued the start event, the call and the end event, which then run back to back: the kernel
+      alone.
     """
     if not callable(fn):
         raise TypeError(f"fn must be a function of no arguments, got {type(fn).__name__}")
@@ -106,8 +122,13 @@ def benchmark(fn, warmup: int = 10, repeat: int = 50, flush_l2: bool = False) ->
             raise ValueError(f"{arg} must be an int >= {low}, got {value!r}")
     if not isinstance(flush_l2, bool):
         raise TypeError(f"flush_l2 must be True or False, got {flush_l2!r}")
+    if launch_overhead not in LAUNCH_OVERHEADS:
+        raise ValueError(f"launch_overhead must be one of {', '.join(map(repr, LAUNCH_OVERHEADS))}, "
+                         f"got {launch_overhead!r}")
     _refuse_on_simulator()
     from numba import cuda
+
+    from kernels.probes import busy_wait_kernel
 
     for _ in range(warmup):
         fn()
@@ -116,10 +137,16 @@ def benchmark(fn, warmup: int = 10, repeat: int = 50, flush_l2: bool = False) ->
     ends = [cuda.event(timing=True) for _ in range(repeat)]
     for start, end in zip(starts, ends):
         if flush_l2:
-            _flush_l2()
+            flush_l2_cache()
+        if launch_overhead == "included":
+            cuda.synchronize()
+        elif launch_overhead == "hidden":
+            busy_wait_kernel[1, 1](BUSY_MICROSECONDS)
         start.record()
         fn()
         end.record()
+        if launch_overhead != "queued":
+            end.synchronize()
     cuda.synchronize()
     samples = np.array([float(cuda.event_elapsed_time(s, e)) for s, e in zip(starts, ends)])
     if not np.all(samples >= 0):

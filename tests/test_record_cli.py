@@ -213,7 +213,8 @@ def test_sanitizer_runs_the_day_in_a_child_and_fails_on_reported_errors():
 
     clean = "========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n"
     assert harness.sanitize_in_child("day05", "racecheck", run=child(0, clean)) == "========= ERROR SUMMARY: 0 errors"
-    assert commands[0][:5] == ["compute-sanitizer", "--tool", "racecheck", "--error-exitcode", "1"]
+    assert commands[0][:7] == ["compute-sanitizer", "--tool", "racecheck", "--report-api-errors", "no",
+                              "--error-exitcode", "1"]
     assert commands[0][-4:] == ["-m", "course.record", "--sanitize", "day05"]
     with pytest.raises(RuntimeError, match="Invalid __global__ read"):
         harness.sanitize_in_child("day05", run=child(1, "========= Invalid __global__ read of size 4\n"))

@@ -66,7 +66,6 @@ QUICK = {
 }
 REDUCTION_ROWS = 4096
 NORMALIZE_SHAPE = (4, 16, 64)  # (batch, heads, head_dim); the sequence length varies
-BUSY_MICROSECONDS = 200        # how long the busy kernel keeps the GPU busy before a timed launch
 
 
 # ----------------------------------------------------------------------------------------------
@@ -172,34 +171,6 @@ def check_full_size(quick: bool = False) -> list[dict]:
 # Recordings
 # ----------------------------------------------------------------------------------------------
 
-def _timing_behind_busy_gpu(launch, *, repeat: int, flush_l2: bool, warmup: int = 3):
-    """CUDA-event timing of ``launch`` alone: a busy kernel queued first hides the host's launch overhead.
-
-    By the time the busy kernel ends, the host has enqueued the start event, the launch and the end
-    event: they run back to back, and the events bracket the kernel. With ``flush_l2`` a buffer
-    twice the size of L2 is overwritten before the busy kernel. Returns a ``course.timing.Timing``.
-    """
-    from course.timing import Timing, _flush_l2
-
-    for _ in range(warmup):
-        launch()
-    cuda.synchronize()
-    samples = []
-    for _ in range(repeat):
-        if flush_l2:
-            _flush_l2()
-        start, stop = cuda.event(timing=True), cuda.event(timing=True)
-        probes.busy_wait_kernel[1, 1](BUSY_MICROSECONDS)
-        start.record()
-        launch()
-        stop.record()
-        stop.synchronize()
-        samples.append(cuda.event_elapsed_time(start, stop))
-    p10, median, p90 = np.percentile(samples, [10, 50, 90])
-    return Timing(median_ms=float(median), p10_ms=float(p10), p90_ms=float(p90),
-                  samples_ms=tuple(float(s) for s in samples), warmup=warmup, flush_l2=flush_l2)
-
-
 def _random_words(n: int):
     """A uint64 device vector of n random words and the torch tensor that owns it (never time zeros)."""
     import torch
@@ -231,7 +202,7 @@ def record_memory_hierarchy(ceilings, quick: bool = False):
     word = probes.WORD_BYTES
 
     def bandwidth(level, memory, operation, probe, launch, *, moved, footprint, flush_l2, blocks=None):
-        t = _timing_behind_busy_gpu(launch, repeat=repeat, flush_l2=flush_l2)
+        t = benchmark(launch, warmup=3, repeat=repeat, flush_l2=flush_l2, launch_overhead="hidden")
         rec.add(kind="bandwidth", level=level, memory=memory, operation=operation, probe=probe,
                 footprint_bytes=footprint, bytes=moved, blocks=blocks,
                 threads=threads if blocks else None,
@@ -334,35 +305,6 @@ def record_coalescing(ceilings, quick: bool = False):
     return rec
 
 
-def _events_median(launch, *, repeat: int, flush_l2: bool, hide_launch: bool, warmup: int = 10):
-    """Median, 10th and 90th percentile ms of ``launch`` between two CUDA events, after a warm-up.
-
-    Without ``hide_launch`` the GPU is idle when the start event is recorded (the flush, if any, has
-    finished), so the events also bracket the host's launch overhead, in the warm and the flushed
-    case alike; with it, a busy kernel queued first hides that overhead.
-    """
-    from course.timing import _flush_l2
-
-    if hide_launch:
-        t = _timing_behind_busy_gpu(launch, repeat=repeat, flush_l2=flush_l2, warmup=warmup)
-        return t.median_ms, t.p10_ms, t.p90_ms
-    for _ in range(warmup):
-        launch()
-    samples = []
-    for _ in range(repeat):
-        if flush_l2:
-            _flush_l2()
-        cuda.synchronize()
-        start, stop = cuda.event(timing=True), cuda.event(timing=True)
-        start.record()
-        launch()
-        stop.record()
-        stop.synchronize()
-        samples.append(cuda.event_elapsed_time(start, stop))
-    p10, median, p90 = np.percentile(samples, [10, 50, 90])
-    return float(median), float(p10), float(p90)
-
-
 def record_timing_pitfalls(ceilings, quick: bool = False):
     """One copy kernel timed seven ways, so the lesson can show what each mistake costs.
 
@@ -375,6 +317,7 @@ def record_timing_pitfalls(ceilings, quick: bool = False):
     the host, whatever the cache holds.
     """
     from course.records import new_recording
+    from course.timing import benchmark
 
     sizes = QUICK if quick else FULL
     rec = new_recording("day01_timing_pitfalls", ceilings=ceilings)
@@ -417,13 +360,14 @@ def record_timing_pitfalls(ceilings, quick: bool = False):
         add("host clock with synchronize, median of 20", float(np.median(samples)),
             timer="host clock", repeats=20, l2="warm", launch_overhead="included")
 
-        median, _, _ = _events_median(launch, repeat=1, flush_l2=False, hide_launch=False, warmup=0)
+        median = benchmark(launch, warmup=0, repeat=1, launch_overhead="included").median_ms
         add("CUDA events, a single run", median, timer="CUDA events", repeats=1, l2="warm",
             launch_overhead="included")
         for method, flush, hide in (("CUDA events, warm-up, median of 50, L2 warm", False, False),
                                     ("as above, launch overhead hidden behind a busy kernel", False, True),
                                     ("as above, L2 flushed before every run", True, True)):
-            median, p10, p90 = _events_median(launch, repeat=50, flush_l2=flush, hide_launch=hide)
+            t = benchmark(launch, repeat=50, flush_l2=flush, launch_overhead="hidden" if hide else "included")
+            median, p10, p90 = t.median_ms, t.p10_ms, t.p90_ms
             add(method, median, timer="CUDA events", repeats=50, l2="flushed" if flush else "warm",
                 launch_overhead="hidden" if hide else "included", p10_ms=p10, p90_ms=p90)
         del x, y
