@@ -35,6 +35,7 @@ def test_measure_ceilings_refuses_on_the_simulator():
     ({"warmup": -1}, ValueError, "warmup must be an int >= 0"),
     ({"repeat": 2.5}, ValueError, "repeat"),
     ({"flush_l2": "yes"}, TypeError, "flush_l2"),
+    ({"launch_overhead": "none"}, ValueError, "launch_overhead must be one of 'queued', 'included', 'hidden'"),
 ])
 def test_benchmark_validates_before_refusing(kwargs, error, words):
     kwargs = {"fn": lambda: None, **kwargs}
