@@ -4,7 +4,7 @@ Validate (nbgrader's button and ``nbgrader validate``) judges a notebook by its 
 student's copy of a grade cell holds only what is visible of it: without a visible check, a blank
 notebook would pass. So each grade cell of days 1, 4 and 5 opens with one call from this module::
 
-    exercise_checks.axpb_traffic_fits(axpb_v1_guarded)
+    exercise_checks.axpb_traffic_fits(axpb_v1_guarded, kernel=axpb_v1_guarded_kernel)
 
 Each check runs the student's launcher (or, for day 5, the kernel with the course's grid) on one
 small case, fast on the simulator, checks the property its grade cell grades and raises an
@@ -13,6 +13,10 @@ than the hidden tests of its cell, so it cannot cost a right answer its points. 
 nbgrader would read a value left at the end of a grade cell as partial credit. Traffic is counted
 on the simulator only; on a GPU the traffic checks say so and pass (the grader counts on the
 simulator).
+
+Each check that compares values passes :func:`course.checking.check` the context its diagnoses
+need: the student's kernel (``kernel=``, for the barrier mistakes of its source) and the inputs of
+the computation (``reduction=``, ``gemm=``, ``attention=``), so that a classic mistake is named.
 """
 
 from __future__ import annotations
@@ -69,17 +73,17 @@ def _stores(traffic, name: str) -> int:
 
 # ------------------------------------------------------------------------------- day 1: the GPU model
 
-def axpb_matches_reference(axpb) -> None:
+def axpb_matches_reference(axpb, *, kernel=None) -> None:
     """``axpb(x, a, b, out=...)`` gives a*x + b for n = 1 and n = 129 (one element past a block)."""
     rng, seed = random_inputs()
     for n in (1, 129):
         x = rng.uniform(-1e4, 1e4, n).astype(np.float32)
         y = axpb(x, 2.5, -1.0, out=poison(np.empty(n, np.float32)))
-        check(y, 2.5 * x.astype(np.float64) - 1.0, name=f"y (n={n})", dims=("i",), seed=seed)
+        check(y, 2.5 * x.astype(np.float64) - 1.0, name=f"y (n={n})", dims=("i",), seed=seed, kernel=kernel)
     _passed("y = a*x + b for n = 1 and n = 129")
 
 
-def axpb_traffic_fits(axpb) -> None:
+def axpb_traffic_fits(axpb, *, kernel=None) -> None:
     """One launch of axpb_v1_guarded_kernel reads each element of x once and writes each of y once."""
     rng, seed = random_inputs()
     n = 200
@@ -89,11 +93,11 @@ def axpb_traffic_fits(axpb) -> None:
         _require_one_launch(traffic, "axpb_v1_guarded_kernel")
         assert _loads(traffic, "x") == n, f"x was read {_loads(traffic, 'x')} times for n={n}: read each element once"
         assert _stores(traffic, "y") == n, f"y was written {_stores(traffic, 'y')} times for n={n}: write each element once"
-    check(y, 1.5 * x.astype(np.float64) + 0.25, name="y", dims=("i",), seed=seed)
+    check(y, 1.5 * x.astype(np.float64) + 0.25, name="y", dims=("i",), seed=seed, kernel=kernel)
     _passed(f"n = {n}: x read {n} times, y written {n} times")
 
 
-def normalize_rows_matches_reference(normalize_rows) -> None:
+def normalize_rows_matches_reference(normalize_rows, *, kernel=None) -> None:
     """x / row_sums for a single element and for a partial row tile with head_dim 40 > 32."""
     from kernels.elementwise import ROWS_PER_BLOCK
 
@@ -103,11 +107,11 @@ def normalize_rows_matches_reference(normalize_rows) -> None:
         row_sums = rng.uniform(0.5, 2.0, shape[:3]).astype(np.float32)
         out = normalize_rows(x, row_sums, out=poison(np.empty(shape, np.float32)))
         check(out, x.astype(np.float64) / row_sums[..., None], name=f"out {shape}", dims=ATTENTION_DIMS,
-              tile={"row": ROWS_PER_BLOCK}, seed=seed)
+              tile={"row": ROWS_PER_BLOCK}, seed=seed, kernel=kernel)
     _passed("out = x / row_sums for shapes (1, 1, 1, 1) and (2, 3, 5, 40)")
 
 
-def normalize_rows_traffic_fits(normalize_rows) -> None:
+def normalize_rows_traffic_fits(normalize_rows, *, kernel=None) -> None:
     """Grid (row tiles, heads, batch); x read once, out written once, a row sum read once per thread."""
     from kernels.elementwise import COLS_PER_BLOCK
 
@@ -127,7 +131,8 @@ def normalize_rows_traffic_fits(normalize_rows) -> None:
         assert _loads(traffic, "row_sums") <= budget, (
             f"row_sums was read {_loads(traffic, 'row_sums')} times; budget: once per thread ({budget}): "
             f"keep the row's sum in a register")
-    check(out, x.astype(np.float64) / row_sums[..., None], name="out", dims=ATTENTION_DIMS, seed=seed)
+    check(out, x.astype(np.float64) / row_sums[..., None], name="out", dims=ATTENTION_DIMS, seed=seed,
+          kernel=kernel)
     _passed(f"shape {shape}: x read once, out written once, row sums within budget")
 
 
@@ -137,22 +142,28 @@ def _row_stats_case(rng):
     return x
 
 
-def _check_row_stats(row_max, row_sum, x, seed, label="") -> None:
-    check(row_max, x.astype(np.float64).max(axis=1), name=f"row_max{label}", dims=("row",), seed=seed)
-    check(row_sum, x.astype(np.float64).sum(axis=1), name=f"row_sum{label}", dims=("row",), seed=seed)
+def _check_row_stats(row_max, row_sum, x, seed, label="", *, threads=None, kernel=None) -> None:
+    # With the block size, a wrong output is compared with the classic reduction mistakes.
+    for name, op, out in (("row_max", "max", row_max), ("row_sum", "sum", row_sum)):
+        reduction = None if threads is None else dict(x=x, op=op, threads=threads)
+        check(out, getattr(x.astype(np.float64), op)(axis=1), name=f"{name}{label}", dims=("row",), seed=seed,
+              reduction=reduction, kernel=kernel)
 
 
-def row_stats_match_reference(row_stats) -> None:
-    """Row max and sum for 70 columns (more than a block), an all-negative row and a single column."""
+def row_stats_match_reference(row_stats, *, threads: int | None = None, kernel=None) -> None:
+    """Row max and sum for 70 columns (more than a block), an all-negative row and a single column.
+
+    threads: the kernel's block size (TREE_THREADS, SHUFFLE_THREADS), for the diagnoses.
+    """
     rng, seed = random_inputs()
     for x in (_row_stats_case(rng), rng.uniform(-1e4, 1e4, (1, 1)).astype(np.float32)):
         outs = (poison(np.empty(x.shape[0], np.float32)), poison(np.empty(x.shape[0], np.float32)))
         row_max, row_sum = row_stats(x, out=outs)
-        _check_row_stats(row_max, row_sum, x, seed, f" {x.shape}")
+        _check_row_stats(row_max, row_sum, x, seed, f" {x.shape}", threads=threads, kernel=kernel)
     _passed("row max and row sum for shapes (3, 70) with an all-negative row, and (1, 1)")
 
 
-def _row_stats_traffic(row_stats, kernel_name: str):
+def _row_stats_traffic(row_stats, kernel_name: str, threads: int, kernel):
     rng, seed = random_inputs()
     rows, cols = 2, 100
     x = rng.standard_normal((rows, cols)).astype(np.float32)
@@ -164,15 +175,15 @@ def _row_stats_traffic(row_stats, kernel_name: str):
         for name in ("row_max", "row_sum"):
             assert _stores(traffic, name) == rows, (
                 f"{name} was written {_stores(traffic, name)} times for {rows} rows: once per row, by one thread")
-    _check_row_stats(row_max, row_sum, x, seed)
+    _check_row_stats(row_max, row_sum, x, seed, threads=threads, kernel=kernel)
     return traffic, rows
 
 
-def row_stats_tree_traffic_fits(row_stats) -> None:
+def row_stats_tree_traffic_fits(row_stats, *, kernel=None) -> None:
     """x read once, one store per output and row, 2 to 4 x TREE_THREADS shared stores per row."""
     from kernels.reduction import TREE_THREADS
 
-    traffic, rows = _row_stats_traffic(row_stats, "row_stats_v2_shared_tree_kernel")
+    traffic, rows = _row_stats_traffic(row_stats, "row_stats_v2_shared_tree_kernel", TREE_THREADS, kernel)
     if traffic is not None:
         low, high = 2 * TREE_THREADS * rows, 4 * TREE_THREADS * rows
         assert low <= traffic.shared_stores <= high, (
@@ -181,11 +192,11 @@ def row_stats_tree_traffic_fits(row_stats) -> None:
     _passed("x read once, outputs written once per row, the partials in shared memory")
 
 
-def row_stats_warp_traffic_fits(row_stats) -> None:
+def row_stats_warp_traffic_fits(row_stats, *, kernel=None) -> None:
     """x read once, one store per output and row, at most one shared value per warp and statistic."""
-    from kernels.reduction import WARPS_PER_BLOCK
+    from kernels.reduction import SHUFFLE_THREADS, WARPS_PER_BLOCK
 
-    traffic, rows = _row_stats_traffic(row_stats, "row_stats_v3_warp_shuffle_kernel")
+    traffic, rows = _row_stats_traffic(row_stats, "row_stats_v3_warp_shuffle_kernel", SHUFFLE_THREADS, kernel)
     if traffic is not None:
         budget = 2 * WARPS_PER_BLOCK * rows
         assert traffic.shared_stores <= budget, (
@@ -204,29 +215,32 @@ def _gemm_run(gemm, m, n, k, rng, *, counted=False):
     return a, b, c, traffic
 
 
-def _check_gemm(c, a, b, seed, tile: int) -> None:
+def _check_gemm(c, a, b, seed, tile: int, tile_k: int | None, kernel) -> None:
     from kernels import reference
 
     m, n = c.shape
     check(c, reference.gemm(a, b), name=f"C ({m}x{n}, K={a.shape[1]})", dims=("row", "col"),
-          tile={"row": tile, "col": tile}, seed=seed)
+          tile={"row": tile, "col": tile}, seed=seed, gemm=dict(a=a, b=b, tile_k=tile_k), kernel=kernel)
 
 
-def gemm_matches_reference(gemm, *, tile: int) -> None:
-    """C = A B for a shape the tile does not divide: partial tiles in M, N and K."""
+def gemm_matches_reference(gemm, *, tile: int, tile_k: int | None = None, kernel=None) -> None:
+    """C = A B for a shape the tile does not divide: partial tiles in M, N and K.
+
+    tile: the block tile along M and N; tile_k: the step along K (TILE, BLOCK_K), for the diagnoses.
+    """
     rng, seed = random_inputs()
     m, n, k = tile + 1, 5, 9
     a, b, c, _ = _gemm_run(gemm, m, n, k, rng)
-    _check_gemm(c, a, b, seed, tile)
+    _check_gemm(c, a, b, seed, tile, tile_k, kernel)
     _passed(f"C = A B for M, N, K = {m}, {n}, {k}")
 
 
-def gemm_edge_shapes(gemm, *, tile: int) -> None:
+def gemm_edge_shapes(gemm, *, tile: int, tile_k: int | None = None, kernel=None) -> None:
     """C = A B for a 1×1 product and for one row with K = 1."""
     rng, seed = random_inputs()
     for m, n, k in ((1, 1, 1), (1, 5, 1)):
         a, b, c, _ = _gemm_run(gemm, m, n, k, rng)
-        _check_gemm(c, a, b, seed, tile)
+        _check_gemm(c, a, b, seed, tile, tile_k, kernel)
     _passed("C = A B for M, N, K = 1, 1, 1 and 1, 5, 1")
 
 
@@ -289,9 +303,10 @@ def flash_causal_key_end(tile_start: int, n_queries: int, kv_len: int, *, causal
 
 
 def _flash_run(kernel, B, H, N, M, d, *, causal, kv_lens=None, rng=None, large_logits=False, counted=False):
-    """Launch ``kernel`` with the course's grid on fresh inputs; ``(o, reference, seed, traffic)``."""
+    """Launch ``kernel`` with the course's grid on fresh inputs: ``(o, reference, seed, traffic, attention)``,
+    attention being the inputs and the mask as :func:`course.checking.check` takes them."""
     from kernels import reference
-    from kernels.flash_attention import TILE_Q, default_scale, flash_grid
+    from kernels.flash_attention import TILE_KV, TILE_Q, default_scale, flash_grid
 
     if rng is None:
         rng, seed = random_inputs()
@@ -308,16 +323,17 @@ def _flash_run(kernel, B, H, N, M, d, *, causal, kv_lens=None, rng=None, large_l
     o = poison(np.empty_like(q))
     launch = lambda: kernel[flash_grid(B, H, N), TILE_Q](q, k, v, lens, o, default_scale(d, None), causal)  # noqa: E731
     _, traffic = _counted(launch) if counted else (launch(), None)
-    return o, reference.attention(q, k, v, causal=causal, kv_lens=lens), seed, traffic
+    attention = dict(q=q, k=k, v=v, causal=causal, kv_lens=lens, tile_q=TILE_Q, tile_kv=TILE_KV)
+    return o, reference.attention(q, k, v, causal=causal, kv_lens=lens), seed, traffic, attention
 
 
-def _check_flash(o, want, seed, label, *, causal):
+def _check_flash(o, want, seed, label, attention, kernel):
     from kernels.flash_attention import TILE_Q
 
-    hint = ("with causal=True row i sees keys 0 ... i, its own position included" if causal
+    hint = ("with causal=True row i sees keys 0 ... i, its own position included" if attention["causal"]
             else "every key below kv_lens[b] counts") + "; a row that sees no key gives 0"
     check(o, want, name=f"O for {label}", dims=ATTENTION_DIMS, tile={"row": TILE_Q}, seed=seed,
-          hints={"any": hint})
+          hints={"any": hint}, attention=attention, kernel=kernel)
 
 
 def flash_matches_reference(kernel, *, causal: bool) -> None:
@@ -326,8 +342,8 @@ def flash_matches_reference(kernel, *, causal: bool) -> None:
     if causal:
         M = 80
     rng, seed = random_inputs()
-    o, want, _, _ = _flash_run(kernel, B, H, N, M, d, causal=causal, rng=rng)
-    _check_flash(o, want, seed, f"B={B} H={H} N={N} M={M} d={d} causal={causal}", causal=causal)
+    o, want, _, _, attention = _flash_run(kernel, B, H, N, M, d, causal=causal, rng=rng)
+    _check_flash(o, want, seed, f"B={B} H={H} N={N} M={M} d={d} causal={causal}", attention, kernel)
     _passed(f"N={N}, M={M}, causal={causal}")
 
 
@@ -335,17 +351,17 @@ def flash_handles_kv_lens(kernel) -> None:
     """kv_lens of 0 (rows of exactly 0), 1 and an off-tile 37, causal."""
     kv_lens = [0, 1, 37]
     rng, seed = random_inputs()
-    o, want, _, _ = _flash_run(kernel, 3, 1, 40, 40, 4, causal=True, kv_lens=kv_lens, rng=rng)
+    o, want, _, _, attention = _flash_run(kernel, 3, 1, 40, 40, 4, causal=True, kv_lens=kv_lens, rng=rng)
     assert np.all(o[0] == 0.0), "the rows of an empty sequence (kv_lens[b] == 0) must be exactly 0"
-    _check_flash(o, want, seed, f"N=40 kv_lens={kv_lens} causal=True", causal=True)
+    _check_flash(o, want, seed, f"N=40 kv_lens={kv_lens} causal=True", attention, kernel)
     _passed(f"kv_lens = {kv_lens}, causal")
 
 
 def flash_is_numerically_stable(kernel) -> None:
     """Logits of about 1e4 before scaling give finite, exact results."""
     rng, seed = random_inputs()
-    o, want, _, _ = _flash_run(kernel, 1, 1, 40, 40, 16, causal=False, rng=rng, large_logits=True)
-    _check_flash(o, want, seed, "logits of size 1e4", causal=False)
+    o, want, _, _, attention = _flash_run(kernel, 1, 1, 40, 40, 16, causal=False, rng=rng, large_logits=True)
+    _check_flash(o, want, seed, "logits of size 1e4", attention, kernel)
     _passed("logits of size 1e4")
 
 
@@ -355,7 +371,7 @@ def flash_traffic_fits_tiling(kernel) -> None:
 
     B, H, N, d = 1, 1, 70, 4
     rng, seed = random_inputs()
-    o, want, _, traffic = _flash_run(kernel, B, H, N, N, d, causal=False, rng=rng, counted=True)
+    o, want, _, traffic, attention = _flash_run(kernel, B, H, N, N, d, causal=False, rng=rng, counted=True)
     if traffic is not None:
         assert traffic.launches == 1, f"one kernel launch expected; launches seen: {traffic.kernel_names}"
         stored = {name: count for name, count in traffic.global_stores.items() if count}
@@ -372,7 +388,7 @@ def flash_traffic_fits_tiling(kernel) -> None:
                 f"{name}: {counted} loads counted; a tiled kernel loads each key once per query tile, "
                 f"{per_tile} loads here ({tiles} tiles of {TILE_Q} rows), where one load per query row would be "
                 f"{B * H * N * N * d}" + (per_row if counted >= 0.5 * B * H * N * N * d else ""))
-    _check_flash(o, want, seed, f"N={N} d={d}", causal=False)
+    _check_flash(o, want, seed, f"N={N} d={d}", attention, kernel)
     _passed(f"N={N}: only O written, Q read once, K and V once per query tile")
 
 
@@ -382,7 +398,7 @@ def flash_skips_masked_tiles(kernel) -> None:
 
     d = 4
     for N, M, causal, kv_len in ((128, 128, True, 128), (70, 100, True, 100), (70, 70, False, 40)):
-        _, _, _, traffic = _flash_run(kernel, 1, 1, N, M, d, causal=causal, kv_lens=[kv_len], counted=True)
+        _, _, _, traffic, _ = _flash_run(kernel, 1, 1, N, M, d, causal=causal, kv_lens=[kv_len], counted=True)
         if traffic is None:
             return
         keys = sum(flash_causal_key_end(start, N, kv_len, causal=causal, tile_q=TILE_Q)

@@ -41,7 +41,6 @@ from course.record import baselines, harness
 from course.record.harness import Check, NcuCase, Sweep, Timed
 from course.record.inputs import to_device
 from kernels import elementwise, probes, reduction
-from kernels.probes import chase_l2_kernel  # noqa: F401  (the day 1 lesson shows it as recorder.chase_l2_kernel)
 
 MIB = 1 << 20
 # Sizes of every measurement; ``quick=True`` takes QUICK instead of FULL.
