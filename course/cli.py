@@ -4,7 +4,7 @@
 - ``course check [dayNN ...] [--path DIR]``: a student's visible tests, headless, as a table (it looks
   in the current folder first, then in the course's ``exercises/``)
 - ``course release [dayNN ...] [--check]``: instructors: generate ``exercises/`` and verify it
-- ``course grade SUBMISSIONS [--out DIR] [--jobs N] [--gpu] [--timeout S] [--force]``: instructors:
+- ``course grade SUBMISSIONS [--out DIR] [--jobs N] [--gpu] [--timeout S] [--force] [--no-isolation]``: instructors:
   autograde a class, write feedback, a grades CSV and a summary
 """
 
@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--jobs", type=int, default=1, help="parallel grading processes (default 1)")
     grade.add_argument("--gpu", action="store_true", help="run the kernels on the GPU (default: the simulator)")
     grade.add_argument("--timeout", type=_positive_int, default=120, help="seconds allowed per cell (default 120)")
+    grade.add_argument("--no-isolation", action="store_true",
+                       help="grade without the bubblewrap sandbox: student code can then read every file you "
+                            "can; only on a machine that holds nothing secret")
     grade.add_argument("--force", action="store_true", help="grade again what a previous run already graded")
     grade.add_argument("--assignments", nargs="*", metavar="dayNN", default=None,
                        help="grade only these assignments (default: every assignment found)")

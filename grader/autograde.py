@@ -5,6 +5,7 @@ submission has its own gradebook and nothing one submission does can stop the ot
 process writes a result (JSON) with a status, the points of every grade cell and the details:
 
 status, worst first: ``missing`` (no notebook), ``invalid_json`` (not a readable notebook),
+``wrong_notebook`` (a notebook, but none of this assignment's cells: another day's, or a new one),
 ``tampered`` (locked cells edited or deleted, grader files touched, checking code patched),
 ``kernel_crashed``, ``timed_out``, ``grader_error`` (nbgrader itself failed), ``graded``.
 """
@@ -16,12 +17,13 @@ import importlib.util
 import json
 import os
 import pathlib
+import re
 import shutil
 import sys
 import time
 import traceback
 
-STATUSES = ("missing", "invalid_json", "tampered", "kernel_crashed", "timed_out", "grader_error", "graded")
+STATUSES = ("missing", "invalid_json", "wrong_notebook", "tampered", "kernel_crashed", "timed_out", "grader_error", "graded")
 # Statuses a later run does not redo (unless --force or the submission/solution changed).
 FINAL_STATUSES = frozenset(STATUSES) - {"grader_error"}
 
@@ -30,32 +32,170 @@ def file_hash(path) -> str:
     return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()[:16]
 
 
-def _read_submission(path: pathlib.Path):
-    """The submitted notebook as a dict, or an error message saying why it is not one."""
-    import nbformat
+CELL_TYPES = ("code", "markdown", "raw")
 
+
+def _joined(source) -> str | None:
+    """A cell source as one string (nbformat allows a list of strings; a null source is empty)."""
+    if source is None:
+        return ""
+    if isinstance(source, str):
+        return source
+    if isinstance(source, list) and all(isinstance(part, str) for part in source):
+        return "".join(source)
+    return None
+
+
+def read_submission(path: pathlib.Path):
+    """The submitted notebook as a dict, or None and a message saying why it is not one.
+
+    What cannot change a grade is repaired instead of refused: a null source, outputs and
+    execution counts (the grader clears them anyway), non-dict metadata, missing or repeated
+    cell ids, metadata that breaks the format. Anything else that breaks the notebook format
+    makes the file ``invalid_json``.
+    """
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         return None, f"not valid JSON: {exc}"
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         return None, "valid JSON but not a notebook (no list of cells)"
-    try:
-        nbformat.reads(json.dumps(data), as_version=4)
-    except Exception as exc:  # nbformat raises many kinds for broken notebooks
-        return None, f"not a readable notebook: {type(exc).__name__}: {exc}"
+    if not isinstance(data.get("metadata"), dict):
+        data["metadata"] = {}
+    if data.get("nbformat") != 4:
+        if isinstance(data.get("nbformat"), int) and data["nbformat"] > 4:
+            return None, f"a notebook of format {data['nbformat']}, newer than this grader reads (4)"
+        data["nbformat"] = 4
+    # Format 4.5 added cell ids and nothing else; every cell gets one below.
+    data["nbformat_minor"] = 5
+    seen_ids = set()
+    for number, cell in enumerate(data["cells"], start=1):
+        if not isinstance(cell, dict) or cell.get("cell_type") not in CELL_TYPES:
+            return None, f"cell {number} is not a notebook cell (no cell_type code, markdown or raw)"
+        source = _joined(cell.get("source"))
+        if source is None:
+            return None, f"the source of cell {number} is neither text nor a list of lines"
+        cell["source"] = source
+        if not isinstance(cell.get("metadata"), dict):
+            cell["metadata"] = {}
+        if "nbgrader" in cell["metadata"] and not isinstance(cell["metadata"]["nbgrader"], dict):
+            del cell["metadata"]["nbgrader"]
+        if cell["cell_type"] == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+        else:
+            cell.pop("outputs", None)
+            cell.pop("execution_count", None)
+            if cell["cell_type"] == "markdown" and not isinstance(cell.get("attachments", {}), dict):
+                cell.pop("attachments")
+        cell_id = cell.get("id")
+        if not isinstance(cell_id, str) or not _VALID_CELL_ID.fullmatch(cell_id) or cell_id in seen_ids:
+            cell["id"] = f"cell-{number}"
+            while cell["id"] in seen_ids:
+                cell["id"] += "x"
+        seen_ids.add(cell["id"])
+    problem = _format_problem(data)
+    if problem:
+        # Metadata never changes a grade (but the grading metadata, which is checked against the
+        # release): what an editor or a hand wrote there is dropped rather than fail the notebook.
+        data["metadata"] = {}
+        for cell in data["cells"]:
+            cell["metadata"] = {k: v for k, v in cell["metadata"].items() if k == "nbgrader"}
+            cell.pop("attachments", None)
+        if _format_problem(data):
+            return None, f"not a valid notebook: {problem}"
     return data, ""
+
+
+def _format_problem(data: dict) -> str:
+    """Why ``data`` breaks the notebook format (nbformat 4's schema), or ''."""
+    import nbformat
+
+    try:
+        nbformat.validate(nbformat.reads(json.dumps(data), as_version=4))
+    except Exception as exc:  # nbformat raises many kinds for broken notebooks
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return f"{type(exc).__name__}: {first_line}"
+    return ""
+
+
+_VALID_CELL_ID = re.compile(r"[a-zA-Z0-9-_]{1,64}")
+
+
+def _grade_ids(nb: dict) -> list[str]:
+    ids = []
+    for cell in nb.get("cells", []):
+        gid = (cell.get("metadata") or {}).get("nbgrader", {}).get("grade_id")
+        if isinstance(gid, str):
+            ids.append(gid)
+    return ids
+
+
+def ignore_unknown_grading_cells(submitted: dict, release: dict) -> list[str]:
+    """Make the nbgrader cells of ``submitted`` those of the release; return notes on what changed.
+
+    A cell whose ``grade_id`` the release does not have (pasted from another notebook, added by
+    hand) loses its nbgrader metadata and is run as an ordinary cell: nbgrader would delete its
+    grade_id and then fail the whole notebook. Of several cells with one known ``grade_id`` the
+    one whose source is the release's (or else the first) keeps it.
+    """
+    released = {}
+    for cell in release.get("cells", []):
+        meta = (cell.get("metadata") or {}).get("nbgrader", {})
+        if meta.get("grade_id"):
+            released[meta["grade_id"]] = cell
+    keeper = {}
+    for index, cell in enumerate(submitted["cells"]):
+        gid = cell["metadata"].get("nbgrader", {}).get("grade_id")
+        if gid in released and (gid not in keeper or (cell["source"].strip() == _joined(released[gid].get("source")).strip()
+                                                     and submitted["cells"][keeper[gid]]["source"].strip()
+                                                     != _joined(released[gid].get("source")).strip())):
+            keeper[gid] = index
+    unknown, repeated = [], []
+    for index, cell in enumerate(submitted["cells"]):
+        meta = cell["metadata"].get("nbgrader")
+        if meta is None:
+            continue
+        gid = meta.get("grade_id")
+        if gid not in released:
+            unknown.append(str(gid) if gid else f"cell {index + 1}")
+            del cell["metadata"]["nbgrader"]
+        elif keeper[gid] != index:
+            repeated.append(gid)
+            del cell["metadata"]["nbgrader"]
+    notes = []
+    if unknown:
+        notes.append("ran as ordinary cells (grading metadata this assignment does not have): " + ", ".join(unknown))
+    if repeated:
+        notes.append("copies of cells ran as ordinary cells (the original was graded): " + ", ".join(repeated))
+    return notes
+
+
+def which_assignment(submitted: dict, course_root: pathlib.Path) -> str | None:
+    """The assignment of the course whose grade_ids the submission shares most, or None."""
+    from grader.nbgrader_api import assignments
+
+    ids = set(_grade_ids(submitted))
+    best, best_shared = None, 0
+    for name in assignments(course_root) if ids else []:
+        try:
+            solution = json.loads((course_root / "solutions" / name / f"{name}.ipynb").read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        shared = len(ids & set(_grade_ids(solution)))
+        if shared > best_shared:
+            best, best_shared = name, shared
+    return best
 
 
 def _config(task: dict, paths: dict):
     from nbconvert.preprocessors import ClearMetadataPreprocessor
-    from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearOutput,
+    from nbgrader.preprocessors import (AssignLatePenalties, CheckCellMetadata, ClearOutput,
                                         DeduplicateIds, GetGrades, IgnorePattern, LimitOutput, OverwriteCells,
                                         OverwriteKernelspec, SaveAutoGrades)
     from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 
     from grader.execute import GuardedExecute
-    from grader.feedback import SanitizeFeedback
+    from grader.feedback import ClearHiddenTestsOfGradeCells, SanitizeFeedback
     from grader.nbgrader_api import load_config
     from grader.restore import RestoreDeletedCells
 
@@ -83,7 +223,10 @@ def _config(task: dict, paths: dict):
         "GuardedExecute.guard_policy": json.dumps(_guard_policy(task, paths)),
         "GuardedExecute.events_file": str(paths["events"]),
         "GuardedExecute.working_dir": str(paths["autograded_dir"]),
-        "GenerateFeedback.preprocessors": [GetGrades, ClearHiddenTests, SanitizeFeedback, CSSHTMLHeaderPreprocessor],
+        "GuardedExecute.sandbox": json.dumps({"scratch": str(paths["autograded_dir"]),
+                                              "writable_files": [str(paths["guard_report"])]})
+                                  if task.get("isolation", True) else "",
+        "GenerateFeedback.preprocessors": [GetGrades, ClearHiddenTestsOfGradeCells, SanitizeFeedback, CSSHTMLHeaderPreprocessor],
         "SanitizeFeedback.hidden_lines": paths["hidden_lines"],
         "SanitizeFeedback.hidden_cells": paths["hidden_cells"],
     })
@@ -150,12 +293,11 @@ def _max_points(release: dict) -> dict:
 def _write_handback(paths: dict, out_dir: pathlib.Path, task: dict) -> None:
     """The autograded notebook, cleared of hidden tests and sanitized, next to the HTML feedback."""
     import nbformat
-    from nbgrader.preprocessors import ClearHiddenTests
 
-    from grader.feedback import sanitize_notebook
+    from grader.feedback import ClearHiddenTestsOfGradeCells, sanitize_notebook
 
     nb = nbformat.read(str(paths["autograded_nb"]), as_version=4)
-    nb, _ = ClearHiddenTests().preprocess(nb, {})
+    nb, _ = ClearHiddenTestsOfGradeCells().preprocess(nb, {})
     sanitize_notebook(nb, paths["hidden_lines"], paths["hidden_cells"])
     target = out_dir / "feedback" / task["student"] / task["assignment"]
     target.mkdir(parents=True, exist_ok=True)
@@ -175,16 +317,17 @@ def _new_result(task: dict, max_points: dict) -> dict:
             "cells": {gid: {"points": 0.0, "max_points": mp} for gid, mp in max_points.items()},
             "details": list(task.get("notes", [])), "flags": [], "source_hash": task["source_hash"],
             "submission": task.get("notebook"), "submission_hash": task.get("submission_hash"),
-            "events": [], "refused": [], "seconds": 0.0}
+            "events": [], "refused": [], "seconds": 0.0, "isolation": task.get("isolation", True)}
 
 
-def _prepare_course_folder(task: dict, paths: dict) -> None:
-    """A fresh nbgrader course folder for this submission: its notebook and a gradebook copy."""
+def _prepare_course_folder(task: dict, paths: dict, submitted: dict) -> None:
+    """A fresh nbgrader course folder for this submission: its notebook (as read and repaired by
+    ``read_submission`` and ``ignore_unknown_grading_cells``) and a gradebook copy."""
     work, assignment = paths["work"], task["assignment"]
     if work.exists():
         shutil.rmtree(work)
     paths["submitted_nb"].parent.mkdir(parents=True)
-    shutil.copyfile(task["notebook"], paths["submitted_nb"])
+    paths["submitted_nb"].write_text(json.dumps(submitted, indent=1), encoding="utf-8")
     folder = pathlib.Path(task["notebook"]).parent
     if folder.name == assignment:
         # nbgrader's layout: ``nbgrader collect`` leaves timestamp.txt (late penalties) and
@@ -211,7 +354,7 @@ def _publish(paths: dict, out_dir: pathlib.Path, task: dict, api, result: dict) 
             if path.is_file():
                 shutil.copyfile(path, feedback_dir / path.name)
     else:
-        result["details"].append("feedback HTML failed: " + _tail(fb.get("log", "") + fb.get("error", "")))
+        result["details"].append("feedback HTML failed: " + root_cause(fb.get("log", "") + fb.get("error", "")))
     _write_handback(paths, out_dir, task)
     secret_copy = out_dir / "autograded" / student / assignment
     secret_copy.mkdir(parents=True, exist_ok=True)
@@ -221,7 +364,7 @@ def _publish(paths: dict, out_dir: pathlib.Path, task: dict, api, result: dict) 
 def _read_events(paths: dict) -> tuple[list, list]:
     """(timeouts and crashes recorded by GuardedExecute, operations the guard refused)."""
     events = json.loads(paths["events"].read_text()) if paths["events"].exists() else []
-    refused = [json.loads(line) for line in paths["guard_report"].read_text().splitlines()] \
+    refused = [json.loads(line) for line in paths["guard_report"].read_text().splitlines() if line.strip()] \
         if paths["guard_report"].exists() else []
     return events, refused
 
@@ -250,32 +393,48 @@ def grade_one(task: dict) -> dict:
 
     if not task.get("notebook"):
         return finish("missing")
-    submitted, problem = _read_submission(pathlib.Path(task["notebook"]))
-    if submitted is None:
-        result["details"].append(problem)
+    submitted, problem = read_submission(pathlib.Path(task["notebook"]))
+
+    def not_graded(status: str, why: str, student_message: str) -> dict:
+        result["details"].append(why)
         feedback_dir = out_dir / "feedback" / student / assignment
         feedback_dir.mkdir(parents=True, exist_ok=True)
         (feedback_dir / f"{assignment}.html").write_text(
-            _note_html(f"{assignment}: not graded", f"Your notebook could not be read ({problem}). It scores 0; "
-                       "ask your instructor to accept a fixed copy."), encoding="utf-8")
-        return finish("invalid_json")
+            _note_html(f"{assignment}: not graded", student_message + " It scores 0; ask your instructor to accept "
+                       "a fixed copy."), encoding="utf-8")
+        return finish(status)
+
+    if submitted is None:
+        return not_graded("invalid_json", problem, f"Your notebook could not be read ({problem}).")
+    if not set(_grade_ids(submitted)) & set(_grade_ids(release)):
+        other = which_assignment(submitted, pathlib.Path(task["course_root"]))
+        what = (f"the notebook of {other}" if other and other != assignment
+                else "a notebook without any cell of the released one (was it rebuilt in a new notebook?)")
+        return not_graded("wrong_notebook", f"this file is {what}, not {assignment}",
+                          f"The file you submitted for {assignment} is {what}, not the notebook of {assignment}.")
+    result["details"].extend(ignore_unknown_grading_cells(submitted, release))
 
     structure = tamper.compare_with_release(submitted, release)
     context = [c.get("source", "") if isinstance(c.get("source"), str) else "".join(c.get("source", []))
                for c in release["cells"] if c.get("cell_type") == "code"]
     findings = tamper.scan_code(tamper.student_code_cells(submitted, release), context_sources=context)
 
-    _prepare_course_folder(task, paths)
+    _prepare_course_folder(task, paths, submitted)
     solution = markers.read_notebook(paths["solution_nb"])
     paths["hidden_lines"] = markers.secret_lines(solution, "hidden")
     paths["hidden_cells"] = hidden_cell_ids(solution)
     api = make_api(_config(task, paths))
+    if task.get("isolation", True):
+        # What the sandbox binds must exist before the kernel starts: nbgrader creates the
+        # autograded folder itself, and the guard appends its refusals to the report.
+        paths["autograded_dir"].mkdir(parents=True, exist_ok=True)
+        paths["guard_report"].touch()
     with venv_on_path():
         outcome = api.autograde(assignment, student, force=True, create=True)
     events, refused = _read_events(paths)
     result["events"], result["refused"] = events, refused
     if not outcome.get("success") or not paths["autograded_nb"].exists():
-        result["details"].append("nbgrader autograde failed: " + _tail(outcome.get("log", "") + outcome.get("error", "")))
+        result["details"].append("nbgrader autograde failed: " + root_cause(outcome.get("log", "") + outcome.get("error", "")))
         return finish("grader_error")
     for gid, score in _scores(paths["work"] / "gradebook.db", student, assignment).items():
         result["cells"][gid] = score
@@ -322,12 +481,29 @@ def _status(result: dict, structure: dict, findings, events: list, refused: list
     return next((s for s in STATUSES if s in statuses), "graded")
 
 
-def _tail(text: str, lines: int = 15) -> str:
-    """The last lines of a log, starting at its first traceback when there is one."""
-    start = text.find("Traceback")
-    if start >= 0:
-        text = text[start:]
-    return "\n".join(text.strip().splitlines()[-lines:])
+_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)|KeyError|StopIteration)"
+                             r"(?::\s*(.*))?$")
+_FRAME_LINE = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
+
+
+def root_cause(text: str) -> str:
+    """The root cause in a log or traceback: the first exception raised (later ones are reactions to
+    it, such as nbgrader's "see the above traceback") and the innermost frame where it was raised
+    (``KeyError: 'x' (in find_cell, grader/restore.py:31)``); else the log's first error line, else
+    its last line."""
+    lines = [line.rstrip() for line in text.strip().splitlines()]
+    frame = None
+    for line in lines:
+        if _FRAME_LINE.match(line):
+            frame = _FRAME_LINE.match(line)
+        elif frame is not None and _EXCEPTION_LINE.match(line.strip()):
+            path = pathlib.PurePath(frame.group(1))
+            return f"{line.strip()} (in {frame.group(3)}, {'/'.join(path.parts[-2:])}:{frame.group(2)})"
+    exceptions = [line.strip() for line in lines if _EXCEPTION_LINE.match(line.strip())]
+    if exceptions:
+        return exceptions[0]
+    errors = [line for line in lines if "error" in line.lower()]
+    return (errors[0] if errors else lines[-1] if lines else "no message").strip()
 
 
 def main(argv=None) -> int:
@@ -342,7 +518,7 @@ def main(argv=None) -> int:
     except Exception:  # one broken submission must not lose its row: record why
         result = {"student": task["student"], "assignment": task["assignment"], "status": "grader_error",
                   "points": 0.0, "max_points": 0.0, "cells": {}, "flags": [], "events": [], "refused": [],
-                  "details": ["the grader failed: " + _tail(traceback.format_exc())],
+                  "details": ["the grader failed: " + root_cause(traceback.format_exc())],
                   "source_hash": task["source_hash"], "submission_hash": task.get("submission_hash"),
                   "submission": task.get("notebook"), "seconds": 0.0}
     write_result(result, task["result_path"])

@@ -9,21 +9,34 @@ Accepted layouts, mixed freely, in a folder or a ``.zip`` of one:
   form ``<student>_<anything>_<assignment>.ipynb`` (the student is the first ``_``-separated part).
 
 Assignment names are the known ones (``solutions/``), so ``day05_flash_attention_ada_late_2.ipynb``
-is assignment ``day05_flash_attention``, student ``ada``. When a student has several files for one
-assignment, the newest (modification time) is graded and the others are noted. Every student
-who submitted anything is expected to submit every assignment found in the submissions (or the
-ones asked for): an absent notebook becomes a ``missing`` row, never a silent gap.
+is assignment ``day05_flash_attention``, student ``ada``. In a flat name the student id is every
+``_``-separated part up to the first one that reads as an attempt, a date, a number or a word such
+as ``late`` (``ada_lovelace_attempt_2`` is student ``ada_lovelace``, not ``ada``), so two students
+whose ids share a first part stay two students. When a student has several files for one
+assignment, the newest is graded and the others are listed; in a zip "newest" is the date the zip
+stores for each file, kept as the extracted file's modification time. Every student who submitted
+anything is expected to submit every assignment found in the submissions (or the ones asked for):
+an absent notebook becomes a ``missing`` row, never a silent gap. Every file that is not graded is
+listed, with the reason, in ``not_graded`` (``find_submissions(..., not_graded=[])``), never on
+another student's row.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import os
 import pathlib
 import re
 import zipfile
 
 IGNORED_PARTS = {".ipynb_checkpoints", "__MACOSX", ".git"}
+# Files an operating system or nbgrader leaves, which nobody submitted as work.
+SYSTEM_FILES = {".DS_Store", "Thumbs.db", "desktop.ini", "timestamp.txt", "submission_secret.txt"}
 _STUDENT_UNSAFE = re.compile(r"[^A-Za-z0-9.@-]+")
+# Parts of an LMS file name after the student id: attempts, dates, numbers, LMS words.
+_NOT_STUDENT = re.compile(r"(attempt|try|submission|version|v|late|original|resubmit|final|copy|graded|file|"
+                          r"assignsubmission|onlinetext)?\d*([-.:T]\d+)*|\d{4}-\d\d-\d\d.*|LATE", re.IGNORECASE)
 
 
 @dataclasses.dataclass
@@ -42,8 +55,24 @@ def safe_student_id(raw: str) -> str:
     return cleaned or "unknown"
 
 
+@dataclasses.dataclass
+class NotGraded:
+    """A submitted file that is not graded, and why: the summary lists it as needing a look."""
+
+    path: pathlib.PurePath
+    reason: str
+    student: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
 def extract_zip(zip_path: pathlib.Path, dest: pathlib.Path) -> pathlib.Path:
-    """Extract a zip safely (no absolute paths, no ``..``) into ``dest``; return ``dest``."""
+    """Extract a zip safely (no absolute paths, no ``..``) into ``dest``; return ``dest``.
+
+    Each file's modification time is the date the zip stores for it (``ZipInfo.date_time``), so
+    the newest attempt is the one the student saved last, not the one extracted last.
+    """
     dest.mkdir(parents=True, exist_ok=True)
     root = dest.resolve()
     with zipfile.ZipFile(zip_path) as archive:
@@ -57,7 +86,28 @@ def extract_zip(zip_path: pathlib.Path, dest: pathlib.Path) -> pathlib.Path:
             target.parent.mkdir(parents=True, exist_ok=True)
             with archive.open(member) as src, open(target, "wb") as out:
                 out.write(src.read())
+            stamp = _zip_time(member)
+            os.utime(target, (stamp, stamp))
     return dest
+
+
+def _zip_time(member: zipfile.ZipInfo) -> float:
+    """The modification time a zip stores for a member (local time, as zip tools write it)."""
+    try:
+        return datetime.datetime(*member.date_time).timestamp()
+    except (ValueError, OverflowError):
+        return 0.0
+
+
+def _student_part(parts: list[str]) -> str:
+    """The student id in the ``_``-separated parts of a flat name: the parts before the first that
+    reads as an attempt, a date or a number (at least the first part)."""
+    kept = [parts[0]]
+    for part in parts[1:]:
+        if not part or _NOT_STUDENT.fullmatch(part):
+            break
+        kept.append(part)
+    return "_".join(kept)
 
 
 def _match_flat(stem: str, assignments: list[str]) -> tuple[str, str] | None:
@@ -65,12 +115,11 @@ def _match_flat(stem: str, assignments: list[str]) -> tuple[str, str] | None:
     for name in sorted(assignments, key=len, reverse=True):
         if stem.startswith(name + "_"):
             rest = stem[len(name) + 1:]
-            student = rest.split("_", 1)[0]
-            if student:
-                return name, student
+            if rest and rest.split("_", 1)[0]:
+                return name, _student_part(rest.split("_"))
         idx = stem.find("_" + name)
         if idx > 0:
-            return name, stem.split("_", 1)[0]
+            return name, _student_part(stem[:idx].split("_"))
     return None
 
 
@@ -82,35 +131,52 @@ def _assignment_of(stem: str, assignments: list[str]) -> str | None:
     return None
 
 
-def find_submissions(root: pathlib.Path, assignments: list[str], *, expected: list[str] | None = None) -> list[Submission]:
+def find_submissions(root: pathlib.Path, assignments: list[str], *, expected: list[str] | None = None,
+                     not_graded: list[NotGraded] | None = None) -> list[Submission]:
     """All submissions under ``root`` (a folder), one per (student, assignment), sorted.
 
     assignments: the known assignment names. expected: the assignments every student should
-    have submitted (default: those that appear anywhere in the submissions).
+    have submitted (default: those that appear anywhere in the submissions). not_graded: a list
+    that receives every file found but not graded (older attempts, files that match no student
+    or assignment, files that are not notebooks), each with its reason.
     """
     root = pathlib.Path(root)
     if not root.is_dir():
         raise ValueError(f"submissions must be a folder or a .zip, got {root}")
+    skipped = not_graded if not_graded is not None else []
     found: dict[tuple[str, str], list[pathlib.Path]] = {}
     students: set[str] = set()
-    unmatched: list[pathlib.Path] = []
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
-        if IGNORED_PARTS & set(rel.parts) or path.is_dir():
-            if path.is_dir() and len(rel.parts) == 1 and not IGNORED_PARTS & set(rel.parts) \
+        if path.is_dir():
+            if len(rel.parts) == 1 and not IGNORED_PARTS & set(rel.parts) \
                     and _assignment_of(rel.parts[0], assignments) is None:
                 students.add(safe_student_id(rel.parts[0]))
             continue
+        if "__MACOSX" in rel.parts or rel.name in SYSTEM_FILES:
+            continue
+        owner = safe_student_id(rel.parts[0]) if len(rel.parts) > 1 \
+            and _assignment_of(rel.parts[0], assignments) is None else None
+        if IGNORED_PARTS & set(rel.parts):
+            skipped.append(NotGraded(rel, "an automatic copy (checkpoint or version control), not the "
+                                          "submitted notebook", owner))
+            continue
         if path.suffix != ".ipynb":
+            skipped.append(NotGraded(rel, "not a notebook (.ipynb)", owner))
             continue
         key = _classify(rel, assignments)
         if key is None:
-            unmatched.append(rel)
+            skipped.append(NotGraded(rel, "matches no known assignment or student: " + ", ".join(assignments), owner))
             continue
         students.add(key[0])
         found.setdefault(key, []).append(path)
     wanted = list(expected) if expected else sorted({a for _, a in found})
     submissions = []
+    for (student, assignment), paths in sorted(found.items()):
+        if assignment not in wanted:
+            for path in paths:
+                skipped.append(NotGraded(path.relative_to(root), f"{assignment} is not among the assignments "
+                                                                  "graded in this run", student))
     for student in sorted(students):
         for assignment in wanted:
             paths = found.get((student, assignment), [])
@@ -118,11 +184,14 @@ def find_submissions(root: pathlib.Path, assignments: list[str], *, expected: li
                 submissions.append(Submission(student, assignment, None, ["no notebook for this assignment"]))
                 continue
             paths.sort(key=lambda p: (p.stat().st_mtime, str(p)))
-            notes = [f"{len(paths)} files found; graded the newest: {paths[-1].name}"] if len(paths) > 1 else []
-            submissions.append(Submission(student, assignment, paths[-1], notes))
-    if unmatched and submissions:
-        submissions[0].notes.append(f"{len(unmatched)} notebook(s) matched no student/assignment: "
-                                    + ", ".join(str(p) for p in unmatched[:5]))
+            newest = paths[-1]
+            notes = []
+            if len(paths) > 1:
+                notes.append(f"{len(paths)} files found; graded the newest: {newest.relative_to(root)}")
+                for path in paths[:-1]:
+                    skipped.append(NotGraded(path.relative_to(root), f"an older file of {student}/{assignment}; "
+                                                                      f"graded {newest.relative_to(root)}", student))
+            submissions.append(Submission(student, assignment, newest, notes))
     return submissions
 
 

@@ -8,16 +8,25 @@
 - when a cell times out (``timeout`` seconds) or the kernel dies (``os._exit``, a segfault, out of
   memory), the cell gets an error output that says so, the event is recorded, and grading goes
   on in a fresh kernel: the notebook's non-grade code cells before that cell are run again
-  (outputs discarded; cells that timed out or crashed are not) to rebuild the state, then
-  execution continues with the next cell. So a
+  (outputs discarded; cells that timed out or crashed are not), and so are the earlier grade cells
+  that define a name a later cell needs (a hidden cell's helpers; of a grade cell that itself timed
+  out, its imports, functions and classes), so every later exercise is graded as it would have
+  been without the restart; then execution continues with the next cell. So a
   hanging kernel in exercise 2 costs exercise 2, not exercise 3. After ``max_restarts`` restarts,
   or when the rebuild itself fails, every remaining code cell gets a "not run" error (grade cells
   then score 0, never full marks by silence);
+- a grade cell that raised keeps only its error as a score-bearing output: its ``execute_result``
+  outputs become ``display_data`` (nbgrader scores a grade cell by its first ``execute_result``
+  when that comes before the error, so a cell that failed could otherwise score);
+- with ``sandbox`` set, the kernel runs inside a bubblewrap sandbox (``grader.guard.sandbox_command``)
+  where only its scratch folder is writable and no grader secret exists;
 - events go to ``events_file`` (JSON) for the grader to turn into a status.
 """
 
 from __future__ import annotations
 
+import ast
+import builtins
 import json
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
@@ -40,6 +49,89 @@ def _is_grade(cell) -> bool:
     return bool(cell.metadata.get("nbgrader", {}).get("grade"))
 
 
+def demote_results_of_failed_cell(cell) -> bool:
+    """In a grade cell that raised, put the error first and turn results into plain displays.
+
+    nbgrader reads a grade cell's score from the first ``execute_result`` or error it meets, so a
+    cell that displayed a value (``sys.displayhook(2)``, an expression IPython echoes) before it
+    failed would score that value. Returns whether the cell had an error.
+    """
+    outputs = cell.get("outputs", [])
+    errors = [o for o in outputs if o.get("output_type") == "error"]
+    if not errors:
+        return False
+    others = []
+    for output in outputs:
+        if output.get("output_type") == "execute_result":
+            output = NotebookNode(output_type="display_data", data=output.get("data", {}),
+                                  metadata=output.get("metadata", {}))
+        if output.get("output_type") != "error":
+            others.append(output)
+    cell.outputs = errors + others
+    return True
+
+
+def _names(source: str) -> tuple[set[str], set[str]] | None:
+    """(names a cell binds at top level, names it reads anywhere), or None when it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    bound, read = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                bound.add((alias.asname or alias.name).split(".")[0])
+        elif isinstance(node, ast.Attribute):
+            read.add(node.attr)
+    return bound, read
+
+
+def definitions_only(source: str) -> str:
+    """The top-level imports, functions and classes of a cell, which run without calling anything
+    of the submission: what a cell that timed out or crashed had defined before it stopped."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return ""
+    keep = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return "\n".join(ast.unparse(node) for node in tree.body if isinstance(node, keep))
+
+
+def cells_to_rebuild(sources: list[tuple[str, bool]], needed_later: list[str]) -> list[int]:
+    """Indices of the cells to re-run, in order, so the state the later cells see is rebuilt.
+
+    sources: ``(source, optional)`` of each earlier cell; an empty source is never run. An
+    optional cell (a grade cell, or the definitions of a cell that timed out) is re-run only when
+    it binds a name that a later cell, or a cell already chosen, reads (a hidden cell defining
+    helpers for the hidden cells below), because skipping it would leave those cells failing with
+    a NameError they never had. Every other cell is re-run. needed_later: the sources of the
+    cells still to run.
+    """
+    needed: set[str] = set()
+    for source in needed_later:
+        parsed = _names(source)
+        if parsed is not None:
+            needed |= parsed[1]
+    needed -= set(dir(builtins))
+    chosen = []
+    for index in range(len(sources) - 1, -1, -1):
+        source, optional = sources[index]
+        if not source.strip():
+            continue
+        parsed = _names(source)
+        if optional and parsed is not None and not parsed[0] & needed:
+            continue
+        chosen.append(index)
+        if parsed is not None:
+            needed |= parsed[1]
+    return chosen[::-1]
+
+
 class GuardedExecute(Execute):
     """Execute cells with a guard in the kernel, recovering from timeouts and crashes."""
 
@@ -47,6 +139,24 @@ class GuardedExecute(Execute):
     events_file = Unicode("", help="where to write the JSON list of timeouts and crashes").tag(config=True)
     working_dir = Unicode("", help="the kernel's working folder (default: nbgrader's)").tag(config=True)
     max_restarts = Integer(3, help="kernel restarts allowed per notebook before giving up").tag(config=True)
+    sandbox = Unicode("", help="JSON {scratch, writable_files}: run the kernel in a bubblewrap sandbox; "
+                               "empty: no sandbox").tag(config=True)
+
+    def create_kernel_manager(self):
+        km = super().create_kernel_manager()
+        if self.sandbox:
+            from grader.guard import sandbox_command
+
+            spec = json.loads(self.sandbox)
+            unwrapped = km.format_kernel_cmd
+
+            def format_kernel_cmd(extra_arguments=None):
+                # The connection file exists by now: jupyter_client writes it just before.
+                return sandbox_command(unwrapped(extra_arguments=extra_arguments), scratch=spec["scratch"],
+                                       files=[km.connection_file], writable_files=spec.get("writable_files", []))
+
+            km.format_kernel_cmd = format_kernel_cmd
+        return km
 
     def preprocess(self, nb, resources=None, km=None):
         # Same set-up as ExecutePreprocessor.preprocess, then our own loop over kernels.
@@ -117,6 +227,8 @@ class GuardedExecute(Execute):
                                            "ignored the interrupt; the grader restarted it"))
                 self._record("timeout", index)
                 return index + 1
+            if _is_grade(cell):
+                demote_results_of_failed_cell(cell)
             outputs = self.nb.cells[index].get("outputs", [])
             if any(o.get("output_type") == "error" and o.get("ename") == TIMEOUT_ENAME for o in outputs):
                 # Interrupted: kernel threads (the simulator's) may still be running, so restart cleanly.
@@ -125,12 +237,22 @@ class GuardedExecute(Execute):
         return None
 
     def _rebuild_state(self, upto: int) -> bool:
-        """Re-run the non-grade code cells before ``upto`` in the fresh kernel; False when that fails."""
-        for index in range(upto - 1):
+        """Re-run, in the fresh kernel, what the cells from ``upto`` on need of the cells before it
+        (``cells_to_rebuild``); False when that fails."""
+        earlier = []
+        for index, cell in enumerate(self.nb.cells[:upto]):
+            if cell.cell_type != "code":
+                earlier.append(("", False))
+            elif index in self._failed:
+                # A grade cell that hung may have defined helpers for the hidden tests below before
+                # it did; a student's cell that hung costs its own exercise and is not run again.
+                earlier.append((definitions_only(cell.source) if _is_grade(cell) else "", True))
+            else:
+                earlier.append((cell.source, _is_grade(cell)))
+        later = [c.source for c in self.nb.cells[upto:] if c.cell_type == "code"]
+        for index in cells_to_rebuild(earlier, later):
             cell = self.nb.cells[index]
-            if cell.cell_type != "code" or _is_grade(cell) or not cell.source.strip() or index in self._failed:
-                continue
-            outcome = self._quiet(cell.source)
+            outcome = self._quiet(earlier[index][0])
             if outcome in ("timeout", "dead"):
                 self.events[-1]["rebuild"] = f"{outcome} in {_label(cell, index)}"
                 return False

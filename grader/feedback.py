@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import re
 
-from nbgrader.preprocessors import NbGraderPreprocessor
+from nbgrader import utils as nbgrader_utils
+from nbgrader.preprocessors import ClearHiddenTests, NbGraderPreprocessor
 from traitlets import List, Unicode
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -81,6 +82,20 @@ def sanitize_notebook(nb, hidden_lines: list[str], hidden_cells: list[str]):
                     if mimetype in data:
                         data[mimetype] = scrub(data[mimetype], hidden_lines)
     return nb
+
+
+class ClearHiddenTestsOfGradeCells(ClearHiddenTests):
+    """nbgrader's ``ClearHiddenTests`` for grade cells only.
+
+    Hidden tests live in grade cells, whose source the grader restores from the gradebook. Any
+    other cell is the student's own text, which may quote a marker (``# ### BEGIN HIDDEN TESTS``
+    in a comment) without its pair: nbgrader's version then raises and no feedback is written.
+    """
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        if not nbgrader_utils.is_grade(cell):
+            return cell, resources
+        return super().preprocess_cell(cell, resources, cell_index)
 
 
 class SanitizeFeedback(NbGraderPreprocessor):

@@ -4,6 +4,7 @@ Output folder (``--out``, default ``./grading``), what is secret marked (*)::
 
     grades.csv            one row per (student, assignment): status, points, details, flags
     grades_by_cell.csv    one row per grade cell
+    not_graded.csv        every submitted file that was not graded (older attempts, unknown names), and why
     lms.csv               one row per student, a column per assignment and a total: for an LMS
     feedback/<student>/<assignment>/<assignment>.html   hand these back (and the .ipynb beside it)
     gradebook.db (*)      nbgrader gradebook of all submissions (``nbgrader export --db ...``)
@@ -30,7 +31,7 @@ import sys
 import time
 
 from grader.autograde import FINAL_STATUSES, STATUSES, file_hash
-from grader.collect import Submission, extract_zip, find_submissions
+from grader.collect import NotGraded, Submission, extract_zip, find_submissions
 from grader.nbgrader_api import assignments as list_assignments, course_root
 
 # Extra seconds a submission may take beyond its cells' timeouts before its process is killed.
@@ -71,7 +72,7 @@ def _submissions_folder(path: pathlib.Path, out: pathlib.Path, assignments: list
     return folder
 
 
-def _task(sub: Submission, *, root, out, timeout, hashes, secret_dirs) -> dict:
+def _task(sub: Submission, *, root, out, timeout, hashes, secret_dirs, isolation=True) -> dict:
     key = f"{sub.student}/{sub.assignment}"
     return {
         "student": sub.student, "assignment": sub.assignment,
@@ -80,6 +81,7 @@ def _task(sub: Submission, *, root, out, timeout, hashes, secret_dirs) -> dict:
         "course_root": str(root), "template_dir": str(out / "template"), "out_dir": str(out),
         "work_dir": str(out / "work" / key), "result_path": str(out / "results" / f"{key}.json"),
         "timeout": timeout, "source_hash": hashes[sub.assignment], "secret_dirs": secret_dirs,
+        "isolation": isolation,
     }
 
 
@@ -92,7 +94,8 @@ def _is_done(task: dict) -> bool:
     except json.JSONDecodeError:
         return False
     return (old.get("status") in FINAL_STATUSES and old.get("source_hash") == task["source_hash"]
-            and old.get("submission_hash") == task["submission_hash"])
+            and old.get("submission_hash") == task["submission_hash"]
+            and old.get("isolation", True) == task["isolation"])
 
 
 def _code_cells(nb: dict) -> int:
@@ -159,7 +162,9 @@ def run_task(task: dict, *, env: dict, limit_s: float) -> dict:
     if result_path.is_file() and problem is None:
         result = json.loads(result_path.read_text(encoding="utf-8"))
     else:
-        tail = log_path.read_text(errors="replace").strip().splitlines()[-10:]
+        from grader.autograde import root_cause
+
+        tail = [root_cause(log_path.read_text(errors="replace"))]
         result = {"student": task["student"], "assignment": task["assignment"],
                   "status": "timed_out" if "longer than" in (problem or "") else "grader_error",
                   "points": 0.0, "max_points": 0.0, "cells": {}, "flags": [], "events": [], "refused": [],
@@ -171,11 +176,19 @@ def run_task(task: dict, *, env: dict, limit_s: float) -> dict:
     return result
 
 
+class IsolationUnavailable(RuntimeError):
+    """Grading kernels cannot be isolated here, and running without isolation was not asked for."""
+
+
 def grade(submissions, out, *, jobs: int = 1, device: str = "simulator", timeout: int = 120,
-          force: bool = False, only: list[str] | None = None, root=None, progress: bool = True) -> list[dict]:
+          force: bool = False, only: list[str] | None = None, root=None, progress: bool = True,
+          isolation: bool = True) -> list[dict]:
     """Grade every submission found in ``submissions`` (folder or zip) into ``out``; return the rows.
 
     Writes the files listed in the module docstring. Rows are result dicts (``grader.autograde``).
+    isolation: run every grading kernel in a bubblewrap sandbox (``grader.guard.sandbox_command``);
+    when that is impossible here, raise ``IsolationUnavailable`` saying how to get it. False runs
+    the kernels without it (the Python guard remains).
     """
     if not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
@@ -183,6 +196,15 @@ def grade(submissions, out, *, jobs: int = 1, device: str = "simulator", timeout
         raise ValueError(f"device must be 'simulator' or 'gpu', got {device!r}")
     if not isinstance(timeout, int) or timeout < 1:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if not isinstance(isolation, bool):
+        raise TypeError(f"isolation must be True or False, got {isolation!r}")
+    if isolation:
+        from grader.guard import ISOLATION_HELP, isolation_problem
+
+        problem = isolation_problem()
+        if problem:
+            raise IsolationUnavailable(f"grading needs student code isolated from the grader's files, and {problem}. "
+                                       f"To get it, {ISOLATION_HELP}.")
     root = pathlib.Path(root) if root else course_root()
     out = pathlib.Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -190,11 +212,14 @@ def grade(submissions, out, *, jobs: int = 1, device: str = "simulator", timeout
     if not known:
         raise ValueError(f"no assignments in {root / 'solutions'}")
     folder = _submissions_folder(pathlib.Path(submissions).resolve(), out, known)
-    found = find_submissions(folder, known, expected=only)
+    not_graded: list[NotGraded] = []
+    found = find_submissions(folder, known, expected=only, not_graded=not_graded)
+    write_not_graded(not_graded, out)
     names = sorted({s.assignment for s in found})
     hashes = _prepare_template(root, names, out) if names else {}
     secret_dirs = [str(pathlib.Path(submissions).resolve()), str(folder)]
-    tasks = [_task(s, root=root, out=out, timeout=timeout, hashes=hashes, secret_dirs=secret_dirs) for s in found]
+    tasks = [_task(s, root=root, out=out, timeout=timeout, hashes=hashes, secret_dirs=secret_dirs,
+                   isolation=isolation) for s in found]
     todo = [t for t in tasks if force or not _is_done(t)]
     env = _worker_env(device)
     released = {n: json.loads((out / "template" / "release" / n / f"{n}.ipynb").read_text(encoding="utf-8"))
@@ -244,6 +269,27 @@ def _run_all(todo: list[dict], *, env, limits, jobs, progress, skipped) -> None:
         bar.close()
 
 
+NOT_GRADED_CSV = "not_graded.csv"
+
+
+def write_not_graded(files: list[NotGraded], out: pathlib.Path) -> None:
+    """``not_graded.csv``: a row per submitted file that was not graded (file, student, reason)."""
+    with open(out / NOT_GRADED_CSV, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["file", "student", "reason"])
+        for item in files:
+            writer.writerow([str(item.path), item.student or "", item.reason])
+
+
+def read_not_graded(out) -> list[dict]:
+    """The rows of ``not_graded.csv`` written by the last run into ``out`` (none if absent)."""
+    path = pathlib.Path(out) / NOT_GRADED_CSV
+    if not path.is_file():
+        return []
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
 def write_csvs(rows: list[dict], out: pathlib.Path) -> None:
     """grades.csv (a row per submission), grades_by_cell.csv (per grade cell), lms.csv (per student)."""
     with open(out / "grades.csv", "w", newline="", encoding="utf-8") as f:
@@ -274,8 +320,9 @@ def _fmt(x: float) -> str:
     return f"{x:g}"
 
 
-def summary_table(rows: list[dict]) -> str:
-    """Text table: per assignment, submissions by status and the mean score; then every problem row."""
+def summary_table(rows: list[dict], not_graded: list[dict] | None = None) -> str:
+    """Text table: per assignment, submissions by status and the mean score; then every problem row
+    and every submitted file that was not graded (``read_not_graded``), with the reason."""
     lines = []
     assignments = sorted({r["assignment"] for r in rows})
     header = f"{'assignment':28s} {'n':>4s} " + " ".join(f"{s[:12]:>12s}" for s in STATUSES) + f" {'mean':>7s} {'max':>5s}"
@@ -295,6 +342,12 @@ def summary_table(rows: list[dict]) -> str:
             what = "; ".join(r["details"] + [f"review: {f}" for f in r["flags"]])
             lines.append(f"  {r['student']}/{r['assignment']}: {r['status']} ({_fmt(r['points'])}/"
                          f"{_fmt(r['max_points'])}) {what[:300]}")
+    if not_graded:
+        lines.append("")
+        lines.append(f"files not graded ({len(not_graded)}, also in {NOT_GRADED_CSV}):")
+        for item in not_graded:
+            owner = f" [{item['student']}]" if item.get("student") else ""
+            lines.append(f"  {item['file']}{owner}: {item['reason']}")
     return "\n".join(lines)
 
 
@@ -325,15 +378,23 @@ def main_grade(args) -> int:
             print(f"course grade: warning: the hidden tests of {', '.join(counting)} count memory traffic, which "
                   "only the simulator can do; on a GPU those tests fail. Grade them without --gpu.",
                   file=sys.stderr)
+    isolation = not getattr(args, "no_isolation", False)
+    if not isolation:
+        print("course grade: warning: --no-isolation: student code runs with access to every file this user can "
+              "read (solutions, gradebooks, other submissions); only the Python guard stands in the way.",
+              file=sys.stderr)
     try:
         rows = grade(args.submissions, args.out, jobs=args.jobs, device="gpu" if args.gpu else "simulator",
-                     timeout=args.timeout, force=args.force, only=only, root=root)
+                     timeout=args.timeout, force=args.force, only=only, root=root, isolation=isolation)
+    except IsolationUnavailable as exc:
+        print(f"course grade: {exc}", file=sys.stderr)
+        return 2
     except ValueError as exc:
         print(f"course grade: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
-    print(summary_table(rows))
+    print(summary_table(rows, read_not_graded(args.out)))
     out = pathlib.Path(args.out)
     print(f"\n{len(rows)} submission(s) in {time.time() - started:.0f} s. Wrote {out / 'grades.csv'}, "
           f"{out / 'lms.csv'} and feedback in {out / 'feedback'} (hand back only feedback/; the rest is secret).")

@@ -25,8 +25,10 @@ code flags ``ctypes``, ``exec`` and the like for an instructor's review.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import pathlib
 import sys
 
 # Audit events and the index of their path argument(s).
@@ -173,3 +175,136 @@ def install(policy: dict | str) -> None:
 
     sys.addaudithook(hook)
     _installed = True
+
+
+# --- isolation by the operating system ------------------------------------------------------------
+#
+# The audit hook above sees Python only. The grading kernel itself runs inside a bubblewrap
+# sandbox (Linux namespaces): a file system of its own where only the system, the Python
+# installation, the course's packages and the submission's scratch folder exist. Solutions,
+# gradebooks, the grading output, other submissions and the repository's .git are not hidden by a
+# rule that code could get around: they are not there. Only the scratch folder, a private /tmp and
+# the guard's report file are writable.
+
+ISOLATION_HELP = ("install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`, Fedora: `dnf install "
+                  "bubblewrap`, conda: `conda install -c conda-forge bubblewrap`) on a Linux machine that allows "
+                  "user namespaces (a container needs them too, e.g. docker run --security-opt seccomp=unconfined); "
+                  "or, on a machine with nothing secret on it, run `course grade --no-isolation`")
+SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+_NAMESPACES = ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+               "--die-with-parent"]
+
+
+def readable_folders() -> list[str]:
+    """What a grading kernel needs to read: the Python installations and the course's packages."""
+    import importlib.util
+    import site
+
+    folders = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), *map(os.path.realpath,
+                                                                                    site.getsitepackages())}
+    for package in ("course", "kernels", "grader"):
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.submodule_search_locations:
+            folders.update(os.path.realpath(p) for p in spec.submodule_search_locations)
+    # One folder inside another is bound once, by the outer one.
+    ordered = sorted(folders)
+    return [f for f in ordered if not any(f != o and f.startswith(o.rstrip(os.sep) + os.sep) for o in ordered)]
+
+
+def hidden_inside_readable() -> list[str]:
+    """Folders inside the readable ones that hold secrets: the grader's sample submissions."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("grader")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    return [os.path.join(os.path.realpath(p), "samples") for p in spec.submodule_search_locations
+            if os.path.isdir(os.path.join(p, "samples"))]
+
+
+SANDBOX_MPLCONFIGDIR = "/tmp/mplconfig"
+
+
+@functools.lru_cache(maxsize=1)
+def matplotlib_font_cache() -> list[str]:
+    """Matplotlib's font list, built once per grading process in a folder of its own.
+
+    Without it, a notebook's first plot inside the sandbox (an empty home) would build the list
+    itself by running ``fc-list``, which the guard refuses: every notebook that plots would read as
+    tampered. The files are bound read-only into the sandbox's ``SANDBOX_MPLCONFIGDIR``. Returns the
+    paths of the cache files (none where matplotlib is not installed).
+    """
+    import atexit
+    import shutil
+    import subprocess
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="course-grader-mpl-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    env = {**os.environ, "MPLCONFIGDIR": folder, "MPLBACKEND": "Agg"}
+    subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], env=env, capture_output=True,
+                   timeout=300, check=False)
+    return sorted(str(path) for path in pathlib.Path(folder).glob("fontlist-*.json"))
+
+
+def sandbox_command(command: list[str], *, scratch: str, files: list[str] = (), writable_files: list[str] = (),
+                    bwrap: str | None = None) -> list[str]:
+    """``command`` wrapped in a bubblewrap sandbox.
+
+    scratch: the only folder the command may write (and its working folder). files: single files
+    it must read (the kernel's connection file). writable_files: single files it may append to
+    (the guard's report). Everything else it sees: ``SYSTEM_FOLDERS``, ``readable_folders()``
+    read-only minus ``hidden_inside_readable()``, a private /tmp, /proc and a minimal /dev.
+    """
+    import shutil
+
+    bwrap = bwrap or shutil.which("bwrap")
+    if bwrap is None:
+        raise RuntimeError("bubblewrap (bwrap) is not installed: " + ISOLATION_HELP)
+    # The sandbox's root is a file system of its own; made read-only below, once every mount point
+    # exists, so that only /tmp (private, gone with the sandbox) and the scratch folder are writable.
+    args = [bwrap, *_NAMESPACES]
+    for folder in SYSTEM_FOLDERS:
+        args += ["--ro-bind-try", folder, folder]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", "/tmp/home"]
+    for folder in readable_folders():
+        args += ["--ro-bind", folder, folder]
+    for folder in hidden_inside_readable():
+        args += ["--tmpfs", folder]
+    for path in files:
+        args += ["--ro-bind", path, path]
+    for path in writable_files:
+        args += ["--bind", path, path]
+    args += ["--dir", SANDBOX_MPLCONFIGDIR, "--setenv", "MPLCONFIGDIR", SANDBOX_MPLCONFIGDIR]
+    for path in matplotlib_font_cache():
+        args += ["--ro-bind", path, f"{SANDBOX_MPLCONFIGDIR}/{os.path.basename(path)}"]
+    scratch = os.path.realpath(scratch)
+    args += ["--bind", scratch, scratch, "--remount-ro", "/", "--chdir", scratch,
+             "--setenv", "HOME", "/tmp/home", "--setenv", "TMPDIR", "/tmp",
+             # In the sandbox's process namespace the kernel's parent is bubblewrap's init, not the
+             # process jupyter_client names here: ipykernel would take that for its parent's exit.
+             "--unsetenv", "JPY_PARENT_PID", "--"]
+    return args + list(command)
+
+
+@functools.lru_cache(maxsize=1)
+def isolation_problem() -> str | None:
+    """Why grading kernels cannot be isolated on this machine, or None when they can (asked once
+    per process: the answer needs a sandbox started)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed"
+    with tempfile.TemporaryDirectory() as scratch:
+        probe = sandbox_command([sys.executable, "-c", "import grader, course, kernels"], scratch=scratch, bwrap=bwrap)
+        try:
+            done = subprocess.run(probe, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"bubblewrap could not start: {exc}"
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return f"bubblewrap is installed but cannot create a sandbox here: {last}"
+    return None

@@ -13,6 +13,10 @@ import pathlib
 import shutil
 import warnings
 
+# Statuses of submissions that never reached nbgrader: a work folder left by an earlier grading of
+# the same student and assignment must not be merged in their place.
+NOT_RUN_STATUSES = ("missing", "invalid_json", "wrong_notebook")
+
 
 def merge_gradebooks(template_db: pathlib.Path, results: list[dict], target_db: pathlib.Path) -> int:
     """Build ``target_db`` from ``template_db`` plus every result's task gradebook; return how many merged.
@@ -30,7 +34,7 @@ def merge_gradebooks(template_db: pathlib.Path, results: list[dict], target_db: 
     with Gradebook(f"sqlite:///{tmp}") as target:
         for result in results:
             source_db = pathlib.Path(result.get("work_dir", "")) / "gradebook.db"
-            if result["status"] in ("missing", "invalid_json") or not source_db.is_file():
+            if result["status"] in NOT_RUN_STATUSES or not source_db.is_file():
                 continue
             student, assignment = result["student"], result["assignment"]
             with Gradebook(f"sqlite:///{source_db}") as source:

@@ -72,6 +72,61 @@ def test_collect_newest_of_several_files_and_expected(tmp_path):
     assert "2 files found" in subs[0].notes[0]
 
 
+def test_collect_keeps_students_apart_whose_ids_share_a_first_part(tmp_path):
+    _touch(tmp_path / "day01_gpu_model_ada_l_attempt_1_2024-03-01-10-00-00.ipynb")
+    _touch(tmp_path / "day01_gpu_model_ada_k_attempt_1.ipynb")
+    _touch(tmp_path / "ada_m_12345_67890_day01_gpu_model.ipynb")          # Canvas style
+    _touch(tmp_path / "ada_LATE_12345_67890_day01_gpu_model.ipynb")        # Canvas marks late ones so
+    subs = collect.find_submissions(tmp_path, ASSIGNMENTS, expected=["day01_gpu_model"])
+    assert sorted(s.student for s in subs) == ["ada", "ada-k", "ada-l", "ada-m"]
+    assert all(s.notebook is not None and not s.notes for s in subs)
+
+
+def test_collect_newest_attempt_in_a_zip_is_the_one_saved_last(tmp_path):
+    archive = tmp_path / "export.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        # The newer attempt comes first in the zip, so it is extracted first: extraction order and
+        # extraction time must not decide.
+        z.writestr(zipfile.ZipInfo("day01_gpu_model_ada_attempt_b.ipynb", (2024, 3, 2, 9, 0, 0)), '{"new": 1}')
+        z.writestr(zipfile.ZipInfo("day01_gpu_model_ada_attempt_a.ipynb", (2024, 3, 1, 9, 0, 0)), '{"old": 1}')
+    folder = collect.extract_zip(archive, tmp_path / "x")
+    not_graded = []
+    (sub,) = collect.find_submissions(folder, ASSIGNMENTS, not_graded=not_graded)
+    assert sub.student == "ada" and sub.notebook.read_text() == '{"new": 1}'
+    assert [(str(n.path), n.student) for n in not_graded] == [("day01_gpu_model_ada_attempt_a.ipynb", "ada")]
+    assert "older file of ada/day01_gpu_model" in not_graded[0].reason
+
+
+def test_collect_lists_every_file_it_does_not_grade_and_never_on_another_row(tmp_path):
+    graded = {_touch(tmp_path / "ada" / "day01_gpu_model" / "day01_gpu_model.ipynb"),
+              _touch(tmp_path / "bob" / "day01_gpu_model.ipynb")}
+    others = {_touch(tmp_path / "bob" / "helper.py"): ("bob", "not a notebook"),
+              _touch(tmp_path / "mystery.ipynb"): (None, "matches no known assignment"),
+              _touch(tmp_path / "carol" / "homework.ipynb"): ("carol", "matches no known assignment"),
+              _touch(tmp_path / "ada" / ".ipynb_checkpoints" / "day01_gpu_model-checkpoint.ipynb"): ("ada", "automatic"),
+              _touch(tmp_path / "day05_flash_attention_dan_1.ipynb"): ("dan", "not among the assignments")}
+    _touch(tmp_path / "ada" / "day01_gpu_model" / "timestamp.txt")       # nbgrader's, used beside the notebook
+    _touch(tmp_path / "__MACOSX" / "._day01_gpu_model.ipynb")            # written by the zip tool, not a student
+    not_graded = []
+    subs = collect.find_submissions(tmp_path, ASSIGNMENTS, expected=["day01_gpu_model"], not_graded=not_graded)
+    assert {s.notebook for s in subs if s.notebook} == graded
+    listed = {tmp_path / n.path: (n.student, n.reason) for n in not_graded}
+    assert set(listed) == set(others)
+    for path, (student, reason) in others.items():
+        assert listed[path][0] == student and reason in listed[path][1], (path, listed[path])
+    assert not any(s.notes for s in subs if s.notebook), "notes about other files land on no student's row"
+    assert {s.student for s in subs if s.notebook is None} == {"carol", "dan"}
+
+
+def test_summary_lists_files_not_graded(tmp_path):
+    from grader.grade import read_not_graded, summary_table, write_not_graded
+
+    write_not_graded([collect.NotGraded(pathlib.PurePath("bob/helper.py"), "not a notebook (.ipynb)", "bob")],
+                     tmp_path)
+    table = summary_table([], read_not_graded(tmp_path))
+    assert "files not graded (1" in table and "bob/helper.py [bob]: not a notebook" in table
+
+
 def test_collect_rejects_unsafe_zip(tmp_path):
     bad = tmp_path / "bad.zip"
     with zipfile.ZipFile(bad, "w") as z:
