@@ -94,7 +94,7 @@ MISTAKES = {
                                    "a_tile[ty, tx] = a[row, k0 + tx]", "a_tile[ty, tx] = a[row, tx]"),
     # day 5
     "flash_causal_bound_per_thread": (flash_attention.attention_v4_flash_kernel,
-                                      "kv_end = min(kv_end, tile_start + TILE_Q)", "kv_end = min(kv_end, row + 1)"),
+                                      "kv_end = min(kv_end, tile_start + TILE_Q, n_queries)", "kv_end = min(kv_end, row + 1)"),
     "flash_accumulator_not_rescaled": (flash_attention.attention_v4_flash_kernel,
                                        "            for c in range(d):\n                acc[c] *= correction\n", ""),
     "flash_causal_j_below_i": (flash_attention.attention_v4_flash_kernel,
