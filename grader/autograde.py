@@ -290,7 +290,7 @@ def _max_points(release: dict) -> dict:
     return out
 
 
-def _write_handback(paths: dict, out_dir: pathlib.Path, task: dict) -> None:
+def _write_handback(paths: dict, out_dir: pathlib.Path, task: dict, result: dict) -> None:
     """The autograded notebook, cleared of hidden tests and sanitized, next to the HTML feedback."""
     import nbformat
 
@@ -298,10 +298,31 @@ def _write_handback(paths: dict, out_dir: pathlib.Path, task: dict) -> None:
 
     nb = nbformat.read(str(paths["autograded_nb"]), as_version=4)
     nb, _ = ClearHiddenTestsOfGradeCells().preprocess(nb, {})
-    sanitize_notebook(nb, paths["hidden_lines"], paths["hidden_cells"])
+    scores = {gid: (cell["points"], cell["max_points"]) for gid, cell in result["cells"].items()}
+    sanitize_notebook(nb, paths["hidden_lines"], paths["hidden_cells"], scores)
     target = out_dir / "feedback" / task["student"] / task["assignment"]
     target.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, str(target / f"{task['assignment']}.ipynb"))
+
+
+# nbgrader's ``release_feedback`` reads these two files beside the HTML; ``nbgrader collect`` wrote
+# them beside the submitted notebook. Their content is checked against what nbgrader writes.
+EXCHANGE_FILES = {"timestamp.txt": re.compile(r"[0-9][0-9A-Za-z :.+\-]{0,63}"),
+                  "submission_secret.txt": re.compile(r"[A-Za-z0-9_\-]{1,128}")}
+# A feedback page larger than this (student's own markdown included) is replaced by a note.
+MAX_FEEDBACK_PAGE_BYTES = 4_000_000
+
+
+def _hand_back_exchange_files(submitted_dir: pathlib.Path, feedback_dir: pathlib.Path) -> None:
+    """Copy nbgrader's exchange files from the submission as collected, never from the folder the
+    submission ran in (it could write anything there), and only when they hold what nbgrader writes."""
+    for name, pattern in EXCHANGE_FILES.items():
+        source = submitted_dir / name
+        if not source.is_file() or source.is_symlink() or source.stat().st_size > 200:
+            continue
+        text = source.read_text(encoding="utf-8", errors="replace").strip()
+        if pattern.fullmatch(text):
+            (feedback_dir / name).write_text(text, encoding="utf-8")
 
 
 def _note_html(title: str, message: str) -> str:
@@ -340,7 +361,11 @@ def _prepare_course_folder(task: dict, paths: dict, submitted: dict) -> None:
 
 def _publish(paths: dict, out_dir: pathlib.Path, task: dict, api, result: dict) -> None:
     """Feedback HTML and the handed-back notebook into ``out/feedback``; the executed notebook
-    (hidden tests included) into ``out/autograded``."""
+    (hidden tests included) into ``out/autograded``.
+
+    nbgrader copies every file of the folder the submission ran in next to its feedback page; none
+    of those is handed back: the feedback folder holds the page and the notebook the grader wrote
+    and nbgrader's two exchange files."""
     from grader.nbgrader_api import venv_on_path
 
     student, assignment = task["student"], task["assignment"]
@@ -348,14 +373,20 @@ def _publish(paths: dict, out_dir: pathlib.Path, task: dict, api, result: dict) 
         fb = api.generate_feedback(assignment, student, force=True)
     feedback_dir = out_dir / "feedback" / student / assignment
     feedback_dir.mkdir(parents=True, exist_ok=True)
-    if fb.get("success") and paths["feedback_html"].exists():
-        # With the HTML goes nbgrader's timestamp.txt, which `nbgrader release_feedback` needs.
-        for path in paths["feedback_html"].parent.iterdir():
-            if path.is_file():
-                shutil.copyfile(path, feedback_dir / path.name)
+    page = paths["feedback_html"]
+    if fb.get("success") and page.is_file() and not page.is_symlink():
+        if page.stat().st_size <= MAX_FEEDBACK_PAGE_BYTES:
+            shutil.copyfile(page, feedback_dir / page.name)
+        else:
+            (feedback_dir / page.name).write_text(_note_html(
+                f"{assignment}: feedback too large", "The feedback page of this notebook was larger than "
+                f"{MAX_FEEDBACK_PAGE_BYTES // 1_000_000} MB and is not shown; your points are in the gradebook."),
+                encoding="utf-8")
+            result["details"].append("feedback page too large: replaced by a note")
+        _hand_back_exchange_files(paths["submitted_nb"].parent, feedback_dir)
     else:
         result["details"].append("feedback HTML failed: " + root_cause(fb.get("log", "") + fb.get("error", "")))
-    _write_handback(paths, out_dir, task)
+    _write_handback(paths, out_dir, task, result)
     secret_copy = out_dir / "autograded" / student / assignment
     secret_copy.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(paths["autograded_nb"], secret_copy / f"{assignment}.ipynb")

@@ -1,15 +1,22 @@
-"""Feedback students may see: hidden tests cleared, tracebacks that cannot show hidden source.
+"""Feedback students may see: nothing that ran after the first hidden test, no file the submission wrote.
 
-By default nbgrader's feedback shows the hidden tests twice: as the grade cell's source and inside
-tracebacks (the failing line of the hidden test). ``sanitize_notebook`` (and the preprocessor
-``SanitizeFeedback`` that applies it inside ``nbgrader generate_feedback``):
+nbgrader's own feedback shows the hidden tests as the grade cells' source, inside tracebacks, and
+in anything a submission prints once hidden tests ran in its kernel (they are in memory and in
+IPython's input history from the moment the first hidden cell starts). Scrubbing such output for
+hidden lines cannot work: a submission can print them in pieces, reversed, encoded. So the
+feedback does not scrub what ran after that moment; it drops it. ``sanitize_notebook`` (and the
+preprocessor ``SanitizeFeedback`` that applies it inside ``nbgrader generate_feedback``):
 
-- replaces the traceback of an error in a grade cell that held hidden tests by one line,
-  ``ExceptionName: message``, the message being what the test author wrote for the student;
-- removes from every output of every cell (streams, results, errors) each line that contains a
-  secret hidden-test line (compared without ANSI colours), so not even a submission that prints
-  the hidden tests it found in memory sees them in its feedback;
-- shortens very long error messages.
+- finds the *first hidden cell*: the first code cell whose grade_id held hidden tests in the
+  solution notebook. Cells run in notebook order, so every output above it was produced before
+  any hidden test existed in the kernel;
+- above it keeps the student's streams (print output) and errors (the visible tests' messages),
+  capped in size; a rich display (``display_data``, ``execute_result``) is replaced by a note,
+  because the kernel can rewrite an earlier display later through its display id;
+- from it on, drops every output and execution count: a grade cell shows only whether it passed
+  and its points, a fixed sentence when the grader itself stopped the cell (timeout, crashed
+  kernel, not run) and ``HIDDEN_OUTPUT_NOTE``; any other code cell shows nothing;
+- removes, as a second line of defence, each line of the kept outputs that contains a hidden line.
 
 nbgrader's ``ClearHiddenTests`` removes the hidden tests from the cells' source; both run for the
 HTML feedback and for the notebook handed back.
@@ -25,9 +32,22 @@ from traitlets import List, Unicode
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 REMOVED = "[a line of a hidden test was removed]"
-HIDDEN_TRACEBACK_NOTE = "(the traceback inside a hidden test is not shown)"
+HIDDEN_OUTPUT_NOTE = "Output of hidden tests, and of every cell from the first hidden test on, is not shown."
+DISPLAY_NOTE = "[a rich display (plot, table, widget) is not shown in feedback]\n"
+TRUNCATED_NOTE = "\n[output truncated: it was longer than the feedback shows]\n"
+OMITTED_NOTE = "[output omitted: the feedback of this notebook reached its size limit]\n"
 MAX_MESSAGE_CHARS = 2000
-TEXT_MIMETYPES = ("text/plain", "text/html", "text/markdown", "text/latex", "application/json")
+# Per output and per notebook: a submission printing megabytes must not make a page of megabytes.
+MAX_OUTPUT_CHARS = 10_000
+MAX_TOTAL_CHARS = 200_000
+# What the grader writes in place of a cell it stopped (grader.execute); the student's kernel
+# could raise errors of these names too, so the feedback shows the grader's fixed sentence, never
+# the error's own message.
+GRADER_STOPPED = {
+    "CellTimeoutError": "the grader stopped this cell: it ran past the time limit",
+    "KernelCrashed": "the grader stopped this cell: the kernel died while running it",
+    "NotRun": "the grader did not run this cell: an earlier cell timed out or crashed the kernel",
+}
 
 
 def strip_ansi(text: str) -> str:
@@ -50,37 +70,115 @@ def scrub(text, secrets: list[str]):
     return "".join(kept)
 
 
+def _text(value) -> str:
+    if isinstance(value, list):
+        return "".join(str(part) for part in value)
+    return value if isinstance(value, str) else str(value)
+
+
 def _shorten(text: str) -> str:
     return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + " [...]"
 
 
-def sanitize_notebook(nb, hidden_lines: list[str], hidden_cells: list[str]):
-    """Sanitize the outputs of an autograded notebook in place (and return it).
+def first_hidden_cell(nb, hidden_cells) -> int:
+    """Index of the first code cell whose grade_id held hidden tests (len(nb.cells) when none)."""
+    hidden_cells = set(hidden_cells)
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade_id") in hidden_cells:
+            return index
+    return len(nb.cells)
+
+
+def _stream(text: str):
+    from nbformat.v4 import new_output
+
+    return new_output("stream", name="stdout", text=text)
+
+
+def _grade_line(cell, scores: dict) -> str:
+    """'passed' or 'failed' with points, and the grader's sentence if it stopped the cell."""
+    meta = cell.metadata.get("nbgrader", {})
+    grade_id = meta.get("grade_id")
+    errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+    if grade_id in scores:
+        score, max_score = scores[grade_id]
+    elif meta.get("score") is not None:                # nbgrader's GetGrades, in generate_feedback
+        score, max_score = meta["score"], meta.get("points", 0)
+    else:
+        max_score = meta.get("points", 0)
+        score = 0 if errors else max_score
+    verdict = "passed" if not errors and float(score) >= float(max_score) else "failed"
+    lines = [f"{verdict}: {float(score):g} of {float(max_score):g} points"]
+    stopped = [f"{o['ename']}: {GRADER_STOPPED[o['ename']]}" for o in errors if o.get("ename") in GRADER_STOPPED]
+    lines += stopped[:1]
+    lines.append(HIDDEN_OUTPUT_NOTE)
+    return "\n".join(lines) + "\n"
+
+
+class _Budget:
+    """Characters the feedback may still show (``MAX_TOTAL_CHARS`` in all)."""
+
+    def __init__(self):
+        self.left = MAX_TOTAL_CHARS
+
+    def take(self, text: str) -> str | None:
+        """``text`` cut to ``MAX_OUTPUT_CHARS`` and to what is left, or None when nothing is."""
+        if self.left <= 0:
+            return None
+        limit = min(MAX_OUTPUT_CHARS, self.left)
+        if len(text) > limit:
+            text = text[:limit] + TRUNCATED_NOTE
+        self.left -= len(text)
+        return text
+
+
+def _kept_output(output, hidden_lines: list[str], budget: _Budget):
+    """An output from above the first hidden cell as the feedback shows it (capped, scrubbed)."""
+    kind = output.get("output_type")
+    if kind == "stream":
+        text = budget.take(scrub(strip_ansi(_text(output.get("text", ""))), hidden_lines))
+        if text is None:
+            return _stream(OMITTED_NOTE)
+        output["text"] = text
+        return output
+    if kind == "error":
+        evalue = _shorten(scrub(strip_ansi(_text(output.get("evalue", ""))), hidden_lines))
+        traceback = scrub(strip_ansi("\n".join(_text(line) for line in output.get("traceback", []))), hidden_lines)
+        traceback = budget.take(traceback)
+        if traceback is None:
+            traceback = f"{output.get('ename', 'Error')}: {evalue}"
+        output["ename"] = _shorten(_text(output.get("ename", "Error")))
+        output["evalue"] = evalue
+        output["traceback"] = traceback.split("\n")
+        return output
+    budget.take(DISPLAY_NOTE)
+    return _stream(DISPLAY_NOTE)
+
+
+def sanitize_notebook(nb, hidden_lines: list[str], hidden_cells: list[str], scores: dict | None = None):
+    """Make an autograded notebook fit to hand back, in place (and return it).
 
     hidden_lines: secret hidden-test lines (``grader.markers.secret_lines(solution, "hidden")``).
     hidden_cells: grade_ids of the cells that held hidden tests in the solution notebook.
+    scores: grade_id -> (points, max points) from the gradebook; without it the points come from
+    nbgrader's ``GetGrades`` metadata, else from whether the cell raised.
     """
-    hidden_cells = set(hidden_cells)
-    for cell in nb.cells:
+    scores = dict(scores or {})
+    cutoff = first_hidden_cell(nb, hidden_cells)
+    budget = _Budget()
+    for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
-        in_hidden_cell = cell.metadata.get("nbgrader", {}).get("grade_id") in hidden_cells
-        for output in cell.get("outputs", []):
-            kind = output.get("output_type")
-            if kind == "error":
-                output["evalue"] = _shorten(scrub(strip_ansi(str(output.get("evalue", ""))), hidden_lines))
-                if in_hidden_cell:
-                    output["traceback"] = [f"{output.get('ename', 'Error')}: {output['evalue']}",
-                                           HIDDEN_TRACEBACK_NOTE]
-                else:
-                    output["traceback"] = [scrub(line, hidden_lines) for line in output.get("traceback", [])]
-            elif kind == "stream":
-                output["text"] = scrub(output.get("text", ""), hidden_lines)
-            elif kind in ("execute_result", "display_data"):
-                data = output.get("data", {})
-                for mimetype in TEXT_MIMETYPES:
-                    if mimetype in data:
-                        data[mimetype] = scrub(data[mimetype], hidden_lines)
+        # Timings are the kernel's too (a submission could time its cells to spell something).
+        cell.metadata.pop("execution", None)
+        if index < cutoff:
+            cell.outputs = [_kept_output(output, hidden_lines, budget) for output in cell.get("outputs", [])]
+            continue
+        cell.execution_count = None
+        if nbgrader_utils.is_grade(cell):
+            cell.outputs = [_stream(_grade_line(cell, scores))]
+        else:
+            cell.outputs = []
     return nb
 
 
@@ -99,7 +197,7 @@ class ClearHiddenTestsOfGradeCells(ClearHiddenTests):
 
 
 class SanitizeFeedback(NbGraderPreprocessor):
-    """nbgrader preprocessor running ``sanitize_notebook`` (after ``ClearHiddenTests``).
+    """nbgrader preprocessor running ``sanitize_notebook`` (after ``GetGrades`` and ``ClearHiddenTests``).
 
     Without configured ``hidden_lines`` it reads the hidden tests from the gradebook (nbgrader keeps
     every source cell there), so plain ``nbgrader generate_feedback`` and the formgrader's feedback
