@@ -3,7 +3,6 @@ feedback without hidden tests, CSVs, the merged gradebook, zips, resuming and id
 
 import csv
 import json
-import pathlib
 import shutil
 import zipfile
 
