@@ -9,6 +9,8 @@ PORT   ?= 8888
 LAB_ARGS ?=
 # Extra arguments for pytest, e.g. make test PYTEST_ARGS="-k flash -x"
 PYTEST_ARGS ?=
+# pytest-xdist workers of `make test` (CI has 2 cores; the time budgets assume 2)
+TEST_WORKERS ?= 2
 # One day's tests only, e.g. make test DAY=05 (pytest --day 05; days are listed in tests/conftest.py)
 DAY ?=
 # JupyterLab refuses to run as root unless told; containers and CI often are root.
@@ -50,7 +52,7 @@ instructor-lab: install
 	$(LAB_ENV) JUPYTER_CONFIG_PATH="$(JUPYTER_CONFIG)/common$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" $(JUPYTER_LAB)
 
 test: install-test
-	$(BIN)/python -m pytest $(if $(DAY),--day $(DAY)) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(if $(DAY),--day $(DAY)) $(PYTEST_ARGS)
 
 # On a machine with an NVIDIA GPU (after installing numba-cuda[cu12] or [cu13], see the README).
 test-gpu: install-test

@@ -101,6 +101,10 @@ def use_device(choice: str | None = None, *, quiet: bool = False) -> str:
         from course import simulator
 
         simulator.install()
+        if os.environ.get("COURSE_GPU_CHECK", "1") != "0":
+            from course import gates
+
+            gates.check_notebook_kernels()
     if not quiet:
         print(device_summary())
     return target

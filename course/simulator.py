@@ -791,14 +791,43 @@ def _make_counted_array_class(devicearray):
 # Traffic: hooks on launches, shared arrays and atomics
 # --------------------------------------------------------------------------------------------
 
+# Checks every kernel launch passes before the kernel runs (course.gpu_compile.install_gate).
+_GATES: list = []
+
+
+def add_launch_gate(gate) -> None:
+    """Call ``gate(kernel, args)`` before every kernel launch on the simulator.
+
+    The gate may raise (the kernel then does not run) or return a function that is called with no
+    arguments once the launch has finished (and may raise in turn).
+    """
+    if not callable(gate):
+        raise TypeError(f"gate must be callable, got {type(gate).__name__}")
+    if gate not in _GATES:
+        _GATES.append(gate)
+
+
+def remove_launch_gate(gate) -> None:
+    """Stop calling a gate added by ``add_launch_gate`` (no error if it is not there)."""
+    if gate in _GATES:
+        _GATES.remove(gate)
+
+
 def _wrap_kernel_call(original_call, kernel_module, devicearray):
     fake_array = devicearray.FakeCUDAArray
 
     def __call__(self, *args):
         hooks = type(self)._course_hooks
-        if self._device or kernel_module._kernel_context is not None or not hooks.listeners:
+        if self._device or kernel_module._kernel_context is not None:
             return original_call(self, *args)
-        return _counted_launch(self, original_call, args, hooks, kernel_module, fake_array)
+        afterwards = [after for after in (gate(self, args) for gate in list(_GATES)) if after is not None]
+        if not hooks.listeners:
+            result = original_call(self, *args)
+        else:
+            result = _counted_launch(self, original_call, args, hooks, kernel_module, fake_array)
+        for after in afterwards:
+            after()
+        return result
     return __call__
 
 

@@ -6,7 +6,8 @@ process writes a result (JSON) with a status, the points of every grade cell and
 
 status, worst first: ``missing`` (no notebook), ``invalid_json`` (not a readable notebook),
 ``wrong_notebook`` (a notebook, but none of this assignment's cells: another day's, or a new one),
-``tampered`` (locked cells edited or deleted, grader files touched, checking code patched),
+``tampered`` (locked cells edited or deleted, grader files touched), ``course_kernel`` (the course's own
+kernels imported, re-jitted or pasted: those exercises score 0),
 ``kernel_crashed``, ``timed_out``, ``grader_error`` (nbgrader itself failed), ``graded``.
 """
 
@@ -23,7 +24,8 @@ import sys
 import time
 import traceback
 
-STATUSES = ("missing", "invalid_json", "wrong_notebook", "tampered", "kernel_crashed", "timed_out", "grader_error", "graded")
+STATUSES = ("missing", "invalid_json", "wrong_notebook", "tampered", "course_kernel", "kernel_crashed", "timed_out",
+            "grader_error", "graded")
 # Statuses a later run does not redo (unless --force or the submission/solution changed).
 FINAL_STATUSES = frozenset(STATUSES) - {"grader_error"}
 
@@ -222,6 +224,7 @@ def _config(task: dict, paths: dict):
             "traceback": [f"CellTimeoutError: this cell ran longer than {int(task['timeout'])} s"]},
         "GuardedExecute.guard_policy": json.dumps(_guard_policy(task, paths)),
         "GuardedExecute.events_file": str(paths["events"]),
+        "GuardedExecute.launch_checks": paths.get("launch_checks", True),
         "GuardedExecute.working_dir": str(paths["autograded_dir"]),
         "GuardedExecute.sandbox": json.dumps({"scratch": str(paths["autograded_dir"]),
                                               "writable_files": [str(paths["guard_report"])]})
@@ -402,7 +405,7 @@ def _read_events(paths: dict) -> tuple[list, list]:
 
 def grade_one(task: dict) -> dict:
     """Grade the submission described by ``task`` (see ``grader.grade``); return the result dict."""
-    from grader import markers, tamper
+    from grader import cleanroom, markers, tamper
     from grader.feedback import hidden_cell_ids
     from grader.nbgrader_api import make_api, venv_on_path
 
@@ -449,6 +452,12 @@ def grade_one(task: dict) -> dict:
     context = [c.get("source", "") if isinstance(c.get("source"), str) else "".join(c.get("source", []))
                for c in release["cells"] if c.get("cell_type") == "code"]
     findings = tamper.scan_code(tamper.student_code_cells(submitted, release), context_sources=context)
+    kernels_only = cleanroom.graded_code(release) == "kernels"
+    left_out, course_kernels = cleanroom.clean_notebook(submitted, release) if kernels_only else ([], [])
+    paths["launch_checks"] = kernels_only
+    if left_out:
+        result["details"].append("not run when graded (only kernels, constants and imports of math, numpy "
+                                 "and numba are): " + "; ".join(left_out))
 
     _prepare_course_folder(task, paths, submitted)
     solution = markers.read_notebook(paths["solution_nb"])
@@ -470,7 +479,12 @@ def grade_one(task: dict) -> dict:
     for gid, score in _scores(paths["work"] / "gradebook.db", student, assignment).items():
         result["cells"][gid] = score
     _publish(paths, out_dir, task, api, result)
-    return finish(_status(result, structure, findings, events, refused))
+    status = _status(result, structure, findings, events, refused)
+    if course_kernels:
+        result["details"].append("uses the course's own kernels (not graded): " + "; ".join(course_kernels))
+        if STATUSES.index("course_kernel") < STATUSES.index(status):
+            status = "course_kernel"
+    return finish(status)
 
 
 def _status(result: dict, structure: dict, findings, events: list, refused: list) -> str:
@@ -494,12 +508,9 @@ def _status(result: dict, structure: dict, findings, events: list, refused: list
     for item in refused:
         details.append(f"refused {item['refused']} ({item['detail']})")
         statuses.add("tampered")
+    # The scan flags for a human; it decides nothing: the code it reads never ran (grader.cleanroom).
     for finding in findings:
-        if finding.kind == "tamper":
-            details.append(f"patches checking code: {finding}")
-            statuses.add("tampered")
-        else:
-            flags.append(str(finding))
+        flags.append(str(finding))
     for event in events:
         if event["kind"] == "crash":
             details.append(f"kernel crashed in {event['cell']}")

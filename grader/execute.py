@@ -32,7 +32,7 @@ import json
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute
-from traitlets import Integer, Unicode
+from traitlets import Bool, Integer, Unicode
 
 TIMEOUT_ENAME = "CellTimeoutError"
 
@@ -141,6 +141,8 @@ class GuardedExecute(Execute):
     max_restarts = Integer(3, help="kernel restarts allowed per notebook before giving up").tag(config=True)
     sandbox = Unicode("", help="JSON {scratch, writable_files}: run the kernel in a bubblewrap sandbox; "
                                "empty: no sandbox").tag(config=True)
+    launch_checks = Bool(True, help="check every launch of the submission's kernels (course.gates): GPU "
+                                    "compile first, inputs unchanged after").tag(config=True)
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
@@ -192,6 +194,12 @@ class GuardedExecute(Execute):
 
     def _prepare_kernel(self) -> None:
         code = "import warnings as _w\n_w.simplefilter('ignore')\ndel _w\n"
+        # Every kernel of the submission compiles for a GPU before it runs and leaves its inputs alone
+        # (course.gates; the compiler's helper starts here, before the guard forbids starting processes).
+        if self.launch_checks:
+            code += "import course.gates as _c\n_c.install()\ndel _c\n"
+        else:   # host Python graded as submitted: no compiler helper (it could not start under the guard)
+            code += "import os as _o\n_o.environ['COURSE_GPU_CHECK'] = '0'\ndel _o\n"
         if self.guard_policy:
             code += (f"import grader.guard as _g\n_g.install({self.guard_policy!r})\ndel _g\n")
         reply = self._quiet(code)

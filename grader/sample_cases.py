@@ -19,7 +19,9 @@ Optional names: ``ASSIGNMENT`` (required in ``_course``: the assignment the case
 ``BASE`` (the name of a case of that assignment whose CELLS are applied first, e.g.
 ``"correct_ours"``, so a cheat in one exercise leaves the others correct), ``EDITS`` (per
 grade_id, ``(old, new)`` replacements applied by :func:`edit_cell` to the BASE's cell),
-``DELETE`` (grade_ids of cells the submission deleted), ``RAW`` (the submitted file's text instead
+``OTHERS`` (a case whose cells replace the BASE's cells that EDITS leave alone: a wrong sample
+edits our kernel of one exercise and takes the others from ``correct_alternative``, because our
+kernels pasted whole are the course's and score 0), ``DELETE`` (grade_ids of cells the submission deleted), ``RAW`` (the submitted file's text instead
 of a notebook, e.g. broken JSON), ``MISSING = True`` (the student submitted nothing for it),
 ``TIMEOUT`` (seconds per cell for this case), and in ``EXPECT``: ``"details"`` / ``"flags"`` (lists
 of text each row's details / review flags must contain). A per-day case's ``"points"`` must name
@@ -122,7 +124,10 @@ def load_case(path) -> Case:
             raise ValueError(f"{path}: EDITS name cells {unknown} that the BASE case {ns['BASE']!r} does not set")
         edited = {gid: edit_cell(base.cells[gid], changes, where=f"{path.name}, cell {gid}")
                   for gid, changes in edits.items()}
-        cells = {**base.cells, **edited, **cells}
+        rest = load_case(SAMPLES_DIR / assignment / f"{ns['OTHERS']}.py").cells if ns.get("OTHERS") else base.cells
+        cells = {**rest, **edited, **cells}
+    elif ns.get("OTHERS"):
+        raise ValueError(f"{path}: OTHERS fills the cells a BASE case's EDITS leave alone; set BASE too")
     expect = ns.get("EXPECT")
     if not isinstance(expect, dict) or "status" not in expect:
         raise ValueError(f"{path}: EXPECT must be a dict with at least 'status', got {expect!r}")

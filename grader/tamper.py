@@ -1,16 +1,17 @@
-"""Compare a submission with its release, and scan the student's code for tampering.
+"""Compare a submission with its release, and scan the student's code for a human to review.
 
 nbgrader's ``OverwriteCells`` silently restores locked cells a student edited, and a deleted grade
 cell simply scores nothing; neither is reported. ``compare_with_release`` reports both, by
 ``grade_id``. ``scan_code`` reads the code the student wrote (solution cells and cells they
-added) without running it and reports:
+added) without running it and reports, as flags for an instructor (never as a status: the
+top-level code it reads is not run when graded, see ``grader.cleanroom``):
 
 - ``tamper``: assigning to (or deleting, ``setattr``-ing) an attribute of an imported module or of a
   name imported from the course, the kernels, the grader, numpy, torch, numba, IPython, sys or
   builtins (``course.checking.check = ...``, ``np.allclose = ...``), writing ``sys.modules``;
 - ``review``: code a kernel exercise has no need for and a cheat does (``exec``, ``open``,
   ``subprocess``, ``ctypes``, ``sys._getframe``, ``gc.get_objects``, IPython hooks, the input
-  history ``In``, the ``grader`` package, shell escapes ``!``). An instructor reads these.
+  history ``In``, the ``grader`` package, shell escapes ``!``).
 """
 
 from __future__ import annotations

@@ -78,6 +78,9 @@ def toy_notebook() -> nbformat.NotebookNode:
         cells.append(cell)
     nb = new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    # Its answers are host Python, so the grader runs them as submitted: the toy tests the layers
+    # below the clean room (sandbox, guard, restarts, feedback), where arbitrary code must run.
+    nb.metadata["course"] = {"graded_code": "python"}
     return nb
 
 

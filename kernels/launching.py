@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import weakref
 
 import numpy as np
 
@@ -190,19 +191,42 @@ def require_same_kind(**arrays) -> None:
         raise TypeError(f"{', '.join(kinds)} must all be NumPy arrays or all be device arrays, got: {described}")
 
 
+# The arrays output_array handed out, by id (a weak reference tells a reused id apart), so a check
+# around a launch can tell a kernel's outputs from its inputs (course.gates).
+_OUTPUTS: dict[int, weakref.ref] = {}
+
+
+def is_output_array(a) -> bool:
+    """True for an array that ``output_array`` returned or ``note_output`` marked (an output, a scratch)."""
+    ref = _OUTPUTS.get(id(a))
+    return ref is not None and ref() is a
+
+
+def note_output(a):
+    """Mark ``a`` as an output a kernel may write (see ``is_output_array``); return it."""
+    if len(_OUTPUTS) > 4096:
+        for key in [k for k, ref in _OUTPUTS.items() if ref() is None]:
+            del _OUTPUTS[key]
+    try:
+        _OUTPUTS[id(a)] = weakref.ref(a)
+    except TypeError:
+        pass
+    return a
+
+
 def output_array(name: str, out, shape: tuple, like, *, dtype=np.float32):
     """Return ``out`` after checking it, or a new array of ``shape`` and ``dtype`` of the same kind as ``like``."""
     if out is None:
         if is_device_array(like):
             from numba import cuda
 
-            return cuda.device_array(shape, dtype=_as_dtype(dtype))
-        return np.empty(shape, dtype=_as_dtype(dtype))
+            return note_output(cuda.device_array(shape, dtype=_as_dtype(dtype)))
+        return note_output(np.empty(shape, dtype=_as_dtype(dtype)))
     require_array(name, out, shape, dtype)
     if is_device_array(out) != is_device_array(like):
         raise TypeError(f"{name} must be a {'device' if is_device_array(like) else 'NumPy'} array "
                         f"like the inputs, got {type(out).__name__}")
-    return out
+    return note_output(out)
 
 
 def default_scale(head_dim: int, scale) -> np.float32:

@@ -7,8 +7,9 @@ marker (``day05``, ``course_wide``):
 
 - a test in ``test_dayNN_*.py`` belongs to day NN;
 - a test elsewhere belongs to the day of its ``@pytest.mark.dayNN`` marker, or to the day it is
-  parametrised with: a ``case`` of the grader's sample submissions (its assignment), an
-  ``assignment`` (``day05_flash_attention``) or a ``day`` (``day05``);
+  parametrised with: a ``case`` of the grader's sample submissions (its assignment; the
+  course-wide cases of ``grader/samples/_course`` belong to the course), an ``assignment``
+  (``day05_flash_attention``), a ``day`` (``day05``) or a catalog ``group``;
 - any other test belongs to the course as a whole.
 
 ``pytest -m day05`` or ``pytest --day 05`` runs one day (``--day`` may be repeated). At the end of
@@ -49,7 +50,10 @@ class DayClock:
         self.selected = set()     # the days of --day; empty: every day
 
     def add(self, report) -> None:
-        day = self.day_of_test.get(report.nodeid, COURSE_WIDE)
+        day = self.day_of_test.get(report.nodeid)
+        if day is None:   # collected in a pytest-xdist worker: the report carries the test's markers
+            day = next((k for k in getattr(report, "keywords", {}) if _DAY_MARK.match(k) or k == COURSE_WIDE),
+                       COURSE_WIDE)
         self.seconds[day] += report.duration
         self.tests[day].add(report.nodeid)
 
@@ -100,7 +104,12 @@ def day_of(item) -> str:
     if marked:
         return marked[0]
     params = getattr(getattr(item, "callspec", None), "params", {})
-    for value in (getattr(params.get("case"), "assignment", None), params.get("assignment"), params.get("day")):
+    case = params.get("case")
+    if case is not None and getattr(getattr(case, "path", None), "parent", None) is not None \
+            and case.path.parent.name == "_course":
+        return COURSE_WIDE            # a course-wide sample submission, whatever day it is graded on
+    for value in (getattr(case, "assignment", None), params.get("assignment"), params.get("day"),
+                  params.get("group")):
         if isinstance(value, str) and re.match(r"day\d\d", value):
             return value[:5]
     return COURSE_WIDE
@@ -116,6 +125,12 @@ def pytest_collection_modifyitems(config, items):
         _clock.day_of_test[item.nodeid] = day
         item.add_marker(getattr(pytest.mark, day))
         (kept if not days or day in days else dropped).append(item)
+    if config.pluginmanager.hasplugin("xdist"):
+        # `make test` runs two pytest-xdist workers with --dist loadgroup: a file's tests stay on one
+        # worker (its module fixtures run once) unless they name their own group (the catalog's runs).
+        for item in items:
+            if item.get_closest_marker("xdist_group") is None:
+                item.add_marker(pytest.mark.xdist_group(item.path.name))
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

@@ -2,8 +2,9 @@
 
 Every case must get exactly its EXPECT; then every feedback page and handed-back notebook the run
 wrote is searched for every hidden-test line of the solution notebooks. The cases are graded once
-per assignment (its cases with the same timeout in one run, 2 at a time), so each day's grading time
-counts for that day; ``-k day01`` or ``--day 01`` grades only the selected cases. Slow (about 15 s
+per group (a day's cases, or the course-wide cases of ``_course/``; those with the same timeout in one
+run, 2 at a time), so each day's grading time counts for that day and the course-wide cases' for the
+course; ``-k day01`` or ``--day 01`` grades only the selected cases. Slow (about 15 s
 of simulator per case on 2 cores): ``pytest -m "not slow"`` skips it.
 """
 
@@ -16,7 +17,7 @@ import pytest
 
 from grader.hidden import PROJECT_ROOT
 from grader.markers import read_notebook, secret_lines
-from grader.sample_cases import edit_cell, find_cases, kernel_cell, mismatches, run_cases
+from grader.sample_cases import COURSE_WIDE, edit_cell, find_cases, kernel_cell, mismatches, run_cases
 
 CASES = find_cases()
 ASSIGNMENTS = sorted({c.assignment for c in CASES})
@@ -27,12 +28,20 @@ def _case_id(case):
     return f"{case.path.parent.name}/{case.name}"
 
 
+def group_of(case) -> str:
+    """The grading run a case belongs to: its day, or ``_course`` for the course-wide cases."""
+    return COURSE_WIDE if case.path.parent.name == COURSE_WIDE else case.assignment
+
+
+GROUPS = sorted({group_of(c) for c in CASES})
+
+
 @pytest.fixture(scope="module")
 def graded(request, tmp_path_factory):
-    """Grade the selected cases, one assignment at a time on first need.
+    """Grade the selected cases, one group (a day's cases, or the course-wide ones) at a time on first need.
 
-    Returns ``grade(assignment) -> (rows by student, the run's folder)``. Grading per assignment
-    puts each day's grading time on that day's tests in the suite's time per day.
+    Returns ``grade(group) -> (rows by student, the run's folder)``. Grading per group puts each
+    day's grading time on that day's tests, and the course-wide cases' on course-wide tests.
     """
     selected = {item.callspec.params["case"].student for item in request.session.items
                 if getattr(item, "callspec", None) and "case" in item.callspec.params}
@@ -42,20 +51,25 @@ def graded(request, tmp_path_factory):
         pytest.fail(f"no released exercise for {missing}: run `course release`")
     runs = {}
 
-    def grade(assignment):
-        if assignment not in runs:
-            workdir = tmp_path_factory.mktemp(f"catalog-{assignment}")
-            mine = [c for c in cases if c.assignment == assignment]
-            runs[assignment] = run_cases(mine, workdir, root=PROJECT_ROOT, jobs=2), workdir
-        return runs[assignment]
+    def grade(group):
+        if group not in runs:
+            workdir = tmp_path_factory.mktemp(f"catalog-{group.strip('_')}")
+            mine = [c for c in cases if group_of(c) == group]
+            runs[group] = run_cases(mine, workdir, root=PROJECT_ROOT, jobs=2), workdir
+        return runs[group]
 
     return grade
 
 
+def _in_group(group):
+    """Tests that share a grading run stay on one pytest-xdist worker (``--dist loadgroup``)."""
+    return pytest.mark.xdist_group(f"catalog-{group.strip('_')}")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("case", CASES, ids=_case_id)
+@pytest.mark.parametrize("case", [pytest.param(c, marks=_in_group(group_of(c))) for c in CASES], ids=_case_id)
 def test_sample_submission_gets_its_expected_score(graded, case):
-    rows, _ = graded(case.assignment)
+    rows, _ = graded(group_of(case))
     release = json.loads(RELEASED[case.assignment].read_text(encoding="utf-8"))
     problems = mismatches(case, rows.get(case.student), release)
     assert not problems, f"{_case_id(case)} ({case.doc.splitlines()[0] if case.doc else ''}):\n  " + "\n  ".join(problems)
@@ -149,26 +163,27 @@ def _submitted_lines(workdir, student, assignment):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_feedback_never_shows_a_hidden_test_line(graded, assignment):
-    _, workdir = graded(assignment)
+@pytest.mark.parametrize("group", [pytest.param(g, marks=_in_group(g)) for g in GROUPS],
+                         ids=lambda g: "course_wide" if g == COURSE_WIDE else g)
+def test_feedback_never_shows_a_hidden_test_line(graded, group):
+    _, workdir = graded(group)
     files = sorted(workdir.glob("out/*/feedback/*/*/*.html")) + sorted(workdir.glob("out/*/feedback/*/*/*.ipynb"))
-    assert files, f"the catalog run of {assignment} wrote no feedback"
-    hidden = _hidden_lines(assignment)
+    assert files, f"the catalog run of {group} wrote no feedback"
     found = []
     for path in files:
-        student = path.parent.parent.name
-        for line in leaks(path, hidden, _submitted_lines(workdir, student, assignment)):
+        student, assignment = path.parent.parent.name, path.parent.name
+        for line in leaks(path, _hidden_lines(assignment), _submitted_lines(workdir, student, assignment)):
             found.append(f"{path.relative_to(workdir)}: {line}")
     assert not found, "hidden test lines in feedback:\n  " + "\n  ".join(found[:20])
 
 
 @pytest.mark.slow
+@_in_group(next(g for g in GROUPS if g != COURSE_WIDE))
 def test_the_leak_search_finds_hidden_lines_in_unsanitized_feedback(graded, tmp_path):
     """nbgrader's default feedback (plain HTML of the autograded notebook) must be caught."""
     from nbconvert import HTMLExporter
 
-    _, workdir = graded(ASSIGNMENTS[0])
+    _, workdir = graded(next(g for g in GROUPS if g != COURSE_WIDE))
     autograded = sorted(workdir.glob("out/*/autograded/*/*/*.ipynb"))
     assert autograded
     path = autograded[0]

@@ -2,7 +2,7 @@
 (0 for exercise 1, 8/10) and reports the deletion (tampered)."""
 
 ASSIGNMENT = "day01_gpu_model"
-BASE = "correct_ours"
+BASE = "correct_alternative"
 EXPECT = {
     "status": "tampered",
     "points": {"axpb_matches_reference_awkward_sizes": 0, "axpb_reads_and_writes_each_element_once": 0},

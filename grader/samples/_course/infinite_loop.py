@@ -1,14 +1,14 @@
-"""Exercise 1's cell ends in an endless Python loop: the cell is interrupted at the timeout, the kernel is
-restarted without it, exercise 1 scores 0 and the rest is graded (8/10, timed out)."""
+"""Exercise 1's cell ends in an endless Python loop after a right kernel. Top-level code of an answer
+cell is not run when graded, so the loop never runs and the kernel gets its points: 10/10, the row says
+what was left out. (A kernel that never ends is `kernel_hangs.py`: it times out.)"""
 
 ASSIGNMENT = "day01_gpu_model"
-BASE = "correct_ours"
+BASE = "correct_alternative"
 TIMEOUT = 20
 EXPECT = {
-    "status": "timed_out",
-    "points": {"axpb_matches_reference_awkward_sizes": 0, "axpb_reads_and_writes_each_element_once": 0},
-    "total": 8,
-    "details": ["timed out in axpb_kernel"],
+    "status": "graded",
+    "total": 10,
+    "details": ["not run when graded"],
 }
 CELLS = {
     "axpb_kernel": '''\

@@ -2,7 +2,7 @@
 times out and the kernel is restarted each time; exercise 1 scores 0, the rest is graded (8/10, timed out)."""
 
 ASSIGNMENT = "day01_gpu_model"
-BASE = "correct_ours"
+BASE = "correct_alternative"
 TIMEOUT = 20
 EXPECT = {
     "status": "timed_out",

@@ -1,13 +1,15 @@
-"""Exercise 1 writes nothing and disables the checking and counting tools it can reach: hidden tests use
-private copies (grader.hidden.pristine), so exercise 1 scores 0 (8/10) and the patch is reported (tampered)."""
+"""Exercise 1 writes nothing and disables the checking and counting tools it can reach. Top-level code of
+an answer cell is not run when graded, so the tests run as written: exercise 1 scores 0 (8/10) and the
+patching is flagged for review."""
 
 ASSIGNMENT = "day01_gpu_model"
-BASE = "correct_ours"
+BASE = "correct_alternative"
 EXPECT = {
-    "status": "tampered",
+    "status": "graded",
     "points": {"axpb_matches_reference_awkward_sizes": 0, "axpb_reads_and_writes_each_element_once": 0},
     "total": 8,
-    "details": ["patches checking code", "course.checking.check"],
+    "details": ["not run when graded"],
+    "flags": ["course.checking.check"],
 }
 CELLS = {
     "axpb_kernel": '''\

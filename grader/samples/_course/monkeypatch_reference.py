@@ -1,14 +1,15 @@
-"""The softmax kernel forgets to divide by the row sum and the reference is patched to agree: the visible
-parts pass, the hidden parts compare with a private reference, so both softmax value tests score 0 (7/10)
-and the patch is reported (tampered)."""
+"""The softmax kernel forgets to divide by the row sum and the reference is patched to agree. The patch is
+top-level code of an answer cell, not run when graded: both softmax value tests score 0 (7/10) and the
+patch is flagged for review."""
 
 ASSIGNMENT = "day02_naive_attention"
-BASE = "correct_ours"
+BASE = "correct_alternative"
 EXPECT = {
-    "status": "tampered",
+    "status": "graded",
     "points": {"softmax_rows_matches_reference": 0, "softmax_rows_large_logits": 0},
     "total": 7,
-    "details": ["patches checking code", "reference.softmax"],
+    "details": ["not run when graded"],
+    "flags": ["reference"],
 }
 CELLS = {
     "softmax_rows_kernel": '''\

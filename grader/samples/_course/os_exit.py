@@ -1,13 +1,14 @@
-"""Exercise 1's "kernel" kills the Python process (os._exit) whenever it is launched: each such cell is
-reported as a crash, the kernel is restarted, exercise 1 scores 0 and the rest is graded (8/10)."""
+"""Exercise 1's "kernel" is a Python object that kills the process (os._exit) when launched. Only
+@cuda.jit functions of an answer cell run when graded, so there is no kernel to launch: exercise 1 scores
+0, nothing crashes, the rest is graded (8/10) and os._exit is flagged for review."""
 
 ASSIGNMENT = "day01_gpu_model"
-BASE = "correct_ours"
+BASE = "correct_alternative"
 EXPECT = {
-    "status": "kernel_crashed",
+    "status": "graded",
     "points": {"axpb_matches_reference_awkward_sizes": 0, "axpb_reads_and_writes_each_element_once": 0},
     "total": 8,
-    "details": ["kernel crashed in axpb_matches_reference_awkward_sizes"],
+    "details": ["not run when graded"],
     "flags": ["os._exit"],
 }
 CELLS = {

@@ -3,7 +3,7 @@ In[-1], i.e. the hidden test): it launches nothing, so 0 for exercise 1 (8/10), 
 flagged for review, and the feedback shows none of the printed hidden lines (the leak test checks it)."""
 
 ASSIGNMENT = "day01_gpu_model"
-BASE = "correct_ours"
+BASE = "correct_alternative"
 EXPECT = {
     "status": "graded",
     "points": {"axpb_matches_reference_awkward_sizes": 0, "axpb_reads_and_writes_each_element_once": 0},

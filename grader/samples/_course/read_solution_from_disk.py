@@ -1,13 +1,14 @@
-"""Exercise 1 tries to read the solution notebook next to the course package and run its kernel: the
-grading kernel refuses the read, the fallback writes nothing, exercise 1 scores 0 (8/10, tampered)."""
+"""Exercise 1 tries to read the solution notebook next to the course package and run its kernel. Top-level
+code of an answer cell is not run when graded (and the sandbox has no solutions): nothing is read,
+exercise 1 has no kernel and scores 0 (8/10)."""
 
 ASSIGNMENT = "day01_gpu_model"
-BASE = "correct_ours"
+BASE = "correct_alternative"
 EXPECT = {
-    "status": "tampered",
+    "status": "graded",
     "points": {"axpb_matches_reference_awkward_sizes": 0, "axpb_reads_and_writes_each_element_once": 0},
     "total": 8,
-    "details": ["refused reading grader files"],
+    "details": ["not run when graded"],
 }
 CELLS = {
     "axpb_kernel": '''\

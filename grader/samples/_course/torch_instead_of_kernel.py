@@ -1,7 +1,7 @@
 """Exercise 1 computes a*x + b with torch on the host and launches nothing: the launch check gives 0, 8/10."""
 
 ASSIGNMENT = "day01_gpu_model"
-BASE = "correct_ours"
+BASE = "correct_alternative"
 EXPECT = {
     "status": "graded",
     "points": {"axpb_matches_reference_awkward_sizes": 0, "axpb_reads_and_writes_each_element_once": 0},

@@ -1,14 +1,14 @@
-"""Submissions that get the numbers without doing the asked work: 3/10, each losing what it skips.
+"""Submissions that get the numbers without doing the asked work: 2/10, each losing what it skips.
 
 Exercise 1 replaces the kernel by an object that computes on the host with NumPy: no kernel is
 launched (0/2). Exercise 2 launches a kernel whose threads hand whole rows to NumPy (runs only in the
 simulator, reads nothing element by element: 0/3). In 3a thread 0 walks the whole row alone: right
-answers and one read per element, but no tree in shared memory (2/3). 3b is the shared-memory tree
-under the shuffle kernel's name: right answers, but far over the one-value-per-warp budget (1/2).
+answers and one read per element, but no tree in shared memory (2/3). 3b is the course's shared-memory
+tree pasted under the shuffle kernel's name: the course's own kernel, not graded (0/2, course_kernel).
 """
 
 EXPECT = {
-    "status": "graded",
+    "status": "course_kernel",
     "points": {
         "axpb_matches_reference_awkward_sizes": 0,
         "axpb_reads_and_writes_each_element_once": 0,
@@ -16,7 +16,7 @@ EXPECT = {
         "normalize_rows_reads_each_element_once": 0,
         "row_stats_tree_matches_reference_awkward_shapes": 2,
         "row_stats_tree_traffic_and_shared_budget": 0,
-        "row_stats_warp_matches_reference_awkward_shapes": 1,
+        "row_stats_warp_matches_reference_awkward_shapes": 0,
         "row_stats_warp_traffic_and_shared_budget": 0,
     },
 }

@@ -22,6 +22,7 @@ EXPECT = {
 }
 
 BASE = "correct_ours"
+OTHERS = "correct_alternative"   # the cells this case does not edit (ours pasted would be the course's)
 
 EDITS = {
     "axpb_kernel": [("if i < x.size:", "if i < x.size - 1:")],

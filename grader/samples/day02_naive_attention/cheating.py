@@ -4,12 +4,14 @@ scores_kernel is an object that computes S on the host with NumPy when "launched
 kernel hands whole rows to NumPy inside the simulator (nothing is read element by element, and it
 patches course.checking.check so the visible tests pass); pv_kernel is the course's own kernel,
 imported from kernels/. No exercise launches a kernel of the student's that does the work, and
-the patch of the checking function is reported: the status is tampered.
+the course's kernel imported makes the status course_kernel; the patch of the checking function (not
+run when graded) is flagged for review.
 """
 
 EXPECT = {
-    "status": "tampered",
-    "details": ["patches checking code", "course.checking.check"],
+    "status": "course_kernel",
+    "details": ["uses the course's own kernels", "pv_kernel"],
+    "flags": ["course.checking.check"],
     "points": {
         "scores_matches_reference": 0,
         "scores_reads_and_writes": 0,

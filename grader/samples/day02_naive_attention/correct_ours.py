@@ -1,4 +1,5 @@
-"""Our own solution, the kernels of kernels/attention.py and kernels/softmax.py, deserves 10/10."""
+"""Our solution pasted: the kernels of kernels/attention.py and kernels/softmax.py. A graded submission may
+not use the course's own kernels: 0/10, course_kernel."""
 
 from grader.sample_cases import kernel_cell
 from kernels.attention import pv_kernel, scores_kernel
@@ -6,16 +7,17 @@ from kernels.softmax import softmax_rows_kernel
 
 
 EXPECT = {
-    "status": "graded",
+    "status": "course_kernel",
     "points": {
-        "scores_matches_reference": 2,
-        "scores_reads_and_writes": 1,
-        "softmax_rows_matches_reference": 2,
-        "softmax_rows_large_logits": 1,
-        "softmax_rows_reads_and_writes": 1,
-        "pv_matches_reference": 2,
-        "pv_reads_and_writes": 1,
+        "scores_matches_reference": 0,
+        "scores_reads_and_writes": 0,
+        "softmax_rows_matches_reference": 0,
+        "softmax_rows_large_logits": 0,
+        "softmax_rows_reads_and_writes": 0,
+        "pv_matches_reference": 0,
+        "pv_reads_and_writes": 0,
     },
+    "details": ["uses the course's own kernels"],
 }
 
 CELLS = {

@@ -22,6 +22,7 @@ EXPECT = {
 }
 
 BASE = "correct_ours"
+OTHERS = "correct_alternative"   # the cells this case does not edit (ours pasted would be the course's)
 
 EDITS = {
     "scores_kernel": [("s[b, h, i, j] = acc * scale", "s[b, h, i, j] = acc")],

@@ -19,6 +19,7 @@ EXPECT = {
 }
 
 BASE = "correct_ours"
+OTHERS = "correct_alternative"   # the cells this case does not edit (ours pasted would be the course's)
 
 EDITS = {
     # the second barrier of the loop is gone: the next step may overwrite a slot another thread still reads

@@ -18,6 +18,7 @@ EXPECT = {
 }
 
 BASE = "correct_ours"
+OTHERS = "correct_alternative"   # the cells this case does not edit (ours pasted would be the course's)
 
 EDITS = {
     "gemm_v3_shared_tiles_kernel": [

@@ -15,6 +15,7 @@ EXPECT = {
 }
 
 BASE = "correct_ours"
+OTHERS = "correct_alternative"   # the cells this case does not edit (ours pasted would be the course's)
 
 EDITS = {
     "flash_kernel": [("""

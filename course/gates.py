@@ -1,0 +1,137 @@
+"""The checks every kernel launch passes while a submission is graded (on the simulator).
+
+``install()`` registers two checks with the simulator (``course.simulator.add_launch_gate``) for
+every launch of a kernel that is not one of the course's own:
+
+- **before it runs, it compiles for a GPU** (``course.gpu_compile``): a body that calls NumPy,
+  builds a list or touches any Python object would run in the simulator, never on a GPU, and
+  never runs here either;
+- **it leaves its inputs as they were**: every array argument that the launcher did not create
+  with ``kernels.launching.output_array`` (the outputs, and a launcher's scratch) is compared,
+  byte for byte, with a copy taken before the launch. A kernel that writes an input fails with a
+  message that names it, so a test's reference, computed from the inputs, is never computed from
+  what the kernel left in them.
+
+``check_notebook_kernels()`` is the first check alone, for students (``course.use_device()``
+installs it on the simulator): a kernel written in a notebook that would not compile for a GPU
+fails at its first launch with the compiler's reason; where the compiler is not installed it says
+so once and lets launches run.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from course.gpu_compile import PROJECT_ROOT, CompilerUnavailable, check_compiles
+
+
+class InputWritten(AssertionError):
+    """A kernel changed an array that was given to it as an input."""
+
+
+def _is_course_kernel(kernel) -> bool:
+    import pathlib
+
+    code = getattr(getattr(kernel, "py_func", None), "__code__", None)
+    if code is None:
+        return False
+    try:
+        path = pathlib.Path(code.co_filename).resolve()
+    except (OSError, ValueError):
+        return False
+    return path.is_relative_to(PROJECT_ROOT / "kernels") or path.is_relative_to(PROJECT_ROOT / "course")
+
+
+def _parameter_names(kernel, count: int) -> list[str]:
+    try:
+        names = list(inspect.signature(kernel.py_func).parameters)
+    except (TypeError, ValueError):
+        names = []
+    return names + [f"argument {i + 1}" for i in range(len(names), count)]
+
+
+def _input_guard(kernel, args):
+    """A copy of each input array now; the check that none changed, for after the launch."""
+    import numpy as np
+
+    from kernels.launching import is_output_array
+
+    names = _parameter_names(kernel, len(args))
+    before = []
+    for name, arg in zip(names, args):
+        array = getattr(arg, "_ary", arg)
+        if isinstance(array, np.ndarray) and array.ndim > 0 and not is_output_array(arg):
+            before.append((name, array, array.copy()))
+    if not before:
+        return None
+
+    def after():
+        for name, array, copy in before:
+            if array.tobytes() != copy.tobytes():
+                changed = int(np.count_nonzero((array.view(np.uint8).reshape(-1, array.itemsize)
+                                                != copy.view(np.uint8).reshape(-1, copy.itemsize)).any(axis=1)))
+                kernel_name = getattr(kernel.py_func, "__name__", "the kernel")
+                raise InputWritten(
+                    f"{kernel_name} wrote to its input {name}: {changed} of its {array.size} elements changed "
+                    f"during the launch. A kernel may write only its outputs (the tests compute the expected "
+                    f"result from the inputs as they were); keep scratch values in registers or shared memory.")
+    return after
+
+
+def _gate(kernel, args):
+    if _is_course_kernel(kernel):
+        return None
+    check_compiles(kernel, *args)
+    return _input_guard(kernel, args)
+
+
+def install() -> None:
+    """Check every launch of a kernel that is not the course's: GPU compile first, inputs untouched after.
+
+    Starts the compiler's helper process now, before anything may forbid starting processes.
+    """
+    from course import gpu_compile, simulator
+
+    gpu_compile.start_helper()
+    simulator.add_launch_gate(_gate)
+
+
+def _in_a_notebook(kernel) -> bool:
+    code = getattr(getattr(kernel, "py_func", None), "__code__", None)
+    name = getattr(code, "co_filename", "")
+    return "ipykernel_" in name or name.startswith("<ipython-input")
+
+
+_unavailable: list = []
+
+
+def _notebook_gate(kernel, args):
+    """For students: a kernel written in a notebook compiles for a GPU before the simulator runs it."""
+    if _gate in _simulator_gates() or _unavailable or not _in_a_notebook(kernel):
+        return None
+    try:
+        check_compiles(kernel, *args)
+    except CompilerUnavailable as exc:
+        _unavailable.append(exc)
+        print(f"(kernels are not checked for a GPU here: {exc})")
+    return None
+
+
+def _simulator_gates() -> list:
+    from course import simulator
+
+    return simulator._GATES
+
+
+def check_notebook_kernels() -> None:
+    """On the simulator, compile each kernel defined in a notebook for a GPU before it first runs.
+
+    ``course.use_device()`` calls this (``COURSE_GPU_CHECK=0`` turns it off): a kernel the
+    simulator would run but no GPU could fails at once, with the compiler's reason, instead of
+    on the first GPU it meets. Results are remembered per kernel source and argument types, so
+    only a kernel's first launch pays (about a second for the helper, a fraction for a kernel).
+    Where the compiler is not installed it says so once and checks nothing.
+    """
+    from course import simulator
+
+    simulator.add_launch_gate(_notebook_gate)

@@ -1,0 +1,217 @@
+"""What runs of a submission when it is graded (grader.cleanroom) and the checks of every launch
+(course.gates, course.gpu_compile): a kernel must compile for a GPU and leave its inputs alone.
+
+The clean room is tested on sources; the launch checks on kernels defined here, launched on the
+simulator with the GPU compiler's helper beside them (NVVM from the pip packages, no GPU).
+"""
+
+import json
+import linecache
+
+import numpy as np
+import pytest
+
+import course
+from grader import cleanroom
+from grader.hidden import PROJECT_ROOT
+
+pytestmark = pytest.mark.skipif(not course.on_simulator(), reason="the launch checks run on the simulator")
+
+RELEASE_IMPORTS = "import math\nimport numpy as np\nfrom numba import cuda, float32\nimport kernels.reduction\n" \
+                  "from course.checking import check\nfrom kernels.reduction import TREE_THREADS\n"
+
+
+def _scope():
+    return cleanroom.release_scope({"cells": [{"cell_type": "code", "metadata": {}, "source": RELEASE_IMPORTS}]})
+
+
+KERNEL = '''@cuda.jit
+def my_kernel(x, y):
+    """doc"""
+    i = cuda.grid(1)
+    if i < x.size:
+        y[i] = x[i] * TILE
+'''
+
+
+@pytest.mark.parametrize("line", [
+    "TILE = 16", "NEG = float32(-math.inf)", "SCALE = 1.0 / math.sqrt(64)", "BLOCK = (16, 2 * 8)",
+    "import numpy as np", "from numba import cuda", "from math import sqrt", '"""a docstring"""',
+])
+def test_kernels_constants_and_imports_run(line):
+    cleaned = cleanroom.clean_source(line + "\n\n" + KERNEL, _scope())
+    assert cleaned.left_out == [] and cleaned.source == line + "\n\n" + KERNEL
+
+
+@pytest.mark.parametrize("line", [
+    "np.random.seed(0)", "print('hi')", "check = lambda *a, **k: None", "TREE_THREADS = 1",
+    "X = open('/etc/passwd')", "import os", "import math as np", "from math import inf as float32",
+    "setattr(np, 'allclose', None)", "globals()['np'] = None", "X = np.__dict__", "while True: pass",
+    "import kernels.reduction as kr", "get_ipython().showtraceback = None", "a = 1; print(a)",
+])
+def test_other_top_level_code_is_left_out_with_its_line_numbers(line):
+    cleaned = cleanroom.clean_source(line + "\n\n" + KERNEL, _scope())
+    assert cleaned.left_out == [1], cleaned.source
+    lines = cleaned.source.splitlines()
+    assert lines[0] == cleanroom.MARK + line and "\n".join(lines[1:]) == "\n" + KERNEL.rstrip("\n")
+
+
+def test_only_plain_cuda_jit_functions_run():
+    source = ("@staticmethod\ndef f():\n    pass\n\n@cuda.jit(device=True)\ndef g(v):\n    return v\n\n"
+              "@cuda.jit(debug=True, opt=False)\ndef h(x):\n    pass\n\n@cuda.jit(print)\ndef k(x):\n    pass\n")
+    cleaned = cleanroom.clean_source(source, _scope())
+    assert cleaned.left_out == [1, 2, 3, 13, 14, 15]
+
+
+def test_a_pasted_course_kernel_is_found_with_its_names_changed():
+    from grader.sample_cases import kernel_cell
+    from kernels.reduction import row_stats_v2_shared_tree_kernel, row_stats_v3_warp_shuffle_kernel
+    from kernels.elementwise import axpb_v1_guarded_kernel
+
+    pasted = kernel_cell(row_stats_v3_warp_shuffle_kernel).replace("largest", "biggest").replace("total", "acc")
+    pasted = pasted.replace("def row_stats_v3_warp_shuffle_kernel", "def my_reduction")
+    cleaned = cleanroom.clean_source(pasted, _scope())
+    assert cleaned.course_kernels and "row_stats_v3_warp_shuffle_kernel" in cleaned.course_kernels[0]
+    assert all(line.startswith("# [the course's kernel") for line in cleaned.source.splitlines() if line.strip())
+    # one line of the algorithm changed: the student's own kernel (the limit of the comparison)
+    edited = kernel_cell(row_stats_v2_shared_tree_kernel).replace("half //= 2", "half = half // 2")
+    assert cleanroom.clean_source(edited, _scope()).course_kernels == []
+    # too short to tell apart from an honest answer: never called a copy
+    assert cleanroom.clean_source(kernel_cell(axpb_v1_guarded_kernel), _scope()).course_kernels == []
+
+
+@pytest.mark.parametrize("line, reported", [
+    ("from kernels.reduction import row_stats_v2_shared_tree_kernel", True),
+    ("k = cuda.jit(kernels.reduction.row_stats_v3_warp_shuffle_kernel.py_func)", True),
+    ("from kernels.reduction import TREE_THREADS", False),
+    ("import kernels.gemm", False),
+])
+def test_reaching_for_a_course_kernel_is_reported(line, reported):
+    cleaned = cleanroom.clean_source(line + "\n", _scope())
+    assert cleaned.left_out == [1] and bool(cleaned.course_kernels) == reported
+
+
+def test_the_solutions_keep_every_line_but_the_course_kernels_and_the_toy_is_graded_as_python():
+    for folder in sorted((PROJECT_ROOT / "solutions").iterdir()):
+        solution = json.loads((folder / f"{folder.name}.ipynb").read_text())
+        release = json.loads((PROJECT_ROOT / "exercises" / folder.name / f"{folder.name}.ipynb").read_text())
+        assert cleanroom.graded_code(release) == "kernels"
+        cleanroom.clean_notebook(solution, release)
+        dropped = [line for c in solution["cells"] for line in "".join(c["source"]).splitlines()
+                   if line.startswith(cleanroom.MARK)]
+        assert dropped == [], f"{folder.name}: the solution loses lines other than the course's kernels: {dropped}"
+    from grader.toy import toy_notebook
+
+    assert cleanroom.graded_code(toy_notebook()) == "python"
+    with pytest.raises(ValueError, match="graded_code"):
+        cleanroom.graded_code({"metadata": {"course": {"graded_code": "anything"}}})
+
+
+# ---------------------------------------------------------------------------------------------
+# Launch checks, on kernels defined as a notebook cell would define them
+# ---------------------------------------------------------------------------------------------
+
+CELL_FILE = "/tmp/ipykernel_0/launch_checks_cell.py"
+
+
+def _cell(source: str) -> dict:
+    """Define the functions of ``source`` as a notebook cell would (source kept for inspect)."""
+    from numba import cuda, float32
+
+    linecache.cache[CELL_FILE] = (len(source), None, source.splitlines(keepends=True), CELL_FILE)
+    namespace = {"cuda": cuda, "float32": float32, "np": np, "math": __import__("math"), "TILE": 4}
+    exec(compile(source, CELL_FILE, "exec"), namespace)
+    return namespace
+
+
+CELLS = '''
+@cuda.jit(device=True)
+def twice(v):
+    return v * 2
+
+
+@cuda.jit
+def good(x, y):
+    i = cuda.grid(1)
+    if i < x.size:
+        y[i] = twice(x[i]) + TILE
+
+
+@cuda.jit
+def host_work(x, y):
+    i = cuda.grid(1)
+    if i == 0:
+        y[:] = np.sort(x)
+
+
+@cuda.jit
+def python_list(x, y):
+    i = cuda.grid(1)
+    values = [x[i]]
+    y[i] = values[0]
+
+
+@cuda.jit
+def scribbles(x, y):
+    i = cuda.grid(1)
+    if i < x.size:
+        y[i] = x[i]
+        x[i] = 0.0
+'''
+
+
+@pytest.fixture(scope="module")
+def cell():
+    return _cell(CELLS)
+
+
+def test_a_kernel_that_compiles_for_a_gpu_passes(cell):
+    from course.gpu_compile import compile_errors
+
+    x = np.arange(5, dtype=np.float32)
+    assert compile_errors(cell["good"], x, np.empty_like(x)) == []
+
+
+@pytest.mark.parametrize("name, said", [("host_work", "line 18 of the cell: y[:] = np.sort(x)"),
+                                        ("python_list", "line 24 of the cell: values = [x[i]]")])
+def test_a_kernel_the_simulator_runs_but_no_gpu_could_fails_with_the_compilers_reason(cell, name, said):
+    from course.gpu_compile import GpuCompileError, check_compiles
+
+    x = np.arange(5, dtype=np.float32)
+    with pytest.raises(GpuCompileError, match=f"{name} runs in the simulator but does not compile for a GPU") as err:
+        check_compiles(cell[name], x, np.empty_like(x))
+    assert said in str(err.value)
+
+
+def test_the_grading_checks_refuse_a_bad_kernel_before_it_runs_and_an_input_written_after(cell):
+    from course import gates, simulator
+    from course.checking import poison
+    from course.gpu_compile import GpuCompileError
+    from kernels.launching import output_array
+
+    simulator.add_launch_gate(gates._gate)
+    try:
+        x = np.arange(5, dtype=np.float32)
+        y = output_array("out", None, (5,), x)
+        cell["good"][1, 8](x, y)
+        assert np.array_equal(y, 2 * x + 4)
+        before = poison(np.empty_like(x))
+        with pytest.raises(GpuCompileError):
+            cell["host_work"][1, 8](x, before)
+        assert np.isnan(before).all(), "a kernel that does not compile must not run"
+        with pytest.raises(gates.InputWritten, match="scribbles wrote to its input x: 4 of its 5 elements changed"):
+            cell["scribbles"][1, 8](x, poison(np.empty_like(x)))
+        with pytest.raises(gates.InputWritten, match="good wrote to its input y"):
+            cell["good"][1, 8](np.arange(5, dtype=np.float32), np.zeros(5, np.float32))   # y not an output
+    finally:
+        simulator.remove_launch_gate(gates._gate)
+
+
+def test_students_get_the_compile_check_on_their_first_launch(cell):
+    from course import gates, simulator
+    from course.gpu_compile import GpuCompileError
+
+    assert gates._notebook_gate in simulator._GATES, "course.use_device() installs it on the simulator"
+    x = np.arange(5, dtype=np.float32)
+    with pytest.raises(GpuCompileError):
+        cell["python_list"][1, 8](x, np.empty_like(x))
