@@ -52,7 +52,7 @@ instructor-lab: install
 	$(LAB_ENV) JUPYTER_CONFIG_PATH="$(JUPYTER_CONFIG)/common$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" $(JUPYTER_LAB)
 
 test: install-test
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(if $(DAY),--day $(DAY)) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope $(if $(DAY),--day $(DAY)) $(PYTEST_ARGS)
 
 # On a machine with an NVIDIA GPU (after installing numba-cuda[cu12] or [cu13], see the README).
 test-gpu: install-test

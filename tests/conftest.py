@@ -9,7 +9,7 @@ marker (``day05``, ``course_wide``):
 - a test elsewhere belongs to the day of its ``@pytest.mark.dayNN`` marker, or to the day it is
   parametrised with: a ``case`` of the grader's sample submissions (its assignment; the
   course-wide cases of ``grader/samples/_course`` belong to the course), an ``assignment``
-  (``day05_flash_attention``), a ``day`` (``day05``) or a catalog ``group``;
+  (``day05_flash_attention``) or a ``day`` (``day05``);
 - any other test belongs to the course as a whole.
 
 ``pytest -m day05`` or ``pytest --day 05`` runs one day (``--day`` may be repeated). At the end of
@@ -108,8 +108,7 @@ def day_of(item) -> str:
     if case is not None and getattr(getattr(case, "path", None), "parent", None) is not None \
             and case.path.parent.name == "_course":
         return COURSE_WIDE            # a course-wide sample submission, whatever day it is graded on
-    for value in (getattr(case, "assignment", None), params.get("assignment"), params.get("day"),
-                  params.get("group")):
+    for value in (getattr(case, "assignment", None), params.get("assignment"), params.get("day")):
         if isinstance(value, str) and re.match(r"day\d\d", value):
             return value[:5]
     return COURSE_WIDE
@@ -125,12 +124,6 @@ def pytest_collection_modifyitems(config, items):
         _clock.day_of_test[item.nodeid] = day
         item.add_marker(getattr(pytest.mark, day))
         (kept if not days or day in days else dropped).append(item)
-    if config.pluginmanager.hasplugin("xdist"):
-        # `make test` runs two pytest-xdist workers with --dist loadgroup: a file's tests stay on one
-        # worker (its module fixtures run once) unless they name their own group (the catalog's runs).
-        for item in items:
-            if item.get_closest_marker("xdist_group") is None:
-                item.add_marker(pytest.mark.xdist_group(item.path.name))
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

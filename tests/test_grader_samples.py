@@ -61,20 +61,6 @@ def graded(request, tmp_path_factory):
     return grade
 
 
-def _in_group(group):
-    """Tests that share a grading run stay on one pytest-xdist worker (``--dist loadgroup``)."""
-    return pytest.mark.xdist_group(f"catalog-{group.strip('_')}")
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("case", [pytest.param(c, marks=_in_group(group_of(c))) for c in CASES], ids=_case_id)
-def test_sample_submission_gets_its_expected_score(graded, case):
-    rows, _ = graded(group_of(case))
-    release = json.loads(RELEASED[case.assignment].read_text(encoding="utf-8"))
-    problems = mismatches(case, rows.get(case.student), release)
-    assert not problems, f"{_case_id(case)} ({case.doc.splitlines()[0] if case.doc else ''}):\n  " + "\n  ".join(problems)
-
-
 def test_edits_replace_lines_found_exactly_once_keeping_their_indentation():
     source = "def f(x):\n    if x:\n        y = 1\n    if x:\n        return y\n"
     assert edit_cell(source, [("y = 1", "y = 2\nz = 3")]) == "def f(x):\n    if x:\n        y = 2\n        z = 3\n    if x:\n        return y\n"
@@ -162,32 +148,59 @@ def _submitted_lines(workdir, student, assignment):
     return {line.strip() for c in nb["cells"] for line in "".join(c["source"]).splitlines()}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("group", [pytest.param(g, marks=_in_group(g)) for g in GROUPS],
-                         ids=lambda g: "course_wide" if g == COURSE_WIDE else g)
-def test_feedback_never_shows_a_hidden_test_line(graded, group):
-    _, workdir = graded(group)
-    files = sorted(workdir.glob("out/*/feedback/*/*/*.html")) + sorted(workdir.glob("out/*/feedback/*/*/*.ipynb"))
-    assert files, f"the catalog run of {group} wrote no feedback"
-    found = []
-    for path in files:
-        student, assignment = path.parent.parent.name, path.parent.name
-        for line in leaks(path, _hidden_lines(assignment), _submitted_lines(workdir, student, assignment)):
-            found.append(f"{path.relative_to(workdir)}: {line}")
-    assert not found, "hidden test lines in feedback:\n  " + "\n  ".join(found[:20])
+# ---------------------------------------------------------------------------------------------
+# The catalog: one class per grading run, so `make test` (pytest-xdist, --dist loadscope) gives
+# each run to one worker and spreads the runs over the workers.
+# ---------------------------------------------------------------------------------------------
+
+def _catalog_class(group: str) -> type:
+    cases = [c for c in CASES if group_of(c) == group]
+
+    class Catalog:
+        @pytest.mark.slow
+        @pytest.mark.parametrize("case", cases, ids=_case_id)
+        def test_sample_submission_gets_its_expected_score(self, graded, case):
+            rows, _ = graded(group)
+            release = json.loads(RELEASED[case.assignment].read_text(encoding="utf-8"))
+            problems = mismatches(case, rows.get(case.student), release)
+            assert not problems, (f"{_case_id(case)} ({case.doc.splitlines()[0] if case.doc else ''}):\n  "
+                                  + "\n  ".join(problems))
+
+        @pytest.mark.slow
+        def test_feedback_never_shows_a_hidden_test_line(self, graded):
+            _, workdir = graded(group)
+            files = sorted(workdir.glob("out/*/feedback/*/*/*.html")) + sorted(workdir.glob("out/*/feedback/*/*/*.ipynb"))
+            assert files, f"the catalog run of {group} wrote no feedback"
+            found = []
+            for path in files:
+                student, assignment = path.parent.parent.name, path.parent.name
+                for line in leaks(path, _hidden_lines(assignment), _submitted_lines(workdir, student, assignment)):
+                    found.append(f"{path.relative_to(workdir)}: {line}")
+            assert not found, "hidden test lines in feedback:\n  " + "\n  ".join(found[:20])
+
+        if group == next(g for g in GROUPS if g != COURSE_WIDE):
+            @pytest.mark.slow
+            def test_the_leak_search_finds_hidden_lines_in_unsanitized_feedback(self, graded, tmp_path):
+                """nbgrader's default feedback (plain HTML of the autograded notebook) must be caught."""
+                from nbconvert import HTMLExporter
+
+                _, workdir = graded(group)
+                autograded = sorted(workdir.glob("out/*/autograded/*/*/*.ipynb"))
+                assert autograded
+                path = autograded[0]
+                body, _ = HTMLExporter().from_filename(str(path))
+                page = tmp_path / "unsanitized.html"
+                page.write_text(body, encoding="utf-8")
+                assert leaks(page, _hidden_lines(path.parent.name), set()), "the leak search missed hidden tests shown as source"
+
+    name = "CourseWide" if group == COURSE_WIDE else "".join(part.title() for part in group.split("_"))
+    Catalog.__name__ = Catalog.__qualname__ = f"TestCatalog{name}"
+    if group != COURSE_WIDE:
+        Catalog = getattr(pytest.mark, group[:5])(Catalog)     # its time counts for its day
+    return Catalog
 
 
-@pytest.mark.slow
-@_in_group(next(g for g in GROUPS if g != COURSE_WIDE))
-def test_the_leak_search_finds_hidden_lines_in_unsanitized_feedback(graded, tmp_path):
-    """nbgrader's default feedback (plain HTML of the autograded notebook) must be caught."""
-    from nbconvert import HTMLExporter
-
-    _, workdir = graded(next(g for g in GROUPS if g != COURSE_WIDE))
-    autograded = sorted(workdir.glob("out/*/autograded/*/*/*.ipynb"))
-    assert autograded
-    path = autograded[0]
-    body, _ = HTMLExporter().from_filename(str(path))
-    page = tmp_path / "unsanitized.html"
-    page.write_text(body, encoding="utf-8")
-    assert leaks(page, _hidden_lines(path.parent.name), set()), "the leak search missed hidden tests shown as source"
+for _group in GROUPS:
+    _class = _catalog_class(_group)
+    globals()[_class.__name__] = _class
+del _group, _class
