@@ -239,3 +239,11 @@ def test_one_day_runs_alone_and_strict_budgets_fail_the_run(small_suite):
     assert code == 1 and "2 passed" in out and "fails the run" in out, out
     code, out = _run_suite(small_suite, "--day", "11")
     assert code == 4 and "--day must name a day from 01 to 10" in out, out
+
+
+def test_days_are_counted_the_same_on_two_xdist_workers(small_suite):
+    """`make test` runs two workers; the test time per day still lands on the right day."""
+    code, out = _run_suite(small_suite, "-n", "2", "-p", "xdist")
+    assert code == 0, out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith(("day", "course_wide", "total"))}
+    assert "2 tests" in lines["day03"] and "1 tests" in lines["day05"] and "1 tests" in lines["course_wide"], out
