@@ -107,7 +107,9 @@ _unavailable: list = []
 
 def _notebook_gate(kernel, args):
     """For students: a kernel written in a notebook compiles for a GPU before the simulator runs it."""
-    if _gate in _simulator_gates() or _unavailable or not _in_a_notebook(kernel):
+    from course import simulator
+
+    if _gate in simulator._GATES or _unavailable or not _in_a_notebook(kernel):
         return None
     try:
         check_compiles(kernel, *args)
@@ -115,12 +117,6 @@ def _notebook_gate(kernel, args):
         _unavailable.append(exc)
         print(f"(kernels are not checked for a GPU here: {exc})")
     return None
-
-
-def _simulator_gates() -> list:
-    from course import simulator
-
-    return simulator._GATES
 
 
 def check_notebook_kernels() -> None:

@@ -229,28 +229,31 @@ def fingerprint(function: ast.FunctionDef) -> tuple[str, int]:
 
 
 @functools.lru_cache(maxsize=1)
-def course_kernels() -> dict[str, str]:
-    """``{fingerprint: "kernels/gemm.py: gemm_v4_register_blocked_kernel"}`` of the course's kernels
-    long enough to be told apart from an honest answer (read from the files, nothing imported)."""
-    found = {}
+def _course_jit_functions() -> tuple:
+    """``(path, FunctionDef)`` of every ``@cuda.jit`` function in ``kernels/`` (read, not imported)."""
+    found = []
     for path in sorted((PROJECT_ROOT / "kernels").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
-                key, size = fingerprint(node)
-                if size >= COPY_MIN_NODES:
-                    found[key] = f"{path.relative_to(PROJECT_ROOT).as_posix()}: {node.name}"
-    return found
+                found.append((path, node))
+    return tuple(found)
 
 
 @functools.lru_cache(maxsize=1)
+def course_kernels() -> dict[str, str]:
+    """``{fingerprint: "kernels/gemm.py: gemm_v4_register_blocked_kernel"}`` of the course's kernels
+    long enough to be told apart from an honest answer."""
+    found = {}
+    for path, node in _course_jit_functions():
+        key, size = fingerprint(node)
+        if size >= COPY_MIN_NODES:
+            found[key] = f"{path.relative_to(PROJECT_ROOT).as_posix()}: {node.name}"
+    return found
+
+
 def course_kernel_names() -> frozenset:
-    """The names of every ``@cuda.jit`` function in ``kernels/`` (read from the files)."""
-    names = set()
-    for path in sorted((PROJECT_ROOT / "kernels").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
-                names.add(node.name)
-    return frozenset(names)
+    """The names of every ``@cuda.jit`` function in ``kernels/``."""
+    return frozenset(node.name for _, node in _course_jit_functions())
 
 
 def _reaches_course_kernels(node: ast.stmt) -> bool:
