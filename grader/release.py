@@ -126,10 +126,11 @@ def _check_files(name: str, root: pathlib.Path, release_dir: pathlib.Path) -> li
         if path.is_file() and (lowered.endswith((".db", ".db-journal", ".sqlite")) or "gradebook" in lowered):
             problems.append(f"a gradebook or database is in the release folder: {path}")
     source = root / "solutions" / name
-    expected = {p.relative_to(source) for p in source.rglob("*") if p.is_file()}
-    for path in (release_dir / name).rglob("*"):
-        if path.is_file() and path.relative_to(release_dir / name) not in expected:
-            problems.append(f"{name}: {path.relative_to(release_dir)} is in the release but not in solutions/{name}/")
+    expected = {str(pathlib.Path(name) / p.relative_to(source)) for p in source.rglob("*")
+                if p.is_file() and ".ipynb_checkpoints" not in p.parts}
+    for path in _release_files(release_dir, name):
+        if path not in expected:
+            problems.append(f"{name}: {path} is in the release but not in solutions/{name}/")
     return problems
 
 
@@ -144,6 +145,11 @@ def normalized(path: pathlib.Path) -> dict:
     return nb
 
 
+def _release_files(folder: pathlib.Path, name: str) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in (folder / name).rglob("*")
+                  if p.is_file() and ".ipynb_checkpoints" not in p.relative_to(folder).parts)
+
+
 def release_differences(name: str, *, root: pathlib.Path | None = None) -> list[str]:
     """Regenerate ``name`` into a temporary folder and list how the committed release differs."""
     root = pathlib.Path(root) if root else course_root()
@@ -153,9 +159,9 @@ def release_differences(name: str, *, root: pathlib.Path | None = None) -> list[
         if not committed_path.is_file():
             return [f"{committed_path.relative_to(root)} is not there: run `course release {name}` and commit it"]
         fresh, committed = normalized(fresh_path), normalized(committed_path)
-        fresh_files = sorted(str(p.relative_to(tmp)) for p in pathlib.Path(tmp).rglob("*") if p.is_file())
-    committed_files = sorted(str(p.relative_to(root / "exercises")) for p in (root / "exercises" / name).rglob("*")
-                             if p.is_file())
+        fresh_files = _release_files(pathlib.Path(tmp), name)
+    # JupyterLab's checkpoints of an opened notebook are the editor's copies, never part of a release.
+    committed_files = _release_files(root / "exercises", name)
     differences = []
     if fresh_files != committed_files:
         differences.append(f"files differ: regenerated {fresh_files}, committed {committed_files}")

@@ -121,7 +121,9 @@ def running_lab(target, tmp_path):
             ["make", "-s", target, f"PORT={port}",
              # A workspace folder of its own: no tabs restored from an earlier session.
              f"LAB_ARGS=--no-browser --IdentityProvider.token={TOKEN} --ServerApp.ip=127.0.0.1 "
-             f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}"],
+             f"--LabApp.workspaces_dir={tmp_path / 'workspaces'} "
+             # Checkpoints outside the checkout: other tests read exercises/ while this one runs.
+             f"--FileCheckpoints.root_dir={tmp_path / 'checkpoints'}"],
             cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     lab = Lab(port, proc, log)
     checkpoints_before = _checkpoint_folders()

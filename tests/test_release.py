@@ -29,7 +29,7 @@ def test_no_gradebook_or_solution_files_in_exercises():
                                                                        or "gradebook" in p.name)]
     assert not offenders
     for name in ASSIGNMENTS:
-        assert sorted(p.name for p in (exercises / name).iterdir()) == sorted(
+        assert sorted(p.name for p in (exercises / name).iterdir() if p.name != ".ipynb_checkpoints") == sorted(
             p.name for p in (PROJECT_ROOT / "solutions" / name).iterdir() if p.name != ".ipynb_checkpoints")
 
 
@@ -81,3 +81,16 @@ def test_release_refuses_leaks_through_markdown(toy_root, capsys):
 def test_generate_rejects_unknown_assignment(toy_root):
     with pytest.raises(ValueError, match="known: day00_toy"):
         release.generate(["day42"], root=toy_root)
+
+
+def test_release_check_ignores_checkpoints_but_not_stray_files(toy_root, capsys):
+    """JupyterLab writes .ipynb_checkpoints/ beside a notebook it opens (the browser tests do, while
+    other tests run): that is not a stale release. A file the release would not make is."""
+    assert main(["release"]) == 0
+    folder = toy_root / "exercises" / TOY
+    (folder / ".ipynb_checkpoints").mkdir()
+    (folder / ".ipynb_checkpoints" / f"{TOY}-checkpoint.ipynb").write_text("{}")
+    assert main(["release", "--check"]) == 0
+    (folder / "notes.txt").write_text("left behind")
+    assert main(["release", "--check"]) == 1
+    assert "notes.txt" in capsys.readouterr().out
