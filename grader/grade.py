@@ -40,15 +40,41 @@ STARTUP_ALLOWANCE_S = 120
 _RUNNING: set = set()
 
 
+# Templates this process has built, kept in memory (never in a new place on disk, where ungraded code
+# could look): {key: {relative path: bytes}}. A class graded by one `course grade` builds one; a
+# process that grades many times (the test suite) builds each once.
+_TEMPLATES: dict[tuple, dict[str, bytes]] = {}
+
+
+def _folder_hash(folder: pathlib.Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and ".ipynb_checkpoints" not in p.parts):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def _prepare_template(root: pathlib.Path, names: list[str], out: pathlib.Path) -> dict[str, str]:
-    """Release ``names`` into ``out/template`` with its own gradebook; return each solution's hash."""
+    """Release ``names`` into ``out/template`` with its own gradebook; return each solution's hash.
+
+    The release depends only on the solution folders: one already built by this process from the
+    same files is written out again instead of generated (nbgrader takes seconds to start).
+    """
     from grader.release import generate
 
     template = out / "template"
     if template.exists():
         shutil.rmtree(template)
     template.mkdir(parents=True)
-    generate(names, root=root, release_dir=template / "release", db_path=template / "gradebook.db")
+    key = (str(root.resolve()), tuple(names), tuple(_folder_hash(root / "solutions" / n) for n in names))
+    if key in _TEMPLATES:
+        for rel, data in _TEMPLATES[key].items():
+            (template / rel).parent.mkdir(parents=True, exist_ok=True)
+            (template / rel).write_bytes(data)
+    else:
+        generate(names, root=root, release_dir=template / "release", db_path=template / "gradebook.db")
+        _TEMPLATES[key] = {str(p.relative_to(template)): p.read_bytes() for p in template.rglob("*") if p.is_file()}
     return {name: file_hash(root / "solutions" / name / f"{name}.ipynb") for name in names}
 
 

@@ -146,6 +146,28 @@ def test_rerun_skips_graded_and_regrades_changed_submissions(toy, tmp_path):
     assert rows["crash"]["status"] == "kernel_crashed"
 
 
+def test_a_template_built_once_is_reused_until_the_solutions_change(toy, tmp_path, monkeypatch):
+    import grader.grade as grading
+
+    built = []
+    real = release.generate
+    monkeypatch.setattr(release, "generate", lambda *a, **k: built.append(a) or real(*a, **k))
+    grading._prepare_template(toy["root"], [TOY], tmp_path / "again")     # the fixture's grade built it
+    assert built == []
+    made = tmp_path / "again" / "template"
+    assert (made / "gradebook.db").read_bytes() == (toy["out"] / "template" / "gradebook.db").read_bytes()
+    assert (made / "release" / TOY / f"{TOY}.ipynb").read_text() == (
+        toy["out"] / "template" / "release" / TOY / f"{TOY}.ipynb").read_text()
+    root = tmp_path / "course"
+    shutil.copytree(toy["root"], root)
+    grading._prepare_template(root, [TOY], tmp_path / "other_root")
+    assert len(built) == 1, "another course folder gets its own template"
+    solution = root / "solutions" / TOY / f"{TOY}.ipynb"
+    solution.write_text(solution.read_text().replace("Toy", "Toy, edited", 1))
+    grading._prepare_template(root, [TOY], tmp_path / "edited")
+    assert len(built) == 2, "an edited solution is released again"
+
+
 def test_zip_of_lms_style_names(toy, tmp_path):
     archive = tmp_path / "export.zip"
     with zipfile.ZipFile(archive, "w") as z:

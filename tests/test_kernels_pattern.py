@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import json
 import os
 import pathlib
@@ -38,7 +39,7 @@ from kernels import launching, registry
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Kernel modules without a ladder, and why.
 NOT_LADDERS = {"probes": "day-1 measurement probes, not rungs to learn from"}
-NOT_KERNEL_MODULES = ("launching", "registry", "reference")
+NOT_KERNEL_MODULES = ("launching", "registry", "reference", "block_manager")   # block_manager: host Python
 COMPUTE_CAPABILITIES = ((8, 0), (9, 0))
 
 
@@ -123,6 +124,56 @@ def _gemm_reference(a, b, **_):
     return reference.gemm(a, b)
 
 
+def _paged_inputs(rng, rung):
+    """Two query heads per KV head, blocks of 4 in a shuffled table, contexts of 13 (a partial last
+    page), 0 and 4 (exactly one page); v2 cuts them into partitions of 5 tokens."""
+    num_blocks, block_size, d = 9, 4, 3
+    tables = np.full((3, 4), -1, np.int32)
+    order = rng.permutation(num_blocks).astype(np.int32)
+    tables[0], tables[2, 0] = order[:4], order[4]
+    lens = np.array([13, 0, 4], np.int32)
+    cache = lambda: _floats(rng, num_blocks, 1, block_size, d)
+    kwargs = {"out": _nan(3, 2, d)}
+    if "partition_size" in inspect.signature(rung.launcher).parameters:
+        kwargs["partition_size"] = 5
+    return (_floats(rng, 3, 2, d), cache(), cache(), tables, lens), kwargs
+
+
+def _paged_reference(q, k_cache, v_cache, block_tables, context_lens, **_):
+    from kernels import reference
+
+    return reference.paged_attention(q, k_cache, v_cache, block_tables, context_lens)
+
+
+# The caches before kv_cache_write wrote into them (it writes in place), by id of the array.
+_CACHES_BEFORE: dict = {}
+
+
+def _kv_cache_inputs(rng, rung):
+    """Two sequences in a shuffled table, blocks of 4: six prompt tokens crossing a block boundary,
+    then one token at the first slot of a block and one at the last."""
+    num_blocks, block_size, kv_heads, d = 8, 4, 2, 3
+    tables = rng.permutation(num_blocks).astype(np.int32).reshape(2, 4)
+    seqs = np.array([0, 0, 0, 0, 0, 0, 1, 1], np.int32)
+    positions = np.array([2, 3, 4, 5, 6, 7, 8, 15], np.int32)
+    k_cache, v_cache = _floats(rng, num_blocks, kv_heads, block_size, d), _floats(rng, num_blocks, kv_heads, block_size, d)
+    _CACHES_BEFORE[id(k_cache)] = (k_cache.copy(), v_cache.copy())
+    args = (_floats(rng, 8, kv_heads, d), _floats(rng, 8, kv_heads, d), seqs, positions, tables,
+            k_cache, v_cache)
+    return args, {}
+
+
+def _kv_cache_reference(k_new, v_new, token_seqs, token_positions, block_tables, k_cache, v_cache, **_):
+    k_before, v_before = _CACHES_BEFORE.pop(id(k_cache))
+    k_want, v_want = k_before.astype(np.float64), v_before.astype(np.float64)
+    block_size = k_cache.shape[2]
+    for t, (s, position) in enumerate(zip(token_seqs, token_positions)):
+        block = block_tables[s, position // block_size]
+        k_want[block, :, position % block_size] = k_new[t]
+        v_want[block, :, position % block_size] = v_new[t]
+    return k_want, v_want
+
+
 OPERATIONS = {
     "copy": Operation(lambda rng, _: ((_floats(rng, 1000),), {"out": _nan(1000)}),
                       lambda x, **_: x.astype(np.float64)),
@@ -140,6 +191,8 @@ OPERATIONS = {
                            lambda x, **_: x.astype(np.float64).T),
     "gemm": Operation(lambda rng, _: ((_floats(rng, 37, 19), _floats(rng, 19, 21)), {"out": _nan(37, 21)}),
                       _gemm_reference),
+    "paged_attention": Operation(_paged_inputs, _paged_reference),
+    "kv_cache": Operation(_kv_cache_inputs, _kv_cache_reference),
 }
 
 

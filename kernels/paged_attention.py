@@ -1,0 +1,322 @@
+"""Paged attention: one decode step over a KV cache kept in fixed-size blocks (pages).
+
+A decode step has one new query per sequence, and it attends to every key of that sequence so far:
+``out[s, h] = softmax(q[s, h] @ K_s.T * scale) @ V_s``, where ``K_s`` and ``V_s`` are the first
+``context_lens[s]`` keys and values of sequence ``s``, read through its block table. The layout
+(``DESIGN.md`` §3, as in vLLM)::
+
+    q, out:           (num_seqs, heads, head_dim) float32
+    k_cache, v_cache: (num_blocks, kv_heads, block_size, head_dim) float32
+    block_tables:     (num_seqs, max_blocks_per_seq) int32; position t of sequence s lives in
+                      slot t % block_size of block block_tables[s, t // block_size]
+    context_lens:     (num_seqs,) int32
+
+Query head ``h`` reads KV head ``h // (heads // kv_heads)``: one block per query head, which reads
+its KV head once per query head of the group (day 7 reads it once per group).
+
+- ``paged_attention_v1_block_per_head``: one block of ``WARPS`` warps per (query head, sequence)
+  walks the sequence's tokens through its block table; a warp takes one token at a time, its 32
+  lanes read the key row together (coalesced) and add up q.k with warp shuffles; each warp keeps a
+  running maximum, sum and accumulator (online softmax), and the warps merge theirs in shared memory
+  at the end. Every K and V element of a context is read once per query head.
+- ``paged_attention_v2_split_k``: v1 with each context cut into partitions of ``partition_size``
+  tokens, one block per (query head, sequence, partition), so that a few long sequences still fill
+  the GPU (flash-decoding); each block writes its partial maximum, sum and accumulator, and a second
+  kernel merges the partitions with day 3's algebra. A partition past the end of its sequence's
+  context writes an empty partial (maximum -inf, sum 0).
+
+``kv_cache_write`` (in ``kernels.kv_cache``) stores the new tokens' keys and values into the cache;
+``kernels.block_manager`` is the host-side allocator that hands out the blocks.
+
+Launchers accept NumPy arrays or numba device arrays (``kernels.launching``), validate, size the
+grid, launch the kernels given as ``kernel=`` (and ``merge_kernel=``) and return the output.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda, float32
+
+from kernels.launching import (cdiv, default_scale, is_device_array, output_array, require_array,
+                               require_int, require_int32, require_kv_heads, require_same_kind)
+from kernels.registry import Rung, ladder
+
+__all__ = ["WARP", "WARPS", "THREADS", "HEAD_DIM_MAX", "PARTITION_SIZE", "check_paged_inputs",
+           "paged_attention_v1_block_per_head_kernel", "paged_attention_v1_block_per_head",
+           "paged_attention_v2_partition_kernel", "paged_attention_v2_merge_kernel",
+           "paged_attention_v2_split_k", "partitions_for", "RUNGS"]
+
+WARP = 32
+# Warps per block: each walks every WARPS-th token of the context (or of the partition).
+WARPS = 4
+THREADS = WARPS * WARP
+# Lane l holds channels l, l + 32, l + 64, l + 96 of the query and of its accumulator: a loop over
+# CHANNELS (known when the kernel compiles) keeps them in registers.
+HEAD_DIM_MAX = 128
+CHANNELS = HEAD_DIM_MAX // WARP
+# Tokens per partition of v2: 512 (as in vLLM) gives a 32K context 64 blocks per head.
+PARTITION_SIZE = 512
+FULL_MASK = 0xFFFFFFFF
+
+
+def check_paged_inputs(q, k_cache, v_cache, block_tables, context_lens) -> tuple:
+    """Validate a decode step's inputs; return (num_seqs, heads, head_dim, kv_heads, block_size).
+
+    NumPy inputs are checked to the last index the kernels read: every context fits its row of the
+    block table, and every table entry a context uses names a block of the cache (entries past
+    the pages in use are never read and may be padding such as -1). Device arrays are checked for
+    shape and dtype only (their values are not copied back). Raises TypeError or ValueError naming
+    the argument.
+    """
+    num_seqs, heads, head_dim = require_array("q", q, (None, None, None), np.float32,
+                                              dims=("num_seqs", "heads", "head_dim"))
+    if not 1 <= head_dim <= HEAD_DIM_MAX:
+        raise ValueError(f"q must have 1 <= head_dim <= {HEAD_DIM_MAX} (HEAD_DIM_MAX: each lane holds "
+                         f"{CHANNELS} channels), got head_dim {head_dim} in shape {tuple(q.shape)}")
+    cache_dims = ("num_blocks", "kv_heads", "block_size", "head_dim")
+    num_blocks, kv_heads, block_size, _ = require_array("k_cache", k_cache, (None, None, None, head_dim),
+                                                        np.float32, dims=cache_dims)
+    require_array("v_cache", v_cache, tuple(k_cache.shape), np.float32, dims=cache_dims)
+    require_kv_heads(heads, kv_heads, q_name="q", kv_name="k_cache")
+    if block_size < 1:
+        raise ValueError(f"k_cache must have block_size >= 1, got shape {tuple(k_cache.shape)}")
+    (_, max_blocks) = require_int32("block_tables", block_tables, (num_seqs, None),
+                                    dims=("num_seqs", "max_blocks_per_seq"))
+    require_int32("context_lens", context_lens, (num_seqs,), dims=("num_seqs",))
+    require_same_kind(q=q, k_cache=k_cache, v_cache=v_cache, block_tables=block_tables,
+                      context_lens=context_lens)
+    if not is_device_array(q):
+        _check_tables(block_tables, context_lens, block_size, max_blocks, num_blocks)
+    return num_seqs, heads, head_dim, kv_heads, block_size
+
+
+def _check_tables(block_tables, context_lens, block_size, max_blocks, num_blocks) -> None:
+    if context_lens.size and context_lens.min() < 0:
+        raise ValueError(f"context_lens must be >= 0, got {context_lens.tolist()}")
+    if context_lens.size and context_lens.max() > max_blocks * block_size:
+        s = int(np.argmax(context_lens))
+        raise ValueError(f"context_lens[{s}] is {int(context_lens[s])}, more tokens than the "
+                         f"{max_blocks} blocks of {block_size} a row of block_tables holds")
+    for s, length in enumerate(context_lens.tolist()):
+        used = block_tables[s, :cdiv(length, block_size)]
+        if used.size and (used.min() < 0 or used.max() >= num_blocks):
+            bad = int(np.flatnonzero((used < 0) | (used >= num_blocks))[0])
+            raise ValueError(f"block_tables[{s}, {bad}] is {int(used[bad])}, not a block of the cache "
+                             f"(0 ... {num_blocks - 1}); it holds tokens of a context of {length}")
+
+
+# ----------------------------------------------------------------------------------------------
+# The work of one warp: tokens first, first + stride, ... < end, with an online softmax
+# ----------------------------------------------------------------------------------------------
+
+@cuda.jit(device=True, inline=True)
+def _warp_attend(q, k_cache, v_cache, block_tables, s, h, kv_head, scale, first, end, stride, acc):
+    """One warp's running (maximum, sum) over its tokens; ``acc`` (this lane's CHANNELS) accumulates
+    p * v. Every lane returns the same maximum and sum (the scores are summed by a butterfly)."""
+    lane = cuda.threadIdx.x % WARP
+    d = q.shape[2]
+    block_size = k_cache.shape[2]
+    q_lane = cuda.local.array(CHANNELS, float32)
+    for i in range(CHANNELS):
+        c = lane + i * WARP
+        q_lane[i] = q[s, h, c] * scale if c < d else float32(0.0)
+        acc[i] = float32(0.0)
+    running_max = float32(-math.inf)
+    running_sum = float32(0.0)
+    for t in range(first, end, stride):
+        block = block_tables[s, t // block_size]
+        slot = t % block_size
+        partial = float32(0.0)
+        for i in range(CHANNELS):
+            c = lane + i * WARP
+            if c < d:
+                partial += q_lane[i] * k_cache[block, kv_head, slot, c]
+        # After the butterfly every lane holds the whole dot product q . k_t.
+        for offset in (16, 8, 4, 2, 1):
+            partial += cuda.shfl_xor_sync(FULL_MASK, partial, offset)
+        new_max = max(running_max, partial)
+        correction = math.exp(running_max - new_max)       # 0 for the first token, 1 if no new max
+        p = math.exp(partial - new_max)
+        running_sum = running_sum * correction + p
+        for i in range(CHANNELS):
+            c = lane + i * WARP
+            if c < d:
+                acc[i] = acc[i] * correction + p * v_cache[block, kv_head, slot, c]
+        running_max = new_max
+    return running_max, running_sum
+
+
+@cuda.jit(device=True, inline=True)
+def _merge_warps(running_max, running_sum, acc, warp_max, warp_sum, warp_acc, d):
+    """Put each warp's state in shared memory, then (after a barrier) thread c < d combines channel c.
+
+    Returns (the block's maximum, its sum, channel c's accumulator) in thread c, all relative to
+    the block's maximum; a block that saw no token has maximum -inf, sum 0, accumulator 0.
+    """
+    tid = cuda.threadIdx.x
+    warp = tid // WARP
+    lane = tid % WARP
+    if lane == 0:
+        warp_max[warp] = running_max
+        warp_sum[warp] = running_sum
+    for i in range(CHANNELS):
+        c = lane + i * WARP
+        if c < d:
+            warp_acc[warp, c] = acc[i]
+    cuda.syncthreads()
+    block_max = float32(-math.inf)
+    for w in range(WARPS):
+        block_max = max(block_max, warp_max[w])
+    block_sum = float32(0.0)
+    channel = float32(0.0)
+    if block_max > -math.inf:       # else no warp saw a token: exp(-inf - -inf) would be NaN
+        for w in range(WARPS):
+            weight = math.exp(warp_max[w] - block_max)
+            block_sum += warp_sum[w] * weight
+            if tid < d:
+                channel += warp_acc[w, tid] * weight
+    return block_max, block_sum, channel
+
+
+# ----------------------------------------------------------------------------------------------
+# v1: one block per (query head, sequence)
+# ----------------------------------------------------------------------------------------------
+
+@cuda.jit
+def paged_attention_v1_block_per_head_kernel(q, k_cache, v_cache, block_tables, context_lens, scale, out):
+    """Block (h, s) writes out[s, h]: its WARPS warps take every WARPS-th token of the context."""
+    h = cuda.blockIdx.x
+    s = cuda.blockIdx.y
+    kv_head = h // (q.shape[1] // k_cache.shape[1])
+    warp = cuda.threadIdx.x // WARP
+    acc = cuda.local.array(CHANNELS, float32)
+    warp_max = cuda.shared.array(WARPS, float32)
+    warp_sum = cuda.shared.array(WARPS, float32)
+    warp_acc = cuda.shared.array((WARPS, HEAD_DIM_MAX), float32)
+    d = q.shape[2]
+    running_max, running_sum = _warp_attend(q, k_cache, v_cache, block_tables, s, h, kv_head, scale,
+                                            warp, context_lens[s], WARPS, acc)
+    block_max, block_sum, channel = _merge_warps(running_max, running_sum, acc, warp_max, warp_sum,
+                                                 warp_acc, d)
+    tid = cuda.threadIdx.x
+    if tid < d:
+        out[s, h, tid] = channel / block_sum if block_sum > 0 else float32(0.0)
+
+
+def paged_attention_v1_block_per_head(q, k_cache, v_cache, block_tables, context_lens, *, scale=None,
+                                      out=None, kernel=paged_attention_v1_block_per_head_kernel):
+    """Decode attention over a paged cache with the v1 kernel; returns out (num_seqs, heads, head_dim).
+
+    See the module docstring for the shapes; a sequence with context length 0 gives zeros.
+    """
+    num_seqs, heads, head_dim, _, _ = check_paged_inputs(q, k_cache, v_cache, block_tables, context_lens)
+    scale = default_scale(head_dim, scale)
+    out = output_array("out", out, (num_seqs, heads, head_dim), like=q)
+    if num_seqs and heads:
+        kernel[(heads, num_seqs), THREADS](q, k_cache, v_cache, block_tables, context_lens, scale, out)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# v2: split-K over partitions of the context, then a merge
+# ----------------------------------------------------------------------------------------------
+
+@cuda.jit
+def paged_attention_v2_partition_kernel(q, k_cache, v_cache, block_tables, context_lens, scale,
+                                        partition_size, partial_max, partial_sum, partial_acc):
+    """Block (h, s, p) attends to tokens p*partition_size ... of sequence s and writes its partial:
+    partial_max[s, h, p], partial_sum[s, h, p] and partial_acc[s, h, p, :] (not divided by the sum)."""
+    h = cuda.blockIdx.x
+    s = cuda.blockIdx.y
+    p = cuda.blockIdx.z
+    kv_head = h // (q.shape[1] // k_cache.shape[1])
+    warp = cuda.threadIdx.x // WARP
+    acc = cuda.local.array(CHANNELS, float32)
+    warp_max = cuda.shared.array(WARPS, float32)
+    warp_sum = cuda.shared.array(WARPS, float32)
+    warp_acc = cuda.shared.array((WARPS, HEAD_DIM_MAX), float32)
+    d = q.shape[2]
+    start = p * partition_size
+    end = min(start + partition_size, context_lens[s])    # end <= start: a partition with no token
+    running_max, running_sum = _warp_attend(q, k_cache, v_cache, block_tables, s, h, kv_head, scale,
+                                            start + warp, end, WARPS, acc)
+    block_max, block_sum, channel = _merge_warps(running_max, running_sum, acc, warp_max, warp_sum,
+                                                 warp_acc, d)
+    tid = cuda.threadIdx.x
+    if tid == 0:
+        partial_max[s, h, p] = block_max
+        partial_sum[s, h, p] = block_sum
+    if tid < d:
+        partial_acc[s, h, p, tid] = channel
+
+
+@cuda.jit
+def paged_attention_v2_merge_kernel(partial_max, partial_sum, partial_acc, out):
+    """Block (h, s): thread c merges channel c of the partitions of out[s, h] (day 3's algebra)."""
+    h = cuda.blockIdx.x
+    s = cuda.blockIdx.y
+    c = cuda.threadIdx.x
+    partitions = partial_max.shape[2]
+    if c < out.shape[2]:
+        m = float32(-math.inf)
+        for p in range(partitions):
+            m = max(m, partial_max[s, h, p])
+        total = float32(0.0)
+        channel = float32(0.0)
+        if m > -math.inf:               # else no partition saw a token: the context is empty
+            for p in range(partitions):
+                weight = math.exp(partial_max[s, h, p] - m)   # 0 for an empty partition
+                total += partial_sum[s, h, p] * weight
+                channel += partial_acc[s, h, p, c] * weight
+        out[s, h, c] = channel / total if total > 0 else float32(0.0)
+
+
+def partitions_for(context_lens, partition_size: int) -> int:
+    """Partitions per sequence in v2's grid: enough for the longest context (at least 1)."""
+    longest = int(context_lens.max()) if context_lens.size else 0
+    return max(1, cdiv(longest, partition_size))
+
+
+def paged_attention_v2_split_k(q, k_cache, v_cache, block_tables, context_lens, *, scale=None, out=None,
+                               partition_size=PARTITION_SIZE, max_context=None,
+                               kernel=paged_attention_v2_partition_kernel,
+                               merge_kernel=paged_attention_v2_merge_kernel):
+    """Decode attention with v2: partitions, then their merge; returns out (num_seqs, heads, head_dim).
+
+    ``partition_size``: tokens per partition. ``max_context``: the longest context, which sizes the
+    grid; with NumPy inputs it is read from ``context_lens``, with device arrays it must be given
+    (reading it back would add a copy to every timed launch) and at least the longest context.
+    """
+    num_seqs, heads, head_dim, _, _ = check_paged_inputs(q, k_cache, v_cache, block_tables, context_lens)
+    scale = default_scale(head_dim, scale)
+    partition_size = require_int("partition_size", partition_size, minimum=1)
+    if is_device_array(context_lens):
+        if max_context is None:
+            raise ValueError("max_context must be given with device arrays: the longest context sizes "
+                             "the grid, and its value is not copied back from the device")
+        partitions = max(1, cdiv(require_int("max_context", max_context, minimum=0), partition_size))
+    else:
+        if max_context is not None:
+            longest = int(context_lens.max()) if context_lens.size else 0
+            require_int("max_context", max_context, minimum=longest)
+        partitions = partitions_for(context_lens, partition_size)
+    out = output_array("out", out, (num_seqs, heads, head_dim), like=q)
+    if not (num_seqs and heads):
+        return out
+    partial_max = output_array("partial_max", None, (num_seqs, heads, partitions), like=q)
+    partial_sum = output_array("partial_sum", None, (num_seqs, heads, partitions), like=q)
+    partial_acc = output_array("partial_acc", None, (num_seqs, heads, partitions, head_dim), like=q)
+    kernel[(heads, num_seqs, partitions), THREADS](q, k_cache, v_cache, block_tables, context_lens, scale,
+                                                    partition_size, partial_max, partial_sum, partial_acc)
+    merge_kernel[(heads, num_seqs), HEAD_DIM_MAX](partial_max, partial_sum, partial_acc, out)
+    return out
+
+
+RUNGS = ladder(
+    Rung("paged_attention_v1_block_per_head", paged_attention_v1_block_per_head,
+         "one block per (query head, sequence) walks the context through the block table; warps merge in shared memory"),
+    Rung("paged_attention_v2_split_k", paged_attention_v2_split_k,
+         "contexts cut into partitions, one block each, and a second kernel that merges the partials"),
+)
