@@ -15,8 +15,8 @@ Query head ``h`` reads KV head ``h // (heads // kv_heads)``: one block per query
 its KV head once per query head of the group (day 7 reads it once per group).
 
 - ``paged_attention_v1_block_per_head``: one block of ``WARPS`` warps per (query head, sequence)
-  walks the sequence's tokens through its block table; a warp takes one token at a time, its 32
-  lanes read the key row together (coalesced) and add up q.k with warp shuffles; each warp keeps a
+  walks the sequence's tokens through its block table; a warp takes ``TOKENS_IN_FLIGHT`` tokens at a
+  time, its 32 lanes read each key row together (coalesced) and add up q.k with warp shuffles; each warp keeps a
   running maximum, sum and accumulator (online softmax), and the warps merge theirs in shared memory
   at the end. Every K and V element of a context is read once per query head.
 - ``paged_attention_v2_split_k``: v1 with each context cut into partitions of ``partition_size``
@@ -39,14 +39,14 @@ import math
 import numpy as np
 from numba import cuda, float32
 
-from kernels.launching import (cdiv, default_scale, is_device_array, output_array, require_array,
+from kernels.launching import (cdiv, default_scale, is_device_array, note_output, output_array, require_array,
                                require_int, require_int32, require_kv_heads, require_same_kind)
 from kernels.registry import Rung, ladder
 
-__all__ = ["WARP", "WARPS", "THREADS", "HEAD_DIM_MAX", "PARTITION_SIZE", "check_paged_inputs",
+__all__ = ["WARP", "WARPS", "THREADS", "HEAD_DIM_MAX", "PARTITION_SIZE", "TOKENS_IN_FLIGHT", "check_paged_inputs",
            "paged_attention_v1_block_per_head_kernel", "paged_attention_v1_block_per_head",
            "paged_attention_v2_partition_kernel", "paged_attention_v2_merge_kernel",
-           "paged_attention_v2_split_k", "partitions_for", "RUNGS"]
+           "paged_attention_v2_split_k", "partitions_for", "choose_partition_size", "RUNGS"]
 
 WARP = 32
 # Warps per block: each walks every WARPS-th token of the context (or of the partition).
@@ -58,6 +58,12 @@ HEAD_DIM_MAX = 128
 CHANNELS = HEAD_DIM_MAX // WARP
 # Tokens per partition of v2: 512 (as in vLLM) gives a 32K context 64 blocks per head.
 PARTITION_SIZE = 512
+MIN_PARTITION_SIZE = 64
+# Blocks per SM that v2's grid should reach before its partitions are made shorter: 16 blocks of
+# 128 threads are the 2048 threads an SM holds at most.
+BLOCKS_PER_SM = 16
+# Tokens a warp loads before it computes with any of them: more bytes in flight per warp.
+TOKENS_IN_FLIGHT = 4
 FULL_MASK = 0xFFFFFFFF
 
 
@@ -113,37 +119,56 @@ def _check_tables(block_tables, context_lens, block_size, max_blocks, num_blocks
 
 @cuda.jit(device=True, inline=True)
 def _warp_attend(q, k_cache, v_cache, block_tables, s, h, kv_head, scale, first, end, stride, acc):
-    """One warp's running (maximum, sum) over its tokens; ``acc`` (this lane's CHANNELS) accumulates
-    p * v. Every lane returns the same maximum and sum (the scores are summed by a butterfly)."""
+    """One warp's running (maximum, sum) over its tokens first, first + stride, ... < end; ``acc``
+    (this lane's CHANNELS) accumulates p * v. The warp takes TOKENS_IN_FLIGHT tokens at a time and
+    loads all their K and V before it uses any, so their loads wait on DRAM together. Every lane
+    returns the same maximum and sum (the scores are summed by a butterfly)."""
     lane = cuda.threadIdx.x % WARP
     d = q.shape[2]
     block_size = k_cache.shape[2]
     q_lane = cuda.local.array(CHANNELS, float32)
+    k_regs = cuda.local.array((TOKENS_IN_FLIGHT, CHANNELS), float32)
+    v_regs = cuda.local.array((TOKENS_IN_FLIGHT, CHANNELS), float32)
+    scores = cuda.local.array(TOKENS_IN_FLIGHT, float32)
     for i in range(CHANNELS):
         c = lane + i * WARP
         q_lane[i] = q[s, h, c] * scale if c < d else float32(0.0)
         acc[i] = float32(0.0)
+        for u in range(TOKENS_IN_FLIGHT):
+            k_regs[u, i] = float32(0.0)
+            v_regs[u, i] = float32(0.0)
     running_max = float32(-math.inf)
     running_sum = float32(0.0)
-    for t in range(first, end, stride):
-        block = block_tables[s, t // block_size]
-        slot = t % block_size
-        partial = float32(0.0)
+    for t0 in range(first, end, TOKENS_IN_FLIGHT * stride):
+        for u in range(TOKENS_IN_FLIGHT):
+            t = t0 + u * stride
+            if t < end:
+                block = block_tables[s, t // block_size]
+                slot = t % block_size
+                for i in range(CHANNELS):
+                    c = lane + i * WARP
+                    if c < d:
+                        k_regs[u, i] = k_cache[block, kv_head, slot, c]
+                        v_regs[u, i] = v_cache[block, kv_head, slot, c]
+        new_max = running_max
+        for u in range(TOKENS_IN_FLIGHT):
+            partial = float32(0.0)
+            for i in range(CHANNELS):
+                partial += q_lane[i] * k_regs[u, i]
+            # After the butterfly every lane holds the whole dot product q . k_t.
+            for offset in (16, 8, 4, 2, 1):
+                partial += cuda.shfl_xor_sync(FULL_MASK, partial, offset)
+            scores[u] = partial if t0 + u * stride < end else float32(-math.inf)
+            new_max = max(new_max, scores[u])
+        correction = math.exp(running_max - new_max)       # 0 for the first tokens, 1 if no new max
+        running_sum *= correction
         for i in range(CHANNELS):
-            c = lane + i * WARP
-            if c < d:
-                partial += q_lane[i] * k_cache[block, kv_head, slot, c]
-        # After the butterfly every lane holds the whole dot product q . k_t.
-        for offset in (16, 8, 4, 2, 1):
-            partial += cuda.shfl_xor_sync(FULL_MASK, partial, offset)
-        new_max = max(running_max, partial)
-        correction = math.exp(running_max - new_max)       # 0 for the first token, 1 if no new max
-        p = math.exp(partial - new_max)
-        running_sum = running_sum * correction + p
-        for i in range(CHANNELS):
-            c = lane + i * WARP
-            if c < d:
-                acc[i] = acc[i] * correction + p * v_cache[block, kv_head, slot, c]
+            acc[i] *= correction
+        for u in range(TOKENS_IN_FLIGHT):
+            p = math.exp(scores[u] - new_max)              # 0 for a token past the end
+            running_sum += p
+            for i in range(CHANNELS):
+                acc[i] += p * v_regs[u, i]
         running_max = new_max
     return running_max, running_sum
 
@@ -279,35 +304,78 @@ def partitions_for(context_lens, partition_size: int) -> int:
     return max(1, cdiv(longest, partition_size))
 
 
+def choose_partition_size(num_seqs: int, heads: int, longest: int, sm_count: int | None) -> int:
+    """The largest of 512, 256, 128, 64 tokens whose grid fills the GPU: at least ``BLOCKS_PER_SM``
+    blocks per SM (a full wave of 128-thread blocks), else 64. Without an SM count (the simulator),
+    ``PARTITION_SIZE``. Few long sequences get long partitions; few short ones get short partitions,
+    so that their blocks still cover every SM."""
+    if not sm_count:
+        return PARTITION_SIZE
+    size = PARTITION_SIZE
+    while size > MIN_PARTITION_SIZE and num_seqs * heads * max(1, cdiv(longest, size)) < BLOCKS_PER_SM * sm_count:
+        size //= 2
+    return size
+
+
+# Device buffers for v2's partials, kept by shape: allocating them on every call (cudaMalloc)
+# costs more than a short decode step itself.
+_WORKSPACES: dict = {}
+
+
+def _partials(like, num_seqs: int, heads: int, partitions: int, head_dim: int) -> tuple:
+    """(partial_max, partial_sum, partial_acc) for v2: new NumPy arrays, or device buffers reused by shape."""
+    shapes = ((num_seqs, heads, partitions), (num_seqs, heads, partitions), (num_seqs, heads, partitions, head_dim))
+    if not is_device_array(like):
+        return tuple(output_array(name, None, shape, like=like)
+                     for name, shape in zip(("partial_max", "partial_sum", "partial_acc"), shapes))
+    key = (num_seqs, heads, partitions, head_dim)
+    if key not in _WORKSPACES:
+        if len(_WORKSPACES) >= 8:
+            _WORKSPACES.pop(next(iter(_WORKSPACES)))
+        _WORKSPACES[key] = tuple(output_array("partial", None, shape, like=like) for shape in shapes)
+    return tuple(note_output(buffer) for buffer in _WORKSPACES[key])
+
+
+def _sm_count(like) -> int | None:
+    """The SM count of the GPU that runs device arrays; None for NumPy inputs or on the simulator."""
+    if not is_device_array(like):
+        return None
+    try:
+        return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
+    except AttributeError:          # the simulator's device has no SM count
+        return None
+
+
 def paged_attention_v2_split_k(q, k_cache, v_cache, block_tables, context_lens, *, scale=None, out=None,
-                               partition_size=PARTITION_SIZE, max_context=None,
+                               partition_size=None, max_context=None,
                                kernel=paged_attention_v2_partition_kernel,
                                merge_kernel=paged_attention_v2_merge_kernel):
     """Decode attention with v2: partitions, then their merge; returns out (num_seqs, heads, head_dim).
 
-    ``partition_size``: tokens per partition. ``max_context``: the longest context, which sizes the
-    grid; with NumPy inputs it is read from ``context_lens``, with device arrays it must be given
-    (reading it back would add a copy to every timed launch) and at least the longest context.
+    ``partition_size``: tokens per partition; None chooses one that fills the GPU
+    (``choose_partition_size``). ``max_context``: the longest context, which sizes the grid; with
+    NumPy inputs it is read from ``context_lens``, with device arrays it must be given (reading it
+    back would add a copy to every timed launch) and at least the longest context.
     """
     num_seqs, heads, head_dim, _, _ = check_paged_inputs(q, k_cache, v_cache, block_tables, context_lens)
     scale = default_scale(head_dim, scale)
-    partition_size = require_int("partition_size", partition_size, minimum=1)
     if is_device_array(context_lens):
         if max_context is None:
             raise ValueError("max_context must be given with device arrays: the longest context sizes "
                              "the grid, and its value is not copied back from the device")
-        partitions = max(1, cdiv(require_int("max_context", max_context, minimum=0), partition_size))
+        longest = require_int("max_context", max_context, minimum=0)
     else:
+        longest = int(context_lens.max()) if context_lens.size else 0
         if max_context is not None:
-            longest = int(context_lens.max()) if context_lens.size else 0
             require_int("max_context", max_context, minimum=longest)
-        partitions = partitions_for(context_lens, partition_size)
+    if partition_size is None:
+        partition_size = choose_partition_size(num_seqs, heads, longest, _sm_count(q))
+    partition_size = require_int("partition_size", partition_size, minimum=1)
+    partitions = max(1, cdiv(longest, partition_size))
     out = output_array("out", out, (num_seqs, heads, head_dim), like=q)
     if not (num_seqs and heads):
         return out
-    partial_max = output_array("partial_max", None, (num_seqs, heads, partitions), like=q)
-    partial_sum = output_array("partial_sum", None, (num_seqs, heads, partitions), like=q)
-    partial_acc = output_array("partial_acc", None, (num_seqs, heads, partitions, head_dim), like=q)
+    partial_max, partial_sum, partial_acc = _partials(q, num_seqs, heads, partitions, head_dim)
     kernel[(heads, num_seqs, partitions), THREADS](q, k_cache, v_cache, block_tables, context_lens, scale,
                                                     partition_size, partial_max, partial_sum, partial_acc)
     merge_kernel[(heads, num_seqs), HEAD_DIM_MAX](partial_max, partial_sum, partial_acc, out)

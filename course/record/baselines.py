@@ -28,6 +28,14 @@ def torch_sdpa(q, k, v, *, causal: bool):
     return lambda: sdpa(tq, tk, tv, is_causal=causal)
 
 
+def torch_sdpa_on_device(q, k, v):
+    """torch's scaled_dot_product_attention on tensors already on the GPU (q (B, H, 1, d) for a decode
+    step, k and v (B, H, M, d)); the caller made them, e.g. gathered from a paged cache."""
+    torch = cuda_torch()
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    return lambda: sdpa(q, k, v)
+
+
 def torch_softmax(x):
     """torch.softmax over the last axis of a copy of host x (rows, cols) on the GPU."""
     torch = cuda_torch()
