@@ -1,0 +1,72 @@
+"""Synthetic GPU recordings of day 6, with the columns the day-6 recorder writes.
+
+Made-up numbers of a plausible size, labelled "Fake GPU", so the lesson's timing and traffic cells
+run in tests before (and independently of) the real recordings. The story they tell is the one the
+lesson's prose expects from an H100: v1 fills the GPU only with many sequences, v2 wins with few
+long sequences, and DRAM bytes come close to the compulsory bytes.
+"""
+
+from course.models import paged_attention as model
+from course.records import new_recording
+
+SHAPE = {"heads": 32, "kv_heads": 32, "d": 128, "block_size": 16}
+NUM_SEQS = (8, 16, 32, 64)
+CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768)
+COPY_GBPS = 3000.0
+SLOTS = 132 * 16            # blocks of 128 threads an H100 holds at once
+PARTITION = 512
+
+
+def _fits(num_seqs: int, context: int) -> bool:
+    """Like the real sweep: fewer rows at the largest sizes (the cache would not fit)."""
+    return num_seqs * context <= 32 * 32768
+
+
+def _fraction(rung: str, num_seqs: int, context: int) -> float:
+    """A made-up fraction of the copy bandwidth: more blocks in flight read faster, up to a ceiling."""
+    blocks = SHAPE["heads"] * num_seqs
+    if rung == "v1_block_per_head":
+        return 0.9 * min(1.0, blocks / SLOTS) ** 0.7
+    if rung == "v2_split_k":
+        blocks *= -(-context // PARTITION)
+        return 0.8 * min(1.0, blocks / SLOTS) ** 0.7
+    return 0.6
+
+
+def fake_timing():
+    """A day06_paged_timing recording: v1, v2 and torch SDPA over num_seqs x context."""
+    rec = new_recording("day06_paged_timing", ceilings={"copy_gbps": COPY_GBPS}, device="Fake GPU", driver="fake 1.0")
+    rec.notes = "synthetic"
+    for num_seqs in NUM_SEQS:
+        for context in CONTEXTS:
+            if not _fits(num_seqs, context):
+                continue
+            compulsory = model.compulsory_bytes_decode([context] * num_seqs, SHAPE["heads"], SHAPE["kv_heads"], SHAPE["d"])
+            ms = {}
+            for rung in ("v1_block_per_head", "v2_split_k", "torch_sdpa"):
+                fraction = _fraction(rung, num_seqs, context)
+                ms[rung] = compulsory / (fraction * COPY_GBPS * 1e9) * 1e3
+            for rung, median in ms.items():
+                gbps = compulsory / median / 1e6
+                rec.add(rung=rung, num_seqs=num_seqs, context=context, **SHAPE, median_ms=median,
+                        p10_ms=0.98 * median, p90_ms=1.04 * median, repeat=20, gbps=gbps,
+                        fraction_of_copy=gbps / COPY_GBPS, speedup_over_torch=ms["torch_sdpa"] / median)
+    return rec
+
+
+def fake_dram_bytes():
+    """A day06_dram_bytes recording: v1 and v2 at 8 sequences, DRAM a little above the compulsory bytes."""
+    rec = new_recording("day06_dram_bytes", device="Fake GPU", driver="fake 1.0")
+    rec.notes = "synthetic"
+    for label, excess in (("v1_block_per_head", 1.02), ("v2_split_k", 1.04)):
+        for context in (1024, 4096, 16384, 32768):
+            compulsory = model.compulsory_bytes_decode([context] * 8, SHAPE["heads"], SHAPE["kv_heads"], SHAPE["d"])
+            measured = excess * compulsory
+            rec.add(label=label, num_seqs=8, context=context, dram_read_bytes=0.99 * measured,
+                    dram_write_bytes=0.01 * measured, dram_bytes=measured, model_bytes=compulsory)
+    return rec
+
+
+def fake_recordings():
+    """Every day-6 recording the lesson plots."""
+    return [fake_timing(), fake_dram_bytes()]
