@@ -11,10 +11,12 @@ Host Python, as in a serving engine (vLLM's block manager): the kernels only rea
 - **fork** a sequence (parallel sampling, beam search): the child's table is the parent's, every
   block gains a reference, nothing is copied until one of them appends to a shared last block.
 - **free** a sequence: drop a reference to each of its blocks.
-- **Prefix sharing**: a *full* block is known by a hash of (the hash of the block before it, its
-  tokens), so a new sequence whose prompt starts with the same full blocks reuses them instead of
-  storing them again. A partly filled block is never shared this way: the next token appended to it
-  would land in a block someone else reads, and its hash would no longer describe it.
+- **Prefix sharing**: a *full* block is known by its prefix key, (the key of the block before it,
+  its tokens), so a new sequence whose prompt starts with the same full blocks reuses them instead
+  of storing them again. A dictionary finds a key by its hash and then compares the tokens
+  themselves: two different prefixes whose hashes collide (in CPython ``hash(-1) == hash(-2)``)
+  never share a block. A partly filled block is never shared this way: the next token appended to
+  it would land in a block someone else reads, and its key would no longer describe it.
 
 Every call that changes the cache returns what the caller must do to the cache arrays, in order:
 ``copies`` (``(source block, destination block)``: copy the slots in use) and ``writes``
@@ -55,8 +57,8 @@ class BlockManager:
         self._refs = [0] * num_blocks
         self._tables: dict[int, list[int]] = {}
         self._tokens: dict[int, list] = {}
-        self._hash_of: dict[int, int] = {}          # full, shareable block -> its prefix hash
-        self._block_of: dict[int, int] = {}         # prefix hash -> block
+        self._hash_of: dict[int, tuple] = {}        # full, shareable block -> its prefix key
+        self._block_of: dict[tuple, int] = {}       # prefix key -> the block shared for it
         self._next_id = 0
 
     # -- what the kernels and tests read --------------------------------------------------------
@@ -97,7 +99,7 @@ class BlockManager:
         full = len(tokens) // self.block_size
         hashes, parent = [], None
         for b in range(full):
-            parent = hash((parent, tuple(tokens[b * self.block_size:(b + 1) * self.block_size])))
+            parent = (parent, tuple(tokens[b * self.block_size:(b + 1) * self.block_size]))
             hashes.append(parent)
         reused = [self._block_of.get(h) if self.prefix_sharing else None for h in hashes]
         needed = sum(1 for r in reused if r is None) + (1 if len(tokens) % self.block_size else 0)
@@ -140,9 +142,7 @@ class BlockManager:
         if offset == self.block_size - 1:                # the block just became full: shareable
             parent = self._hash_of.get(table[-2]) if len(table) > 1 else None
             if len(table) == 1 or parent is not None:
-                block_hash = hash((parent, tuple(tokens[-self.block_size:])))
-                if block_hash not in self._block_of:
-                    self._register(table[-1], block_hash)
+                self._register(table[-1], (parent, tuple(tokens[-self.block_size:])))
         return step
 
     def fork(self, seq: int) -> int:
@@ -181,7 +181,7 @@ class BlockManager:
         self._refs[block] = 1
         return block
 
-    def _register(self, block: int, block_hash: int) -> None:
+    def _register(self, block: int, block_hash: tuple) -> None:
         if self.prefix_sharing:
             self._hash_of[block] = block_hash
             self._block_of.setdefault(block_hash, block)
@@ -192,4 +192,8 @@ class BlockManager:
             block_hash = self._hash_of.pop(block, None)
             if block_hash is not None and self._block_of.get(block_hash) == block:
                 del self._block_of[block_hash]
+                # Another live block with the same prefix (filled by identical appends) takes over.
+                twin = next((b for b, key in self._hash_of.items() if key == block_hash), None)
+                if twin is not None:
+                    self._block_of[block_hash] = twin
             self._free.append(block)
