@@ -36,7 +36,9 @@ class Mutation:
 class Day:
     assignment: str
     points: int
-    solution_code: dict[str, str]          # solution cell -> "module.kernel" in kernels/
+    # solution cell -> "module.kernel" in kernels/, or a tuple of them (device functions first) when the
+    # cell holds several functions, in the order of the cell, two blank lines apart
+    solution_code: dict[str, str | tuple[str, ...]]
     launchers: tuple[Launcher, ...]
     wrong: tuple[Mutation, ...]
     wrong_fails: frozenset[str] | None     # grade cells the wrong answer fails in Validate; None: all
@@ -171,6 +173,40 @@ DAYS = (
         wrong_fails=None,
         # The later grade cells call run_flash and check_flash, defined by the first one's hidden tests.
         every_hidden_test_uses_pristine=False,
+    ),
+    Day(
+        assignment="day06_paged_attention",
+        points=10,
+        solution_code={
+            "cache_write_kernel": "kv_cache.kv_cache_write_kernel",
+            "paged_v1_kernel": ("paged_attention._warp_attend", "paged_attention._merge_warps",
+                                "paged_attention.paged_attention_v1_block_per_head_kernel"),
+            "merge_kernel": "paged_attention.paged_attention_v2_merge_kernel",
+        },
+        launchers=(
+            Launcher("cache_write_launcher", "kv_cache_write", "kv_cache", "kv_cache_write",
+                     {"kernel": "kv_cache_write_kernel"}),
+            Launcher("paged_v1_launcher", "paged_attention_v1", "paged_attention", "paged_attention_v1_block_per_head",
+                     {"kernel": "paged_attention_v1_block_per_head_kernel"}),
+            Launcher("merge_launcher", "paged_attention_v2", "paged_attention", "paged_attention_v2_split_k",
+                     {"merge_kernel": "paged_attention_v2_merge_kernel"}),
+        ),
+        wrong=(
+            Mutation("cache_write_kernel", "position // block_size]", "(position + 1) // block_size]",
+                     "the last token of each page is written into the next page: a wrong slot at a block boundary"),
+            Mutation("paged_v1_kernel", "warp, context_lens[s], WARPS, acc)",
+                     "warp, (context_lens[s] // k_cache.shape[2] + 1) * k_cache.shape[2], WARPS, acc)",
+                     "the warps walk context_lens // block_size + 1 whole pages: past the end of every context"),
+            Mutation("merge_kernel",
+                     "total += partial_sum[s, h, p] * weight\n                channel += partial_acc[s, h, p, c] * weight",
+                     "total += partial_sum[s, h, p]\n                channel += partial_acc[s, h, p, c]",
+                     "the partials are added up without rescaling them to the largest maximum"),
+        ),
+        # The cache-write and merge mistakes move the right number of elements: their traffic cells pass.
+        wrong_fails=frozenset({"cache_write_slots", "paged_v1_matches_reference", "paged_v1_mixed_lengths",
+                               "paged_v1_large_logits", "paged_v1_traffic", "merge_matches_reference",
+                               "merge_handles_empty_partitions"}),
+        constants={"paged_v1_constants": "paged_attention"},
     ),
 )
 

@@ -1,4 +1,4 @@
-"""The classic mistakes of days 1-5, each a small change of one of the course's kernels.
+"""The classic mistakes of days 1-6, each a small change of one of the course's kernels.
 
 ``mistaken(kernel, old, new)`` copies a kernel of ``kernels/`` with one piece of its source replaced
 and compiles the copy as a new ``@cuda.jit`` kernel, in the globals of the kernel's module (so
@@ -16,7 +16,7 @@ import inspect
 import linecache
 import textwrap
 
-from kernels import attention, elementwise, flash_attention, gemm, reduction, softmax
+from kernels import attention, elementwise, flash_attention, gemm, kv_cache, paged_attention, reduction, softmax
 
 __all__ = ["mistaken", "MISTAKES"]
 
@@ -110,4 +110,25 @@ MISTAKES = {
                                              "        if row_sum > 0:  # a row with no allowed key (kv_lens[b] == 0) gives zeros\n"
                                              "            inv_sum = float32(1.0) / row_sum\n",
                                              "        inv_sum = float32(1.0) / row_sum\n"),
+    # day 6
+    "cache_write_page_of_next_position": (kv_cache.kv_cache_write_kernel,
+                                          "position // block_size]", "(position + 1) // block_size]"),
+    "cache_write_block_table_ignored": (kv_cache.kv_cache_write_kernel,
+                                        "block = block_tables[token_seqs[t], position // block_size]",
+                                        "block = position // block_size"),
+    "paged_reads_one_page_past_end": (paged_attention.paged_attention_v1_block_per_head_kernel,
+                                      "warp, context_lens[s], WARPS, acc)",
+                                      "warp, (context_lens[s] // k_cache.shape[2] + 1) * k_cache.shape[2], WARPS, acc)"),
+    "paged_kv_head_interleaved": (paged_attention.paged_attention_v1_block_per_head_kernel,
+                                  "kv_head = h // (q.shape[1] // k_cache.shape[1])", "kv_head = h % k_cache.shape[1]"),
+    "paged_query_head_as_kv_head": (paged_attention.paged_attention_v1_block_per_head_kernel,
+                                    "kv_head = h // (q.shape[1] // k_cache.shape[1])", "kv_head = h"),
+    "merge_without_rescale": (paged_attention.paged_attention_v2_merge_kernel,
+                              "total += partial_sum[s, h, p] * weight\n                channel += partial_acc[s, h, p, c] * weight",
+                              "total += partial_sum[s, h, p]\n                channel += partial_acc[s, h, p, c]"),
+    "merge_accumulator_not_rescaled": (paged_attention.paged_attention_v2_merge_kernel,
+                                       "channel += partial_acc[s, h, p, c] * weight", "channel += partial_acc[s, h, p, c]"),
+    "merge_empty_context_divides_by_zero": (paged_attention.paged_attention_v2_merge_kernel,
+                                            "out[s, h, c] = channel / total if total > 0 else float32(0.0)",
+                                            "out[s, h, c] = channel / total"),
 }

@@ -1,4 +1,4 @@
-"""Every classic mistake of days 1-5 gets a message from ``check`` that names it.
+"""Every classic mistake of days 1-6 gets a message from ``check`` that names it.
 
 Each wrong kernel of ``tests/mistakes.py`` (a course kernel with the mistake written in) runs on small
 inputs with the context a notebook passes to ``check`` (``attention=``, ``reduction=``, ``gemm=``,
@@ -13,6 +13,11 @@ any overflow on a GPU, gives inf and then NaN, which ``check`` blames on exactly
 masks key tiles instead of skipping them gives right values and fails the traffic checks.
 A race or a barrier that only some threads reach may give right values on the simulator's schedule:
 ``check`` then passes with a warning that names the barrier, and the test accepts either outcome.
+
+Day 6's runners are those of its exercise (``course.exercise_checks``): ``check`` with the paged
+diagnoses in front. A day-6 mistake that makes the kernel index past an array (the query head used
+as the KV head) raises on the simulator before any value exists; the runner turns that into a
+``KernelFailed`` that names the bug, and ``RAISING`` asserts its words.
 """
 
 import importlib
@@ -22,10 +27,12 @@ import pkgutil
 import numpy as np
 import pytest
 
+from course import exercise_checks
 from course.checking import CheckFailure, CheckResult, check, poison, random_inputs
 from course.device import on_simulator
 from course.diagnoses import KERNEL_KEYS, kernel_findings
-from kernels import attention, elementwise, flash_attention, gemm, reduction, reference, softmax
+from kernels import (attention, elementwise, flash_attention, gemm, kv_cache, paged_attention, reduction,
+                     reference, softmax)
 from mistakes import MISTAKES, mistaken
 
 # One seed for every runner: the tests assert the words of a message, so a failure must repeat
@@ -131,6 +138,34 @@ def run_flash(kernel, causal=True, kv_lens=(40, 21)):
                  dims=("batch", "head", "row", "col"), tile={"row": flash_attention.TILE_Q}, seed=seed,
                  kernel=kernel, attention=dict(q=q, k=k, v=v, causal=causal, kv_lens=lens,
                                                tile_q=flash_attention.TILE_Q, tile_kv=flash_attention.TILE_KV))
+
+
+def run_cache_write(kernel):
+    """A prefill across two block boundaries and two decode steps, block_size 4, from random cache content."""
+    rng, seed = random_inputs(SEED)
+    k_cache, v_cache, case, _, _ = exercise_checks.cache_write_run(kernel, [(0, 9), (6, 1), (8, 1)], kv_heads=2,
+                                                                   head_dim=4, block_size=4, rng=rng)
+    return exercise_checks.check_cache_write(k_cache, v_cache, case, seed=seed)
+
+
+def run_paged_v1(kernel):
+    """A context that fills its last page, 4 query heads over 2 KV heads; NaN in every slot with no key."""
+    rng, seed = random_inputs(SEED)
+    out, case, _, _ = exercise_checks.paged_v1_run(kernel, [12], heads=4, kv_heads=2, head_dim=8, block_size=4,
+                                                   rng=rng)
+    return exercise_checks.check_paged(out, case, seed=seed, kernel=kernel)
+
+
+def run_merge(kernel, context_lens=(7, 14)):
+    """v2's merge of partitions of 5 tokens (their partials computed in NumPy)."""
+    rng, seed = random_inputs(SEED)
+    out, case, _, _ = exercise_checks.merge_run(kernel, list(context_lens), partition_size=5, heads=1, kv_heads=1,
+                                                head_dim=8, block_size=4, rng=rng)
+    return exercise_checks.check_paged(out, case, seed=seed, kernel=kernel, partition_size=5)
+
+
+def run_merge_empty_context(kernel):
+    return run_merge(kernel, (0, 9))
 
 
 def run_tree_max(kernel):
@@ -244,21 +279,45 @@ CASES = {
     "flash_empty_sequence_divides_by_zero": (run_flash_empty_sequence,
                                              flash_attention.attention_v4_flash_kernel, "empty_sequence",
                                              ["empty sequence (kv_lens[1] = 0)", "0/0 is NaN"]),
+    # day 6
+    "cache_write_page_of_next_position": (run_cache_write, kv_cache.kv_cache_write_kernel, "slot_at_block_boundary",
+                                          ["wrong slot at a block boundary", "the last slot of page 0",
+                                           "position % block_size"]),
+    "cache_write_block_table_ignored": (run_cache_write, kv_cache.kv_cache_write_kernel, "slot_table_ignored",
+                                        ["block table was not used", "block_tables[seq, page]"]),
+    "paged_reads_one_page_past_end": (run_paged_v1, paged_attention.paged_attention_v1_block_per_head_kernel,
+                                      "paged_read_past_end",
+                                      ["past the context's end", "one page past the end was read", "NaN"]),
+    "paged_kv_head_interleaved": (run_paged_v1, paged_attention.paged_attention_v1_block_per_head_kernel,
+                                  "paged_kv_head_interleaved", ["h % kv_heads instead of h // (heads // kv_heads)"]),
+    "merge_without_rescale": (run_merge, paged_attention.paged_attention_v2_merge_kernel, "merge_not_rescaled",
+                              ["without rescaling", "exp(partial_max[p] - m)"]),
+    "merge_accumulator_not_rescaled": (run_merge, paged_attention.paged_attention_v2_merge_kernel,
+                                       "merge_acc_not_rescaled", ["sums to more than 1", "rescale both"]),
+    "merge_empty_context_divides_by_zero": (run_merge_empty_context, paged_attention.paged_attention_v2_merge_kernel,
+                                            "paged_empty_context",
+                                            ["context_lens[0] = 0", "write zeros instead of dividing"]),
+}
+# label -> (runner, the KernelFailed cause, words): mistakes that raise inside the kernel on the simulator.
+RAISING = {
+    "paged_query_head_as_kv_head": (run_paged_v1, "kv_head_out_of_range",
+                                    ["axis 1 with size 2", "is the query head used as the KV head?"]),
 }
 DAY_OF = {"axpb": 1, "normalize": 1, "tree": 1, "shuffle": 1, "scores": 2, "softmax": 2, "online": 3,
-          "fused": 3, "gemm": 4, "flash": 5}
+          "fused": 3, "gemm": 4, "flash": 5, "cache": 6, "paged": 6, "merge": 6}
 
 
 def _marks(label: str):
     marks = [getattr(pytest.mark, f"day0{DAY_OF[label.split('_')[0]]}")]
-    if CASES[label][2] in KERNEL_KEYS:
+    if label in CASES and CASES[label][2] in KERNEL_KEYS:
         # A divergent barrier can hang a real GPU, and a race gives different numbers on each.
         marks.append(pytest.mark.skipif(not on_simulator(), reason="a barrier mistake: run on the simulator only"))
     return marks
 
 
 def test_every_mistake_has_a_case():
-    assert set(MISTAKES) <= set(CASES), f"mistakes without a case: {sorted(set(MISTAKES) - set(CASES))}"
+    cases = set(CASES) | set(RAISING)
+    assert set(MISTAKES) <= cases, f"mistakes without a case: {sorted(set(MISTAKES) - cases)}"
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")   # the NaN that some mistakes make, on purpose
@@ -279,6 +338,18 @@ def test_check_names_the_mistake(label):
     else:
         assert not result.passed, f"{label}: the wrong kernel passed the check:\n{text}"
         assert result.causes and result.causes[0] == first_cause, f"{label}: causes {result.causes}\n{text}"
+
+
+@pytest.mark.skipif(not on_simulator(), reason="an index past an array raises only on the simulator")
+@pytest.mark.parametrize("label", [pytest.param(label, marks=_marks(label)) for label in RAISING])
+def test_a_kernel_that_raises_is_named(label):
+    runner, cause, words = RAISING[label]
+    with pytest.raises(exercise_checks.KernelFailed) as raised:
+        runner(mistaken(*MISTAKES[label], label=label))
+    text = str(raised.value)
+    missing = [w for w in words if w not in text]
+    assert not missing, f"{label}: the message lacks {missing}:\n{text}"
+    assert raised.value.cause == cause, text
 
 
 # Each runner with each course kernel it runs: the runner and its context pass a right kernel,

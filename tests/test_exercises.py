@@ -61,6 +61,12 @@ def _source(function) -> str:
     return inspect.getsource(getattr(function, "py_func", None) or function).rstrip("\n")
 
 
+def _cell_code(dotted) -> str:
+    """The source a solution cell holds: one function of kernels/, or several two blank lines apart."""
+    names = (dotted,) if isinstance(dotted, str) else dotted
+    return "\n\n\n".join(_source(_kernels_object(name)) for name in names)
+
+
 # ------------------------------------------------------------------------ one source of truth
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
@@ -72,7 +78,7 @@ def test_solution_kernels_are_the_kernels_of_kernels(assignment):
     assert solutions == set(day.solution_code), "the table in tests/days.py must list every solution cell"
     for grade_id, dotted in day.solution_code.items():
         assert not cells[grade_id].metadata["nbgrader"].get("grade"), f"solution cell {grade_id} is also a grade cell"
-        assert _without_solution_markers(cells[grade_id].source) == _source(_kernels_object(dotted)), (
+        assert _without_solution_markers(cells[grade_id].source) == _cell_code(dotted), (
             f"cell {grade_id} differs from kernels.{dotted}")
 
 

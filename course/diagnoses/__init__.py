@@ -31,6 +31,10 @@ strongest first:
 3. Nothing fits: the message says so and suggests how to look.
 
 Keys of the detectors (``hints=`` of ``check`` takes any of them): see ``DETECTORS``.
+
+Day 6's paged KV cache has diagnoses of its own (``course.diagnoses.paged``): its context (a cache,
+block tables, context lengths) is not one ``check`` takes, so ``course.exercise_checks`` calls them on
+a failure and puts their findings first.
 """
 
 from course.diagnoses.barriers import kernel_findings

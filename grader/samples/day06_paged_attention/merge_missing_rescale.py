@@ -1,0 +1,32 @@
+"""The merge adds up the partial sums and accumulators as they are, without rescaling each by
+exp(partial_max[p] - m): right for a context of one partition, wrong as soon as two partitions saw keys.
+It reads and writes what it should: 8/10, losing both value cells of the merge."""
+
+EXPECT = {
+    "status": "graded",
+    "points": {
+        "cache_write_slots": 2,
+        "cache_write_traffic": 1,
+        "paged_v1_matches_reference": 1,
+        "paged_v1_mixed_lengths": 1,
+        "paged_v1_large_logits": 1,
+        "paged_v1_traffic": 1,
+        "merge_matches_reference": 0,
+        "merge_handles_empty_partitions": 0,
+        "merge_traffic": 1,
+    },
+}
+
+BASE = "correct_ours"
+OTHERS = "correct_alternative"   # the cells this case does not edit (ours pasted would be the course's)
+
+EDITS = {
+    "merge_kernel": [("""
+        weight = math.exp(partial_max[s, h, p] - m)
+        total += partial_sum[s, h, p] * weight
+        channel += partial_acc[s, h, p, c] * weight
+        """, """
+        total += partial_sum[s, h, p]
+        channel += partial_acc[s, h, p, c]
+        """)],
+}

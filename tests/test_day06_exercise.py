@@ -1,0 +1,126 @@
+"""Day 6 exercise: every grade cell's hidden tests fail a wrong kernel.
+
+``test_exercises.py`` runs the day's notebooks through nbgrader's Validate (visible checks only) and
+the grader's sample catalog grades whole submissions; neither shows that the hidden part of each
+grade cell, on its own, catches a mistake. Here the answer cells of the solution notebook are run
+with one classic mistake written in, and then only the hidden tests of one grade cell: they must
+fail. Where the visible check cannot see the mistake (a size it does not try), that is asserted too.
+"""
+
+from __future__ import annotations
+
+import linecache
+import pathlib
+import warnings
+
+import nbformat
+import pytest
+
+from grader import markers
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "solutions" / "day06_paged_attention" / "day06_paged_attention.ipynb"
+RUN_FIRST = ("setup_device", "cache_write_kernel", "cache_write_launcher", "paged_v1_constants", "paged_v1_kernel",
+             "paged_v1_launcher", "merge_kernel", "merge_launcher")
+
+
+def _cells() -> dict:
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    return {c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells if c.cell_type == "code"}
+
+
+def _without_markers(source: str) -> str:
+    return "\n".join(line for line in source.splitlines()
+                     if line.strip() not in (markers.BEGIN_SOLUTION, markers.END_SOLUTION))
+
+
+def _parts(source: str) -> tuple[str, str]:
+    """(the visible part of a grade cell, its hidden tests)."""
+    visible, _, rest = source.partition(markers.BEGIN_HIDDEN)
+    return visible, rest.partition(markers.END_HIDDEN)[0]
+
+
+def _run(name: str, source: str, namespace: dict) -> None:
+    filename = f"<day06 {name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)
+
+
+def _notebook_with(cell: str, edits) -> dict:
+    """The namespace of the solution notebook run up to its grade cells, with ``edits`` ((old, new)
+    text replacements, each found at least once) made to answer cell ``cell``."""
+    cells = _cells()
+    namespace: dict = {}
+    for gid in RUN_FIRST:
+        source = _without_markers(cells[gid])
+        if gid == cell:
+            for old, new in edits:
+                assert old in source, f"{cell} no longer contains {old!r}"
+                source = source.replace(old, new)
+        _run(gid, source, namespace)
+    return namespace
+
+
+# grade cell -> (answer cell, edits, the mistake, whether the visible check misses it)
+WRONG = {
+    "cache_write_slots": (
+        "cache_write_kernel",
+        [("range(cuda.threadIdx.x, kv_heads * d, cuda.blockDim.x)",
+          "range(cuda.threadIdx.x, min(kv_heads * d, cuda.blockDim.x), cuda.blockDim.x)")],
+        "one pass of the block's threads: a token of more floats than threads is cut short", True),
+    "cache_write_traffic": (
+        "cache_write_kernel",
+        [("        k_cache[block, head, slot, c] = k_new[t, head, c]\n",
+          "        if k_cache[block, head, slot, c] != k_new[t, head, c]:\n"
+          "            k_cache[block, head, slot, c] = k_new[t, head, c]\n")],
+        "the cache is read to skip slots that already hold the value", False),
+    "paged_v1_matches_reference": (
+        "paged_v1_kernel", [("range(CHANNELS)", "range(1)")],
+        "each lane keeps one channel: head_dim above 32 loses channels", True),
+    "paged_v1_mixed_lengths": (
+        "paged_v1_kernel",
+        [("out[s, h, tid] = channel / block_sum if block_sum > 0 else float32(0.0)",
+          "out[s, h, tid] = channel / block_sum")],
+        "an empty context divides 0 by 0", False),
+    "paged_v1_large_logits": (
+        "paged_v1_kernel", [("p = math.exp(scores[u] - new_max)", "p = math.exp(scores[u])")],
+        "exp of a score without the running maximum subtracted", False),
+    "paged_v1_traffic": (
+        "paged_v1_kernel", [("warp, context_lens[s], WARPS, acc)", "warp % 2, context_lens[s], WARPS // 2, acc)")],
+        "two warps walk the same tokens: right values, every key and value read twice", False),
+    "merge_matches_reference": (
+        "merge_kernel",
+        [("total += partial_sum[s, h, p] * weight", "total += partial_sum[s, h, p]"),
+         ("channel += partial_acc[s, h, p, c] * weight", "channel += partial_acc[s, h, p, c]")],
+        "the partials are added up without rescaling", False),
+    "merge_handles_empty_partitions": (
+        "merge_kernel",
+        [("out[s, h, c] = channel / total if total > 0 else float32(0.0)", "out[s, h, c] = channel / total")],
+        "a context of 0 divides 0 by 0", False),
+    "merge_traffic": (
+        "merge_kernel",
+        [("channel += partial_acc[s, h, p, c] * weight",
+          "partial_acc[s, h, p, c] *= weight\n                channel += partial_acc[s, h, p, c]")],
+        "the accumulators are rescaled in place: right values, the partials written", False),
+}
+
+
+def test_every_grade_cell_has_a_wrong_kernel():
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    graded = {c.metadata["nbgrader"]["grade_id"] for c in nb.cells if c.metadata["nbgrader"].get("grade")}
+    assert set(WRONG) == graded
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")       # the 0/0 of two of the mistakes
+@pytest.mark.parametrize("grade_id", list(WRONG))
+def test_hidden_tests_fail_a_wrong_kernel(grade_id):
+    cell, edits, why, visible_misses_it = WRONG[grade_id]
+    namespace = _notebook_with(cell, edits)
+    visible, hidden = _parts(_cells()[grade_id])
+    assert hidden.strip(), grade_id
+    if visible_misses_it:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _run(f"{grade_id} visible", visible, namespace)   # the visible check does not see this mistake ...
+    with pytest.raises(AssertionError):
+        _run(f"{grade_id} hidden", hidden, namespace)          # ... the hidden tests do
