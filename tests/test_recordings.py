@@ -26,7 +26,7 @@ MEASURED_KEYS = {"ms", "median_ms", "p10_ms", "p90_ms", "gbps", "tflops", "gflop
                  "wrong", "dram_bytes", "dram_read_bytes", "dram_write_bytes", "seed", "method", "level", "l2"}
 TIME_KEYS = ("median_ms", "ms", "latency_ns")
 # Keys that say how large the measured problem was; every timed row carries at least one.
-SHAPE_KEYS = {"N", "bytes", "footprint_bytes", "elements", "rows", "cols", "M", "K"}
+SHAPE_KEYS = {"N", "bytes", "footprint_bytes", "elements", "rows", "cols", "M", "K", "context"}
 
 
 def _where(rec: Recording, row: dict) -> str:
