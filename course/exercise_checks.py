@@ -481,44 +481,34 @@ def _with_findings(findings, out, want, **options):
 
 def paged_inputs(rng, context_lens, *, heads: int, kv_heads: int, head_dim: int, block_size: int,
                  large_logits: bool = False, spare_blocks: int = 2) -> dict:
-    """A decode step over a shuffled paged cache, as a dict: q, k_cache, v_cache, block_tables,
-    context_lens and the kernel's scale (float32 1/sqrt(head_dim)).
+    """A decode step over a shuffled paged cache (``kernels.reference.build_paged_cache``), as a
+    dict: q, k_cache, v_cache, block_tables, context_lens and the kernel's scale (float32
+    1/sqrt(head_dim)).
 
     Every slot that holds no key is NaN: the tail of each partial last page and ``spare_blocks``
-    blocks that belong to no sequence, the last block among them (the one a -1 entry reads on the
-    simulator). Each row of block_tables is padded with -1 past its pages, with at least one column
-    of padding. large_logits: integer q and k in [-50, 50], so q·k reaches about 1e4 and is exact in
-    float32 (use a head_dim of 16 or 64, whose scale 1/4 or 1/8 keeps the scores exact too: a rounded
-    score of size 1e3 would carry an error the softmax magnifies).
+    blocks that belong to no sequence, at the end of the pool (the last one is what a -1 entry
+    reads on the simulator). Each row of block_tables is padded with -1 past its pages, with at
+    least one column of padding. large_logits: integer q and k in [-50, 50], so q·k reaches about
+    1e4 and is exact in float32 (use a head_dim of 16 or 64, whose scale 1/4 or 1/8 keeps the scores
+    exact too: a rounded score of size 1e3 would carry an error the softmax magnifies).
     """
-    from kernels.launching import cdiv
+    from kernels import reference
 
-    lens = [int(n) for n in context_lens]
-    pages = [cdiv(n, block_size) for n in lens]
-    num_blocks = sum(pages) + max(1, spare_blocks)
-    order = rng.permutation(num_blocks - 1)           # the last block is always a spare
-    shape = (num_blocks, kv_heads, block_size, head_dim)
-    k_cache = np.full(shape, np.nan, np.float32)
-    v_cache = np.full(shape, np.nan, np.float32)
-    tables = np.full((len(lens), max(pages, default=0) + 1), -1, np.int32)
-    handed_out = 0
-    for s, n in enumerate(lens):
-        for p in range(pages[s]):
-            block = int(order[handed_out])
-            handed_out += 1
-            tables[s, p] = block
-            count = min(block_size, n - p * block_size)
-            if large_logits:
-                k_cache[block, :, :count] = rng.integers(-50, 51, (kv_heads, count, head_dim))
-            else:
-                k_cache[block, :, :count] = rng.standard_normal((kv_heads, count, head_dim), dtype=np.float32)
-            v_cache[block, :, :count] = rng.standard_normal((kv_heads, count, head_dim), dtype=np.float32)
+    lens = np.array([int(n) for n in context_lens], dtype=np.int32)
+    shape = (len(lens), kv_heads, int(lens.max(initial=0)), head_dim)
+    if large_logits:
+        k = rng.integers(-50, 51, shape).astype(np.float32)
+    else:
+        k = rng.standard_normal(shape, dtype=np.float32)
+    v = rng.standard_normal(shape, dtype=np.float32)
+    k_cache, v_cache, tables, lens = reference.build_paged_cache(
+        k, v, block_size, rng, lens, spare_blocks=max(1, spare_blocks), padding_pages=1)
     if large_logits:
         q = rng.integers(-50, 51, (len(lens), heads, head_dim)).astype(np.float32)
     else:
         q = rng.standard_normal((len(lens), heads, head_dim), dtype=np.float32)
     return dict(q=q, k_cache=k_cache, v_cache=v_cache, block_tables=tables,
-                context_lens=np.array(lens, dtype=np.int32), scale=np.float32(1.0 / math.sqrt(head_dim)))
+                context_lens=lens, scale=np.float32(1.0 / math.sqrt(head_dim)))
 
 
 def _paged_sizes(case: dict) -> dict:

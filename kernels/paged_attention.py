@@ -298,9 +298,8 @@ def paged_attention_v2_merge_kernel(partial_max, partial_sum, partial_acc, out):
         out[s, h, c] = channel / total if total > 0 else float32(0.0)
 
 
-def partitions_for(context_lens, partition_size: int) -> int:
-    """Partitions per sequence in v2's grid: enough for the longest context (at least 1)."""
-    longest = int(context_lens.max()) if context_lens.size else 0
+def partitions_for(longest: int, partition_size: int) -> int:
+    """Partitions per sequence in v2's grid: enough for the ``longest`` context (at least 1)."""
     return max(1, cdiv(longest, partition_size))
 
 
@@ -312,7 +311,7 @@ def choose_partition_size(num_seqs: int, heads: int, longest: int, sm_count: int
     if not sm_count:
         return PARTITION_SIZE
     size = PARTITION_SIZE
-    while size > MIN_PARTITION_SIZE and num_seqs * heads * max(1, cdiv(longest, size)) < BLOCKS_PER_SM * sm_count:
+    while size > MIN_PARTITION_SIZE and num_seqs * heads * partitions_for(longest, size) < BLOCKS_PER_SM * sm_count:
         size //= 2
     return size
 
@@ -371,7 +370,7 @@ def paged_attention_v2_split_k(q, k_cache, v_cache, block_tables, context_lens, 
     if partition_size is None:
         partition_size = choose_partition_size(num_seqs, heads, longest, _sm_count(q))
     partition_size = require_int("partition_size", partition_size, minimum=1)
-    partitions = max(1, cdiv(longest, partition_size))
+    partitions = partitions_for(longest, partition_size)
     out = output_array("out", out, (num_seqs, heads, head_dim), like=q)
     if not (num_seqs and heads):
         return out

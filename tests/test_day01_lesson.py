@@ -15,7 +15,7 @@ from course.models import reduction as model
 from course.records import load_recording, new_recording
 from grader import markers
 from kernels import elementwise, reduction
-from test_lesson_figures import execute_lesson
+from test_lesson_figures import execute_lesson, output_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DAY = "day01_gpu_model"
@@ -25,16 +25,6 @@ LESSON_RUNGS = (elementwise.copy_v1_guarded_kernel, elementwise.copy_v2_grid_str
                 elementwise.strided_read_kernel, reduction.row_stats_v1_thread_per_row_kernel)
 EXERCISE_KERNELS = ("axpb_v1_guarded_kernel", "normalize_rows_v1_3d_grid_kernel",
                     "row_stats_v2_shared_tree_kernel", "row_stats_v3_warp_shuffle_kernel")
-
-
-def _output_text(nb) -> str:
-    parts = []
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            parts.append(output.get("text", ""))
-            for value in output.get("data", {}).values():
-                parts.append(value if isinstance(value, str) else "")
-    return "\n".join(parts)
 
 
 def test_lesson_never_shows_the_exercise_kernels():
@@ -62,7 +52,7 @@ def test_the_recorded_hierarchy_supports_the_prose():
 def test_lesson_runs_with_recordings_and_shows_no_solution(tmp_path):
     for rec in fake_recordings():
         rec.save(tmp_path / f"{rec.name}.json")
-    shown = _output_text(execute_lesson(LESSON, data_dir=tmp_path))
+    shown = output_text(execute_lesson(LESSON, data_dir=tmp_path))
     assert "No recording 'day01_normalize_rows_timing' is installed yet" in shown
     assert "Fake GPU" in shown and "ridge" in shown and "times the DRAM read bandwidth" in shown
     assert "93% of the 2,900 GB/s of torch's copy" in shown and "0.70x (faster)" in shown

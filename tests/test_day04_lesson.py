@@ -15,7 +15,7 @@ from course.models import gemm as model
 from course.records import load_recording, new_recording
 from grader import markers
 from kernels import gemm, transpose
-from test_lesson_figures import execute_lesson
+from test_lesson_figures import execute_lesson, output_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LESSON = ROOT / "lessons" / "day04_tiled_gemm.ipynb"
@@ -24,15 +24,6 @@ EXERCISE_KERNELS = ("gemm_v3_shared_tiles_kernel", "gemm_v4_register_blocked_ker
 # Kernels the lesson prints: their lines may coincide with lines of a solution.
 SHOWN_KERNELS = (gemm.gemm_v1_naive_kernel, gemm.gemm_v2_coalesced_kernel, transpose.transpose_v2_shared_kernel,
                  transpose.transpose_v3_shared_padded_kernel, transpose.transpose_missing_barrier_kernel)
-
-
-def _output_text(nb) -> str:
-    parts = []
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            parts.append(output.get("text", ""))
-            parts += [v for v in output.get("data", {}).values() if isinstance(v, str)]
-    return "\n".join(parts)
 
 
 def test_lesson_never_shows_the_exercise_kernels():
@@ -54,7 +45,7 @@ def test_the_recorded_dram_bytes_support_the_prose():
 def test_lesson_runs_with_recordings_and_shows_no_solution(tmp_path):
     for rec in fake_recordings():
         rec.save(tmp_path / f"{rec.name}.json")
-    shown = _output_text(execute_lesson(LESSON, data_dir=tmp_path))
+    shown = output_text(execute_lesson(LESSON, data_dir=tmp_path))
     assert "No recording 'day04_dram_bytes' is installed yet" in shown
     assert "Fake GPU" in shown and "of torch" in shown and "wrong in 8 of 20 trials" in shown
     earlier = {line.split("#")[0].strip() for kernel in SHOWN_KERNELS

@@ -15,24 +15,13 @@ from course.records import load_recording
 from day05_fake_recordings import fake_recordings
 from grader import markers
 from kernels import flash_attention
-from test_lesson_figures import execute_lesson
+from test_lesson_figures import execute_lesson, output_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DAY = "day05_flash_attention"
 SOLUTION = ROOT / "solutions" / DAY / f"{DAY}.ipynb"
 LESSON = ROOT / "lessons" / f"{DAY}.ipynb"
 EXERCISE_KERNEL = "attention_v4_flash"
-
-
-def _output_text(nb) -> str:
-    parts = []
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            parts.append(output.get("text", ""))
-            for value in output.get("data", {}).values():
-                parts.append(value if isinstance(value, str) else "")
-    return "\n".join(parts)
-
 
 
 def exercise_only_lines() -> list[str]:
@@ -82,7 +71,7 @@ def test_the_recordings_support_the_prose():
 def test_lesson_runs_with_recordings_and_shows_no_solution(tmp_path):
     for rec in fake_recordings():
         rec.save(tmp_path / f"{rec.name}.json")
-    shown = _output_text(execute_lesson(LESSON, data_dir=tmp_path))
+    shown = output_text(execute_lesson(LESSON, data_dir=tmp_path))
     assert "recorded on Fake GPU" in shown and "of torch SDPA fp32" in shown
     assert "No recording" not in shown and "REGISTERS_PER_THREAD = 50" in shown
     leaked = [line for line in exercise_only_lines() if line in shown]

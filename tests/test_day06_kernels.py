@@ -19,11 +19,13 @@ import pytest
 from numba import cuda, float32
 
 from course.checking import CheckFailure, check, poison, random_inputs
+from course.exercise_checks import paged_inputs
 from course.models import paged_attention as model
 from course.traffic import count_traffic
 from kernels import reference
 from kernels.block_manager import BlockManager
 from kernels.kv_cache import kv_cache_write
+from kernels.launching import cdiv
 from kernels.paged_attention import (HEAD_DIM_MAX, THREADS, paged_attention_v1_block_per_head,
                                      paged_attention_v2_merge_kernel, paged_attention_v2_partition_kernel,
                                      paged_attention_v2_split_k)
@@ -31,44 +33,21 @@ from kernels.paged_attention import (HEAD_DIM_MAX, THREADS, paged_attention_v1_b
 DIMS = ("seq", "head", "channel")
 
 
-def cdiv(n, d):
-    return -(-n // d)
-
-
 def decode_case(lens, block_size, *, kv_heads=1, group=2, d=4, large_logits=False, seed=None):
-    """One decode step over a shuffled paged cache; NaN wherever no key of a context lies.
-
-    ``num_blocks`` is the pages in use plus two NaN blocks, one of them the last block (where a
-    table entry of -1 lands when used as an index). large_logits: integer q and k in [-50, 50],
-    so q.k reaches 1e4 before scaling and is exact in float32.
-    """
+    """One decode step over a shuffled paged cache (``exercise_checks.paged_inputs``); NaN wherever
+    no key of a context lies, the last block a NaN spare (where a table entry of -1 lands when used
+    as an index), and a -1 column in every row. large_logits: integer q and k in [-50, 50], so q.k
+    reaches 1e4 before scaling and is exact in float32."""
     rng, seed = random_inputs(seed)
-    heads, pages = kv_heads * group, [cdiv(n, block_size) for n in lens]
-    num_blocks = sum(pages) + 2
-    order = rng.permutation(num_blocks - 1)           # the last block is never handed out
-    k_cache = np.full((num_blocks, kv_heads, block_size, d), np.nan, np.float32)
-    v_cache = np.full_like(k_cache, np.nan)
-    tables = np.full((len(lens), max(pages, default=0) + 1), -1, np.int32)   # one -1 column at least
-    if large_logits:
-        q = rng.integers(-50, 51, (len(lens), heads, d)).astype(np.float32)
-    else:
-        q = rng.standard_normal((len(lens), heads, d), dtype=np.float32)
-    handed_out = 0
-    for s, n in enumerate(lens):
-        for p in range(pages[s]):
-            block, used = order[handed_out], min(block_size, n - p * block_size)
-            handed_out += 1
-            tables[s, p] = block
-            if large_logits:
-                k_cache[block, :, :used] = rng.integers(-50, 51, (kv_heads, used, d))
-            else:
-                k_cache[block, :, :used] = rng.standard_normal((kv_heads, used, d), dtype=np.float32)
-            v_cache[block, :, :used] = rng.standard_normal((kv_heads, used, d), dtype=np.float32)
+    heads = kv_heads * group
+    case = paged_inputs(rng, lens, heads=heads, kv_heads=kv_heads, head_dim=d, block_size=block_size,
+                        large_logits=large_logits)
+    k_cache, v_cache, tables = case["k_cache"], case["v_cache"], case["block_tables"]
     # The setup itself: finite exactly in the slots of the contexts, NaN everywhere else.
     assert np.isfinite(k_cache).sum() == np.isfinite(v_cache).sum() == sum(lens) * kv_heads * d
     assert np.isnan(k_cache[-1]).all() and (tables[:, -1] == -1).all()
-    return types.SimpleNamespace(q=q, k_cache=k_cache, v_cache=v_cache, tables=tables,
-                                 lens=np.array(lens, np.int32), seed=seed, heads=heads, d=d)
+    return types.SimpleNamespace(q=case["q"], k_cache=k_cache, v_cache=v_cache, tables=tables,
+                                 lens=case["context_lens"], seed=seed, heads=heads, d=d)
 
 
 def check_decode(out, case, name):

@@ -19,7 +19,7 @@ from course.records import load_recording, recorded_names
 from day06_fake_recordings import fake_recordings
 from grader import markers
 from kernels import kv_cache, paged_attention
-from test_lesson_figures import execute_lesson
+from test_lesson_figures import execute_lesson, output_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DAY = "day06_paged_attention"
@@ -46,16 +46,6 @@ def exercise_only_lines() -> list[str]:
         lines |= set(markers.secret_lines(nbformat.read(SOLUTION, as_version=4), "solution"))
     shown = set().union(*(_code_lines(f) for f in SHOWN))
     return sorted(line for line in lines - shown if len(line) > 12 and not line.startswith("def "))
-
-
-def _output_text(nb) -> str:
-    parts = []
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            parts.append(output.get("text", ""))
-            for value in output.get("data", {}).values():
-                parts.append(value if isinstance(value, str) else "")
-    return "\n".join(parts)
 
 
 def _lesson():
@@ -134,7 +124,7 @@ def test_lesson_runs_with_recordings_and_shows_no_solution(tmp_path):
         shutil.copy(path, tmp_path)
     for rec in fake_recordings():
         rec.save(tmp_path / f"{rec.name}.json")
-    shown = _output_text(execute_lesson(LESSON, data_dir=tmp_path))
+    shown = output_text(execute_lesson(LESSON, data_dir=tmp_path))
     assert "recorded on Fake GPU" in shown and "No recording" not in shown
     assert "8 sequences: v2 is faster from a context of" in shown and "best v1_block_per_head:" in shown
     assert "DRAM / compulsory" in shown

@@ -154,6 +154,17 @@ def execute_lesson(lesson_path: pathlib.Path, data_dir: pathlib.Path | None = No
     return nb
 
 
+def output_text(nb) -> str:
+    """Everything an executed notebook printed or displayed as text, one string."""
+    parts = []
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            parts.append(output.get("text", ""))
+            for value in output.get("data", {}).values():
+                parts.append(value if isinstance(value, str) else "")
+    return "\n".join(parts)
+
+
 @pytest.mark.parametrize("assignment", [path.stem for path in LESSONS])
 def test_lesson_runs_and_every_figure_can_be_read(assignment):
     """As committed, with the recordings course/data ships: what a student sees without a GPU."""

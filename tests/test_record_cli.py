@@ -112,6 +112,18 @@ def test_quick_record_times_the_quick_points_only(tmp_path):
     assert {r["N"] for r in load_recording(paths[1]).rows} == {4}
 
 
+def test_a_sweep_asked_for_it_adds_each_rows_fraction_of_the_runs_copy_bandwidth():
+    import dataclasses
+
+    timer = _timer({"v1_double": 4.0, "torch_double": 1.0})
+    sweep = dataclasses.replace(_doubling_recorder().sweeps()[0], fraction_of_copy=True)
+    rows = harness.record_sweep(sweep, timer=timer, ceilings=CEILINGS).rows
+    assert [r["fraction_of_copy"] for r in rows] == pytest.approx(
+        [r["gbps"] / CEILINGS["copy_gbps"] for r in rows])
+    plain = harness.record_sweep(_doubling_recorder().sweeps()[0], timer=timer, ceilings=CEILINGS).rows
+    assert "fraction_of_copy" not in plain[0]
+
+
 def test_a_wrong_kernel_stops_the_recorder_before_anything_is_timed_or_saved(tmp_path):
     timer = _timer({"v1_double": 4.0, "torch_double": 1.0})
     with pytest.raises(CheckFailure):

@@ -269,6 +269,16 @@ def test_build_paged_cache_places_every_token_through_the_table():
         np.testing.assert_array_equal(ref.gather_kv(k_cache, tables[s], n), k[s, :, :n])
 
 
+def test_build_paged_cache_keeps_its_spares_last_and_pads_the_table():
+    """A -1 entry used as an index (NumPy and the simulator wrap it to the last block) reads a spare."""
+    rng = np.random.default_rng(14)
+    k = rng.standard_normal((2, 1, 9, 3))
+    k_cache, _, tables, _ = ref.build_paged_cache(k, k, 4, rng, np.array([9, 2]), spare_blocks=2, padding_pages=1)
+    assert tables.shape == (2, 3 + 1) and np.all(tables[:, -1] == -1)
+    assert sorted(tables[tables >= 0].tolist()) == [0, 1, 2, 3]      # the last two blocks are spares
+    assert np.isnan(k_cache[-2:]).all() and np.isnan(k_cache[tables[0, -1]]).all()
+
+
 def test_paged_attention_that_ignores_the_table_is_wrong():
     """The shuffled pool makes reading blocks in allocation order give a different answer."""
     rng = np.random.default_rng(12)

@@ -193,18 +193,7 @@ def paged_sweep() -> Sweep:
                f"speedup_over_torch: torch's median time over the rung's."),
         points=POINTS, quick_points=QUICK_POINTS,
         shape=lambda point: dict(num_seqs=point[0], context=point[1], **SHAPE), cases=_timed,
-        finish=harness.fraction_of("torch_sdpa", "speedup_over_torch"))
-
-
-def add_fraction_of_copy(path: pathlib.Path) -> None:
-    """Add ``fraction_of_copy`` (gbps over the run's copy bandwidth) to every row of a saved timing file."""
-    from course.records import load_recording
-
-    rec = load_recording(path)
-    copy = rec.ceilings["copy_gbps"]
-    for row in rec.rows:
-        row["fraction_of_copy"] = row["gbps"] / copy if row.get("gbps") else None
-    rec.save(path)
+        finish=harness.fraction_of("torch_sdpa", "speedup_over_torch"), fraction_of_copy=True)
 
 
 # --------------------------------------------------------------------------- resources, Nsight, sanitizer
@@ -290,7 +279,6 @@ def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
     """Check at full size, then time v1, v2 and torch against (num_seqs, context); save all."""
     paths = harness.record(recorder(), out_dir, quick=quick)
     timing = next(p for p in paths if p.name == "day06_paged_timing.json")
-    add_fraction_of_copy(timing)
     from course.records import load_recording
 
     for row in load_recording(timing).rows:

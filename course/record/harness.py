@@ -57,6 +57,8 @@ class Sweep:
     cases: ``cases(point)`` makes the inputs on the GPU and returns the :class:`Timed` launches.
     flush_l2: overwrite L2 before every repeat (memory-bound calls whose inputs would stay in L2).
     finish: ``finish(rows)`` adds columns that relate one point's rows (e.g. the fraction of torch).
+    fraction_of_copy: add ``fraction_of_copy``, each row's GB/s over the copy bandwidth measured in
+    the same run (a memory-bound kernel's figure of merit).
     """
 
     name: str
@@ -67,6 +69,7 @@ class Sweep:
     cases: Callable[[object], list]
     flush_l2: bool = False
     finish: Callable[[list], None] | None = None
+    fraction_of_copy: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,6 +185,9 @@ def record_sweep(sweep: Sweep, *, quick: bool = False, ceilings: dict | None = N
         rows = time_cases(sweep.cases(point), shape, quick=quick, flush_l2=sweep.flush_l2, timer=timer)
         if sweep.finish is not None:
             sweep.finish(rows)
+        if sweep.fraction_of_copy:
+            for row in rows:
+                row["fraction_of_copy"] = row["gbps"] / ceilings["copy_gbps"] if row["gbps"] else None
         for row in rows:
             rec.add(**row)
     return rec

@@ -102,15 +102,19 @@ def paged_attention(q, k_cache, v_cache, block_tables, context_lens, *, scale=No
     return out
 
 
-def build_paged_cache(k, v, block_size, rng, context_lens=None, *, spare_blocks=1, fill_value=np.nan):
+def build_paged_cache(k, v, block_size, rng, context_lens=None, *, spare_blocks=1, fill_value=np.nan,
+                      padding_pages=0):
     """Scatter contiguous K/V into a shuffled pool of blocks, as a serving engine would.
 
     k, v: (num_seqs, kv_heads, M, head_dim) float arrays, sequence s holding its keys at
     positions 0 .. context_lens[s] - 1. block_size: integer >= 1. rng: a numpy Generator that
     shuffles the pool. context_lens: (num_seqs,) integers in [0, M], default M for all.
-    spare_blocks: extra blocks that belong to no sequence. fill_value: what every slot that holds
-    no key contains (the tail of each partial last page and the spare blocks); NaN by default,
-    so a kernel that reads past a context length shows it.
+    spare_blocks: extra blocks that belong to no sequence, the last ones of the pool (so an entry
+    of -1 used as an index, which wraps to the last block in NumPy and on the simulator, reads a
+    spare). fill_value: what every slot that holds no key contains (the tail of each partial last
+    page and the spare blocks); NaN by default, so a kernel that reads past a context length shows
+    it. padding_pages: extra -1 columns in every row of the table (a kernel reading a page past
+    the end of the longest context then meets -1, not the end of the row).
     Returns: (k_cache, v_cache, block_tables, context_lens):
     k_cache, v_cache (num_blocks, kv_heads, block_size, head_dim) in the dtype of k;
     block_tables (num_seqs, max_blocks_per_seq) int32, padded with -1 past each sequence's pages;
@@ -124,16 +128,17 @@ def build_paged_cache(k, v, block_size, rng, context_lens=None, *, spare_blocks=
         raise TypeError(f"k and v must have a float dtype, got {k.dtype}")
     block_size = _int_scalar(block_size, "block_size", 1)
     spare_blocks = _int_scalar(spare_blocks, "spare_blocks", 0)
+    padding_pages = _int_scalar(padding_pages, "padding_pages", 0)
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     num_seqs, kv_heads, M, head_dim = k.shape
     context_lens = _check_kv_lens(context_lens, num_seqs, M, "context_lens")
     pages = [_pages(int(n), block_size) for n in context_lens]
     num_blocks = sum(pages) + spare_blocks
-    pool_order = rng.permutation(num_blocks)      # physical block of the i-th page handed out
+    pool_order = rng.permutation(num_blocks - spare_blocks)   # physical block of the i-th page handed out
     k_cache = np.full((num_blocks, kv_heads, block_size, head_dim), fill_value, dtype=k.dtype)
     v_cache = np.full_like(k_cache, fill_value)
-    block_tables = np.full((num_seqs, max(1, max(pages, default=0))), -1, dtype=np.int32)
+    block_tables = np.full((num_seqs, max(1, max(pages, default=0)) + padding_pages), -1, dtype=np.int32)
     handed_out = 0
     for s in range(num_seqs):
         for p in range(pages[s]):
