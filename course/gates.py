@@ -88,11 +88,13 @@ def _gate(kernel, args):
 def install() -> None:
     """Check every launch of a kernel that is not the course's: GPU compile first, inputs untouched after.
 
-    Starts the compiler's helper process now, before anything may forbid starting processes.
+    Starts the compiler's helper process and the runner of host answers (``course.hostcode``) now,
+    before anything may forbid starting processes.
     """
-    from course import gpu_compile, simulator
+    from course import gpu_compile, hostcode, simulator
 
     gpu_compile.start_helper()
+    hostcode.start_runner()
     simulator.add_launch_gate(_gate)
 
 

@@ -18,6 +18,15 @@ What a kernel body does is checked when it is launched: the grading kernel compi
 a GPU before the simulator runs it (``course.gpu_compile``), so a body can only do what a GPU can.
 Locked cells, test cells and the setup cell are the release's (nbgrader restores them).
 
+An answer cell the release marks as host Python (cell metadata ``course.host_answer``: day 6's
+allocator) is not run in the grading kernel at all. Each of its lines becomes a comment, ``# [run in
+a process of its own when graded] <the line>``, and one line is added that binds each class and
+function the cell defines to a ``course.hostcode.HostCode`` holding the cell's source; the checks
+run that source in a separate, guarded process (``course/hostcode.py``) and judge only the data it
+sends back. There, an import of the course's ``kernels`` other than the given base
+(``kernels.block_pool``), or a function whose syntax tree is that of the course's allocator, is left
+out and reported like a kernel of the course.
+
 The course's own kernels are public (``kernels/``), and a graded submission may not use them. A
 student's cell that imports the ``kernels`` package or reaches into it (``cuda.jit(kernels.gemm.
 gemm_v4_register_blocked_kernel.py_func)``) loses that line like any other; a ``@cuda.jit``
@@ -35,6 +44,9 @@ import functools
 import pathlib
 
 MARK = "# [not run when graded] "
+HOST_MARK = "# [run in a process of its own when graded] "
+HOST_BASES = ("kernels.block_pool",)     # what of the course a host answer may import: its base class
+HOST_COURSE_CODE = ("kernels/block_manager.py",)   # the course's host code a host answer may not paste
 COPY_MIN_NODES = 150
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parent.parent
 MODULES = ("math", "numpy", "numba")
@@ -266,6 +278,68 @@ def _reaches_course_kernels(node: ast.stmt) -> bool:
     return any(isinstance(n, ast.Attribute) and n.attr in named for n in ast.walk(node))
 
 
+@functools.lru_cache(maxsize=1)
+def course_host_functions() -> dict[str, str]:
+    """``{fingerprint: "kernels/block_manager.py: append"}``: the course's host functions that a host
+    answer may not paste (long enough to be told apart from an honest answer)."""
+    found = {}
+    for relative in HOST_COURSE_CODE:
+        for node in ast.walk(ast.parse((PROJECT_ROOT / relative).read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef):
+                key, size = fingerprint(node)
+                if size >= COPY_MIN_NODES:
+                    found[key] = f"{relative}: {node.name}"
+    return found
+
+
+def _host_uses_course(node: ast.stmt) -> str | None:
+    """What of the course's code a top-level statement of a host answer uses, or None."""
+    for sub in ast.walk(node):
+        modules = []
+        if isinstance(sub, ast.Import):
+            modules = [a.name for a in sub.names]
+        elif isinstance(sub, ast.ImportFrom) and not sub.level and sub.module:
+            modules = [sub.module] + [f"{sub.module}.{a.name}" for a in sub.names]
+        for module in modules:
+            if _module_root(module) == "kernels" and not any(
+                    module == base or module.startswith(base + ".") or base.startswith(module + ".")
+                    or module == base.rpartition(".")[0] for base in HOST_BASES):
+                return f"imports {module}"
+        if isinstance(sub, ast.FunctionDef):
+            twin = course_host_functions().get(fingerprint(sub)[0])
+            if twin is not None:
+                return f"{sub.name} is the course's own ({twin})"
+    return None
+
+
+def clean_host_source(source: str) -> Cleaned:
+    """A host answer as graded: every line a comment, then one line binding each class and function it
+    defines to a ``HostCode`` of its source (without the statements that use the course's code)."""
+    lines = source.splitlines()
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        tree = None
+    names, used, dropped = [], [], set()
+    for node in tree.body if tree is not None else []:
+        first, last = _first_line(node), node.end_lineno
+        use = _host_uses_course(node)
+        if use is not None:
+            used.append(f"line {first}: {use}")
+            dropped.update(range(first, last + 1))
+            continue
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            names.append(node.name)
+    kept = "\n".join(line for number, line in enumerate(lines, 1) if number not in dropped) + "\n"
+    out = [(HOST_MARK + line if line.strip() else line) for line in lines]
+    if tree is None:
+        out.append("raise SyntaxError('this cell is not valid Python')  # [added by the grader]")
+    elif names:
+        bind = "; ".join(f"{name} = _HostCode_({kept!r}, {name!r})" for name in names)
+        out.append(f"from course.hostcode import HostCode as _HostCode_; {bind}  # [added by the grader]")
+    return Cleaned("\n".join(out) + "\n", [], used)
+
+
 def _first_line(node: ast.stmt) -> int:
     lines = [node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]
     return min(lines)
@@ -327,6 +401,12 @@ def _meta(cell: dict) -> dict:
     return nbgrader if isinstance(nbgrader, dict) else {}
 
 
+def host_answer(cell: dict) -> bool:
+    """Whether the release marks this answer cell as host Python (cell metadata ``course.host_answer``)."""
+    course = cell.get("metadata", {}).get("course", {})
+    return isinstance(course, dict) and course.get("host_answer") is True
+
+
 def graded_code(release: dict) -> str:
     """``"kernels"`` (the default: a course day) or ``"python"``, from the notebook's metadata
     ``course.graded_code``. A notebook whose answers are host Python (the grader's own toy course
@@ -364,7 +444,8 @@ def clean_notebook(submitted: dict, release: dict) -> tuple[list[str], list[str]
     have. Names bound by the release's own code (the setup cell's imports) count as imports here,
     so a constant may use ``math`` or ``np`` that only the setup cell imported.
     """
-    released = {_meta(c).get("grade_id"): _meta(c) for c in release.get("cells", []) if _meta(c).get("grade_id")}
+    released_cells = {_meta(c).get("grade_id"): c for c in release.get("cells", []) if _meta(c).get("grade_id")}
+    released = {gid: _meta(c) for gid, c in released_cells.items()}
     scope = release_scope(release)
     notes, used = [], []
     for index, cell in enumerate(submitted.get("cells", [])):
@@ -375,8 +456,13 @@ def clean_notebook(submitted: dict, release: dict) -> tuple[list[str], list[str]
         if release_meta is not None and not (release_meta.get("solution") and not release_meta.get("locked")):
             continue
         source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-        cleaned = clean_source(source, scope)
         where = gid if release_meta is not None else f"added cell {index + 1}"
+        if release_meta is not None and host_answer(released_cells[gid]):
+            cleaned = clean_host_source(source)
+            cell["source"] = cleaned.source
+            used += [f"{where}, {use}" for use in cleaned.course_kernels]
+            continue
+        cleaned = clean_source(source, scope)
         if cleaned.left_out:
             cell["source"] = cleaned.source
             notes.append(f"{where}: {len(cleaned.left_out)} line(s)")

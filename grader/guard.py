@@ -112,8 +112,9 @@ def install(policy: dict | str) -> None:
     """Install the guard in this process (once; later calls do nothing).
 
     policy: dict or its JSON with lists of folders ``deny_read`` and ``deny_write``, a list
-    ``allow`` of folders exempt from both (the submission's working folder), and ``report``: a
-    file to append one JSON line to per refused operation.
+    ``allow`` of folders exempt from both (the submission's working folder), ``report``: a file to
+    append one JSON line to per refused operation, and ``trust_libraries`` (default true): false
+    lets no library start a process either (the process of a host answer, ``course.hostcode``).
     """
     global _installed
     if _installed:
@@ -127,7 +128,7 @@ def install(policy: dict | str) -> None:
     allow = tuple(os.path.realpath(p) for p in policy.get("allow", []))
     report = open(policy["report"], "a", buffering=1, encoding="utf-8") if policy.get("report") else None
     database_suffixes = (".db", ".db-journal", ".sqlite", ".sqlite3")
-    trusted_files, trusted_folders = _trusted_locations()
+    trusted_files, trusted_folders = _trusted_locations() if policy.get("trust_libraries", True) else ((), ())
 
     def refuse(what: str, detail: str):
         # Python's import system caches bytecode in __pycache__ and quietly goes on when it cannot:

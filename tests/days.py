@@ -176,12 +176,13 @@ DAYS = (
     ),
     Day(
         assignment="day06_paged_attention",
-        points=10,
+        points=13,
         solution_code={
             "cache_write_kernel": "kv_cache.kv_cache_write_kernel",
             "paged_v1_kernel": ("paged_attention._warp_attend", "paged_attention._merge_warps",
                                 "paged_attention.paged_attention_v1_block_per_head_kernel"),
             "merge_kernel": "paged_attention.paged_attention_v2_merge_kernel",
+            "allocator_class": "block_manager.BlockManager",
         },
         launchers=(
             Launcher("cache_write_launcher", "kv_cache_write", "kv_cache", "kv_cache_write",
@@ -201,11 +202,14 @@ DAYS = (
                      "total += partial_sum[s, h, p] * weight\n                channel += partial_acc[s, h, p, c] * weight",
                      "total += partial_sum[s, h, p]\n                channel += partial_acc[s, h, p, c]",
                      "the partials are added up without rescaling them to the largest maximum"),
+            Mutation("allocator_class", "elif self._refs[table[-1]] > 1:", "elif False:",
+                     "append writes into a shared last page: no copy-on-write"),
         ),
-        # The cache-write and merge mistakes move the right number of elements: their traffic cells pass.
+        # The cache-write and merge mistakes move the right number of elements: their traffic cells pass;
+        # the allocator without copy-on-write forks right.
         wrong_fails=frozenset({"cache_write_slots", "paged_v1_matches_reference", "paged_v1_mixed_lengths",
                                "paged_v1_large_logits", "paged_v1_traffic", "merge_matches_reference",
-                               "merge_handles_empty_partitions"}),
+                               "merge_handles_empty_partitions", "allocator_copy_on_write", "allocator_workload"}),
         constants={"paged_v1_constants": "paged_attention"},
     ),
 )

@@ -21,7 +21,7 @@ from grader import markers
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "solutions" / "day06_paged_attention" / "day06_paged_attention.ipynb"
 RUN_FIRST = ("setup_device", "cache_write_kernel", "cache_write_launcher", "paged_v1_constants", "paged_v1_kernel",
-             "paged_v1_launcher", "merge_kernel", "merge_launcher")
+             "paged_v1_launcher", "merge_kernel", "merge_launcher", "allocator_class")
 
 
 def _cells() -> dict:
@@ -102,6 +102,15 @@ WRONG = {
         [("channel += partial_acc[s, h, p, c] * weight",
           "partial_acc[s, h, p, c] *= weight\n                channel += partial_acc[s, h, p, c]")],
         "the accumulators are rescaled in place: right values, the partials written", False),
+    "allocator_fork": (
+        "allocator_class", [("self._refs[block] += 1", "pass")],
+        "fork shares the blocks without counting the new references", False),
+    "allocator_copy_on_write": (
+        "allocator_class", [("elif self._refs[table[-1]] > 1:", "elif False:")],
+        "append writes into a shared last page (no copy-on-write)", False),
+    "allocator_workload": (
+        "allocator_class", [("list(table), list(self._tokens_of(seq))", "list(table), self._tokens_of(seq)")],
+        "parent and child share one list of tokens: an append to one lengthens both", False),
 }
 
 

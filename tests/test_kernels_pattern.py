@@ -39,7 +39,7 @@ from kernels import launching, registry
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Kernel modules without a ladder, and why.
 NOT_LADDERS = {"probes": "day-1 measurement probes, not rungs to learn from"}
-NOT_KERNEL_MODULES = ("launching", "registry", "reference", "block_manager")   # block_manager: host Python
+NOT_KERNEL_MODULES = ("launching", "registry", "reference", "block_manager", "block_pool")   # the last two: host Python
 COMPUTE_CAPABILITIES = ((8, 0), (9, 0))
 
 

@@ -1,7 +1,8 @@
 """Correct, written differently: the cache write walks the heads one after the other; the decode kernel
 takes the context in chunks of THREADS tokens, thread i scoring token i of a chunk into shared memory
 and thread c folding the chunk into channel c (no shuffles, no per-warp states); the merge folds the
-partitions one at a time with an online rescale: 10/10."""
+partitions one at a time with an online rescale; the allocator decides first whether append needs a block
+and handles both cases in one branch, and fork builds the child's table block by block: 13/13."""
 
 EXPECT = {
     "status": "graded",
@@ -15,6 +16,9 @@ EXPECT = {
         "merge_matches_reference": 1,
         "merge_handles_empty_partitions": 1,
         "merge_traffic": 1,
+        "allocator_fork": 1,
+        "allocator_copy_on_write": 1,
+        "allocator_workload": 1,
     },
 }
 
@@ -103,5 +107,36 @@ def paged_attention_v2_merge_kernel(partial_max, partial_sum, partial_acc, out):
                 channel = channel * old + partial_acc[s, h, p, c] * new
                 m = m_new
         out[s, h, c] = channel / total if total > 0 else float32(0.0)
+''',
+    "allocator_class": '''\
+class BlockManager(BlockPool):
+    """fork shares, append copies a shared partial page first."""
+
+    def fork(self, seq):
+        child = self._new_id()
+        self._tables[child] = []
+        for block in self._table(seq):
+            self._tables[child].append(block)
+            self._refs[block] = self.refcount(block) + 1
+        self._tokens[child] = self._tokens_of(seq)[:]
+        return child
+
+    def append(self, seq, token):
+        table = self._table(seq)
+        n = self.context_len(seq)
+        offset = n % self.block_size
+        shared = offset > 0 and self.refcount(table[-1]) > 1
+        step = Step()
+        if offset == 0 or shared:
+            self._reserve(1)
+            block = self._take()
+            if shared:
+                old = table.pop()
+                step.copies.append((old, block))
+                self._release(old)
+            table.append(block)
+        self._tokens_of(seq).append(token)
+        step.writes.append((n, table[-1] * self.block_size + offset))
+        return step
 ''',
 }

@@ -1,0 +1,206 @@
+"""Host-Python answers (day 6's allocator): what the grader runs of them, and where.
+
+The cleanroom turns a host answer cell into comments and a ``HostCode`` of its source; the checks run
+that source in a guarded process of its own (``course.hostcode``) and judge only the records it sends
+back (``course.allocator_checks``). These tests run that process as the grader does, with honest and
+hostile sources, and check the judge on allocators that are right in different ways and wrong.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+import textwrap
+
+import pytest
+
+from course import allocator_checks, hostcode
+from course.hostcode import HostCode
+from grader import cleanroom
+from kernels.block_manager import BlockManager
+from kernels.block_pool import BlockPool, Step
+
+HONEST = '''
+class CowBlockManager(BlockPool):
+    def fork(self, seq):
+        child = self._new_id()
+        self._tables[child] = list(self._table(seq))
+        self._tokens[child] = list(self._tokens_of(seq))
+        for block in self._tables[child]:
+            self._refs[block] += 1
+        return child
+
+    def append(self, seq, token):
+        table, tokens = self._table(seq), self._tokens_of(seq)
+        position, offset = len(tokens), len(tokens) % self.block_size
+        step = Step()
+        if offset == 0 or self.refcount(table[-1]) > 1:
+            self._reserve(1)
+            block = self._take()
+            if offset:
+                step.copies.append((table[-1], block))
+                self._release(table[-1])
+                table[-1] = block
+            else:
+                table.append(block)
+        tokens.append(token)
+        step.writes.append((position, table[-1] * self.block_size + offset))
+        print("printed by the answer: never part of the record", file=__import__("sys").stderr)
+        return step
+'''
+
+
+def _graded(source: str):
+    """What the grading kernel holds for the cell: the HostCode its added line binds."""
+    cleaned = cleanroom.clean_host_source(source)
+    namespace: dict = {}
+    exec(cleaned.source, namespace)
+    return namespace.get("CowBlockManager"), cleaned
+
+
+def test_the_cleanroom_runs_nothing_of_a_host_cell_and_binds_its_names_to_its_source():
+    answer, cleaned = _graded(HONEST)
+    lines = cleaned.source.splitlines()
+    assert all(line.startswith(cleanroom.HOST_MARK) or not line.strip() for line in lines[:-1])
+    assert len(lines) == len(HONEST.splitlines()) + 1          # the student's line numbers, then one line
+    assert hostcode.is_host_code(answer) and answer.name == "CowBlockManager" and answer.source.strip() == HONEST.strip()
+    with pytest.raises(RuntimeError, match="process of its own"):
+        answer(4, 4)
+    assert not cleaned.course_kernels
+
+
+def test_a_host_cell_that_imports_or_pastes_the_course_allocator_is_reported():
+    imported = "from kernels.block_manager import BlockManager\n\nclass CowBlockManager(BlockManager):\n    pass\n"
+    answer, cleaned = _graded(imported)
+    assert cleaned.course_kernels == ["line 1: imports kernels.block_manager"]
+    assert "kernels.block_manager" not in answer.source            # the process never sees the import
+    pasted = "class CowBlockManager(BlockPool):\n" + textwrap.indent(
+        textwrap.dedent(inspect.getsource(BlockManager.append)), "    ")
+    answer, cleaned = _graded(pasted)
+    assert answer is None and "append is the course's own (kernels/block_manager.py: append)" in cleaned.course_kernels[0]
+    # the given base may be imported
+    _, cleaned = _graded("from kernels.block_pool import BlockPool, Step\nimport kernels.block_pool\n" + HONEST)
+    assert not cleaned.course_kernels
+
+
+def test_a_host_cell_with_a_syntax_error_fails_where_it_runs():
+    cleaned = cleanroom.clean_host_source("class CowBlockManager(BlockPool:\n    pass\n")
+    with pytest.raises(SyntaxError):
+        exec(cleaned.source, {})
+
+
+def test_an_honest_answer_passes_in_its_own_process_and_in_place():
+    answer, _ = _graded(HONEST)
+    scenarios = allocator_checks.fork_cases() + allocator_checks.copy_on_write_cases()
+    allocator_checks.check_allocator(answer, scenarios + allocator_checks.random_workload(11, scenarios=3))
+    namespace = {"BlockPool": BlockPool, "Step": Step}
+    exec(HONEST, namespace)
+    in_place = hostcode.run(namespace["CowBlockManager"], scenarios)
+    in_process = hostcode.run(answer, scenarios)
+    assert in_place == in_process                            # the same record either way
+
+
+@pytest.mark.parametrize("attack, refused", [
+    ("open(__import__('pathlib').Path(BlockPool.__init__.__code__.co_filename).parent / 'block_manager.py').read()",
+     "PermissionError: the grader does not allow reading"),
+    ("import kernels.block_manager", "ModuleNotFoundError"),
+    ("import course.allocator_checks", "PermissionError"),
+    ("open('written-by-the-answer', 'w')", "PermissionError: the grader does not allow writing"),
+    ("__import__('subprocess').run(['true'])", "PermissionError: the grader does not allow starting a process"),
+    ("__import__('os').system('true')", "PermissionError: the grader does not allow starting a process"),
+    ("__import__('socket').create_connection(('127.0.0.1', 9))", "PermissionError"),
+])
+def test_the_answer_process_refuses_what_a_kernel_could_not_do(attack, refused, tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    with pytest.raises(AssertionError, match="could not be run: the cell raised " + refused):
+        allocator_checks.check_allocator(HostCode(attack + "\n" + HONEST, "CowBlockManager"),
+                                         allocator_checks.fork_cases()[:1])
+    assert not list(tmp_path.iterdir())
+
+
+def test_an_answer_that_never_returns_is_stopped():
+    endless = HONEST.replace("        child = self._new_id()\n", "        while True:\n            pass\n", 1)
+    with pytest.raises(AssertionError, match="did not finish its operations within 2 s"):
+        hostcode.run(HostCode(endless, "CowBlockManager"), allocator_checks.fork_cases()[:1], timeout=2)
+
+
+def test_the_runner_started_before_the_guard_runs_answers_after_it():
+    """The grading kernel refuses starting processes; the runner was started before (gates.install)."""
+    import subprocess
+    import sys
+
+    script = textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {str(hostcode.PROJECT_ROOT)!r})
+        from course import allocator_checks, hostcode
+        hostcode.start_runner()
+        from grader import guard
+        guard.install({{"deny_read": [], "deny_write": []}})
+        try:
+            __import__("subprocess").run(["true"])
+            print("started a process")
+        except PermissionError:
+            print("refused a process")
+        allocator_checks.fork_shares_blocks(hostcode.HostCode({HONEST!r}, "CowBlockManager"))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "refused a process" in done.stdout and "visible check passed: fork shares" in done.stdout
+
+
+# --- the judge ------------------------------------------------------------------------------------
+
+def _variant(old: str, new: str) -> type:
+    source = HONEST.replace(old, new)
+    assert source != HONEST, old
+    namespace = {"BlockPool": BlockPool, "Step": Step}
+    exec(source, namespace)
+    return namespace["CowBlockManager"]
+
+
+ALL = allocator_checks.fork_cases() + allocator_checks.copy_on_write_cases() + allocator_checks.random_workload(7)
+
+
+@pytest.mark.parametrize("old, new, named", [
+    ("            self._refs[block] += 1\n", "            pass\n", "reference count 1 but 2 table(s) hold it"),
+    ("self._tables[child] = list(self._table(seq))", "self._tables[child] = self._table(seq)",
+     "holds"),
+    ("if offset == 0 or self.refcount(table[-1]) > 1:", "if offset == 0:",
+     "a shared block must never be written"),
+    ("                self._release(table[-1])\n", "", "reference count 2 but 1 table(s) hold it"),
+    ("            self._reserve(1)\n            block = self._take()\n            if offset:\n"
+     "                step.copies.append((table[-1], block))\n                self._release(table[-1])\n",
+     "            if offset:\n                self._release(table[-1])\n            self._reserve(1)\n"
+     "            block = self._take()\n            if offset:\n                step.copies.append((table[-1], block))\n",
+     "raised OutOfBlocks after changing"),
+    ("if offset == 0 or self.refcount(table[-1]) > 1:", "if offset == 0 or self.refcount(table[-1]) >= 1:",
+     "copy only a shared page"),
+])
+def test_the_judge_names_each_wrong_allocator(old, new, named):
+    with pytest.raises(AssertionError, match=re.escape(named)):
+        allocator_checks.check_allocator(_variant(old, new), ALL)
+
+
+def test_the_judge_accepts_any_free_block_and_the_course_allocator():
+    class LastFreeFirst(_variant("return step", "return step  # the same")):
+        def _take(self):                                   # pick from the other end of the free list
+            block = self._free.pop()
+            self._refs[block] = 1
+            return block
+
+    for answer in (BlockManager, LastFreeFirst):
+        allocator_checks.check_allocator(answer, ALL)
+
+
+def test_the_workloads_exercise_every_case_of_append():
+    """The random workloads reach copy-on-write, new pages, in-place writes and running out."""
+    seen = set()
+    for scenario, log in zip(ALL, hostcode.run(BlockManager, ALL)):
+        for (_, op), record in zip(hostcode.enumerate_handles(scenario["ops"]), log):
+            if op[0] == "append":
+                result = record.get("result", {})
+                seen.add("out" if "out_of_blocks" in record else "copy" if result.get("copies") else "write")
+    assert seen == {"out", "copy", "write"}
+    tree = ast.parse(inspect.getsource(allocator_checks))
+    assert any(isinstance(n, ast.FunctionDef) and n.name == "random_workload" for n in tree.body)
