@@ -41,8 +41,9 @@ _ceilings: dict | None = None
 
 LAUNCH_OVERHEADS = ("queued", "included", "hidden")
 # How long the busy kernel of launch_overhead="hidden" keeps the GPU busy: far longer than the host
-# needs to enqueue the start event, the call and the end event.
-BUSY_MICROSECONDS = 200
+# needs to enqueue the start event, the call and the end event (a call of two numba launches with
+# ten arguments takes about 0.25 ms of Python on the H100's host).
+BUSY_MICROSECONDS = 1000
 
 
 class SimulatorTimingError(RuntimeError):
@@ -173,11 +174,12 @@ def seconds_per_call(fn) -> float:
 
 
 def benchmark_within(fn, budget_s: float = 3.0, *, min_repeat: int = 5, max_repeat: int = 50,
-                     flush_l2: bool = False) -> Timing:
+                     flush_l2: bool = False, launch_overhead: str = "queued") -> Timing:
     """:func:`benchmark` with as many repeats as fit in about ``budget_s`` seconds (``min_repeat`` to
     ``max_repeat``), so that a sweep over sizes times its largest sizes in seconds, not minutes.
 
     One untimed call measures the duration; the warm-up is a fifth of the repeats (at least 2).
+    ``launch_overhead`` is :func:`benchmark`'s.
     """
     if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not budget_s > 0:
         raise ValueError(f"budget_s must be a positive number of seconds, got {budget_s!r}")
@@ -188,7 +190,8 @@ def benchmark_within(fn, budget_s: float = 3.0, *, min_repeat: int = 5, max_repe
         raise ValueError(f"max_repeat must be >= min_repeat, got {max_repeat} < {min_repeat}")
     once = seconds_per_call(fn)
     repeat = int(min(max_repeat, max(min_repeat, budget_s / max(once, 1e-6))))
-    return benchmark(fn, warmup=max(2, repeat // 5), repeat=repeat, flush_l2=flush_l2)
+    return benchmark(fn, warmup=max(2, repeat // 5), repeat=repeat, flush_l2=flush_l2,
+                     launch_overhead=launch_overhead)
 
 
 def gbps(nbytes: float, ms: float) -> float:

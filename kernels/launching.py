@@ -98,8 +98,10 @@ def require_array(name: str, a, shape: tuple, dtypes, *, dims: tuple | None = No
     if not (isinstance(a, np.ndarray) or is_device_array(a)):
         raise TypeError(f"{name} must be a NumPy array or a numba device array, got {type(a).__name__}")
     require_dtype(name, a, dtypes)
-    expected = _describe_shape(shape, dims)
     got = tuple(a.shape)
+    if len(got) == len(shape) and all(w is None or w == g for w, g in zip(shape, got)) and _is_c_contiguous(a):
+        return got                      # valid: skip building the messages (launchers run this per call)
+    expected = _describe_shape(shape, dims)
     if len(got) != len(shape):
         raise ValueError(f"{name} must have {len(shape)} dimension{'' if len(shape) == 1 else 's'} {expected}, "
                          f"got shape {got}")

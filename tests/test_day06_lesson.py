@@ -128,5 +128,6 @@ def test_lesson_runs_with_recordings_and_shows_no_solution(tmp_path):
     assert "recorded on Fake GPU" in shown and "No recording" not in shown
     assert "8 sequences: v2 is faster from a context of" in shown and "best v1_block_per_head:" in shown
     assert "DRAM / compulsory" in shown
+    assert "| v2_split_k | 8 x 1,024 |" in shown and "v1 and v2 are at least" in shown      # the launch cost
     leaked = [line for line in exercise_only_lines() if line in shown]
     assert not leaked, f"the lesson's outputs show lines of the exercise's kernels: {leaked[:3]}"

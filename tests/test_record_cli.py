@@ -57,10 +57,10 @@ def _timer(ms_by_label):
     """A stand-in for course.timing.benchmark_within that runs the launch once and returns set times."""
     seen = []
 
-    def timer(fn, budget_s, *, flush_l2=False):
+    def timer(fn, budget_s, *, flush_l2=False, launch_overhead="queued"):
         label = fn()
         seen.append((label, flush_l2))
-        ms = ms_by_label[label]
+        ms = ms_by_label[label] / (2 if launch_overhead == "hidden" else 1)   # the kernel alone: faster
         return Timing(median_ms=ms, p10_ms=ms, p90_ms=ms, samples_ms=(ms, ms, ms), warmup=0, flush_l2=flush_l2)
 
     timer.seen = seen
@@ -122,6 +122,23 @@ def test_a_sweep_asked_for_it_adds_each_rows_fraction_of_the_runs_copy_bandwidth
         [r["gbps"] / CEILINGS["copy_gbps"] for r in rows])
     plain = harness.record_sweep(_doubling_recorder().sweeps()[0], timer=timer, ceilings=CEILINGS).rows
     assert "fraction_of_copy" not in plain[0]
+
+
+def test_a_sweep_asked_for_it_times_the_kernel_alone_too_and_compares_either_time():
+    import dataclasses
+
+    timer = _timer({"v1_double": 4.0, "torch_double": 1.0})
+    sweep = dataclasses.replace(_doubling_recorder().sweeps()[0], kernel_time=True, finish=harness.finish_all(
+        harness.fraction_of("torch", "fraction_of_torch"),
+        harness.fraction_of("torch", "kernel_fraction_of_torch", time="kernel_ms")))
+    rows = harness.record_sweep(sweep, timer=timer, ceilings=CEILINGS).rows
+    assert [(r["median_ms"], r["kernel_ms"]) for r in rows[:2]] == [(4.0, 2.0), (1.0, 0.5)]
+    assert rows[0]["fraction_of_torch"] == 0.25 and rows[0]["kernel_fraction_of_torch"] == 0.25
+    assert len(timer.seen) == 2 * len(rows)
+    plain = harness.record_sweep(_doubling_recorder().sweeps()[0], timer=timer, ceilings=CEILINGS).rows
+    assert "kernel_ms" not in plain[0]
+    with pytest.raises(KeyError):
+        harness.fraction_of("torch", "x", time="kernel_ms")(plain)
 
 
 def test_a_wrong_kernel_stops_the_recorder_before_anything_is_timed_or_saved(tmp_path):

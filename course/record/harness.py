@@ -59,6 +59,9 @@ class Sweep:
     finish: ``finish(rows)`` adds columns that relate one point's rows (e.g. the fraction of torch).
     fraction_of_copy: add ``fraction_of_copy``, each row's GB/s over the copy bandwidth measured in
     the same run (a memory-bound kernel's figure of merit).
+    kernel_time: time every case a second time with the host's launch cost hidden
+    (``launch_overhead="hidden"``) and add ``kernel_ms``: the GPU's time alone, what a step captured
+    in a CUDA graph would take, next to ``median_ms``, what back-to-back calls from Python take.
     """
 
     name: str
@@ -70,6 +73,7 @@ class Sweep:
     flush_l2: bool = False
     finish: Callable[[list], None] | None = None
     fraction_of_copy: bool = False
+    kernel_time: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,24 +158,31 @@ def run_checks(checks) -> list[dict]:
 # --------------------------------------------------------------------------- timing
 
 
-def time_cases(cases, shape: dict, *, quick: bool = False, flush_l2: bool = False, timer=None) -> list[dict]:
+def time_cases(cases, shape: dict, *, quick: bool = False, flush_l2: bool = False, timer=None,
+               kernel_time: bool = False) -> list[dict]:
     """Time each :class:`Timed` and return one row per case: label, shape, times and rates.
 
     Rows carry median, p10 and p90 in ms, the repeat count, GB/s and TFLOP/s from the median and
-    the model's bytes and FLOPs. ``timer(fn, budget_s, flush_l2=...)`` defaults to
+    the model's bytes and FLOPs; with ``kernel_time``, ``kernel_ms`` too (see :class:`Sweep`).
+    ``timer(fn, budget_s, flush_l2=..., launch_overhead=...)`` defaults to
     ``course.timing.benchmark_within``; tests give a stand-in, since nothing times on the simulator.
     """
     if timer is None:
         from course.timing import benchmark_within as timer
+    budget = QUICK_BUDGET_S if quick else BUDGET_S
     rows = []
     for case in cases:
-        t = timer(case.launch, QUICK_BUDGET_S if quick else BUDGET_S, flush_l2=flush_l2)
+        t = timer(case.launch, budget, flush_l2=flush_l2)
         seconds = t.median_ms / 1e3
         rows.append({"rung": case.label, **shape, "median_ms": t.median_ms, "p10_ms": t.p10_ms,
                      "p90_ms": t.p90_ms, "repeat": len(t.samples_ms),
                      "gbps": case.bytes_moved / seconds / 1e9 if case.bytes_moved else None,
                      "tflops": case.flops / seconds / 1e12 if case.flops else None, **case.columns})
-        print(f"   {case.label:<28} {shape} {t.median_ms:9.3f} ms", flush=True)
+        extra = ""
+        if kernel_time:
+            rows[-1]["kernel_ms"] = timer(case.launch, budget, flush_l2=flush_l2, launch_overhead="hidden").median_ms
+            extra = f" (kernel alone {rows[-1]['kernel_ms']:.3f} ms)"
+        print(f"   {case.label:<28} {shape} {t.median_ms:9.3f} ms{extra}", flush=True)
     return rows
 
 
@@ -182,7 +193,8 @@ def record_sweep(sweep: Sweep, *, quick: bool = False, ceilings: dict | None = N
     rec = new_recording(sweep.name, ceilings=ceilings, notes=sweep.notes)
     for point in (sweep.quick_points if quick else sweep.points):
         shape = sweep.shape(point)
-        rows = time_cases(sweep.cases(point), shape, quick=quick, flush_l2=sweep.flush_l2, timer=timer)
+        rows = time_cases(sweep.cases(point), shape, quick=quick, flush_l2=sweep.flush_l2, timer=timer,
+                          kernel_time=sweep.kernel_time)
         if sweep.finish is not None:
             sweep.finish(rows)
         if sweep.fraction_of_copy:
@@ -193,15 +205,26 @@ def record_sweep(sweep: Sweep, *, quick: bool = False, ceilings: dict | None = N
     return rec
 
 
-def fraction_of(baseline_prefix: str, column: str):
-    """A ``Sweep.finish`` that sets ``column`` = the baseline's median time over each row's (1.0: as fast)."""
+def fraction_of(baseline_prefix: str, column: str, *, time: str = "median_ms"):
+    """A ``Sweep.finish`` that sets ``column`` = the baseline's time over each row's (1.0: as fast);
+    ``time`` is the column compared (``kernel_ms`` for the GPU's time alone)."""
 
     def finish(rows):
-        baseline = [r["median_ms"] for r in rows if r["rung"].startswith(baseline_prefix)]
+        baseline = [r[time] for r in rows if r["rung"].startswith(baseline_prefix)]
         if len(baseline) != 1:
             raise ValueError(f"expected one {baseline_prefix!r} row among {[r['rung'] for r in rows]}")
         for row in rows:
-            row[column] = baseline[0] / row["median_ms"]
+            row[column] = baseline[0] / row[time]
+
+    return finish
+
+
+def finish_all(*finishes):
+    """One ``Sweep.finish`` that runs several in order."""
+
+    def finish(rows):
+        for each in finishes:
+            each(rows)
 
     return finish
 
