@@ -19,6 +19,9 @@ choose the device (``course.use_device()``) before a kernel module loads numba.
 - ``kernels.gemm``: day 4, the GEMM ladder (naive, coalesced, shared tiles, register blocking)
 - ``kernels.flash_attention``: day 5, tiled flash attention with causal masking and kv_lens, then
   the same kernel with head_dim fixed at compile time so its per-thread arrays live in registers
+- ``kernels.gqa_attention``: day 7, grouped-query attention: flash prefill whose tiles fold the
+  query heads of a group into their rows, and split-K paged decode with one block per KV head, so
+  K and V are read once per group of query heads instead of once per query head
 
 Each kernel module lists its rungs in its docstring, one line per rung, saying what the rung
 adds over the one before (``attention_v1_naive`` ... ``attention_v5_flash_registers``), and

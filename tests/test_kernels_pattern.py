@@ -139,6 +139,20 @@ def _paged_inputs(rng, rung):
     return (_floats(rng, 3, 2, d), cache(), cache(), tables, lens), kwargs
 
 
+def _gqa_prefill_inputs(rng, rung):
+    """Groups of 3 query heads on 2 KV heads: 67 positions make two blocks of 64 positions x 3 heads
+    per KV head, the second with 3 positions; 33 keys make three key tiles of 16, the last partial."""
+    q, k, v = _floats(rng, 1, 6, 67, 3), _floats(rng, 1, 2, 33, 3), _floats(rng, 1, 2, 33, 3)
+    return (q, k, v), {"out": _nan(1, 6, 67, 3)}
+
+
+def _gqa_decode_inputs(rng, rung):
+    """``_paged_inputs`` with 3 query heads on its one KV head."""
+    (q, *cache_and_tables), kwargs = _paged_inputs(rng, rung)
+    q = _floats(rng, q.shape[0], 3, q.shape[2])
+    return (q, *cache_and_tables), {**kwargs, "out": _nan(*q.shape)}
+
+
 def _paged_reference(q, k_cache, v_cache, block_tables, context_lens, **_):
     from kernels import reference
 
@@ -193,6 +207,8 @@ OPERATIONS = {
                       _gemm_reference),
     "paged_attention": Operation(_paged_inputs, _paged_reference),
     "kv_cache": Operation(_kv_cache_inputs, _kv_cache_reference),
+    "gqa_prefill": Operation(_gqa_prefill_inputs, _attention_reference),
+    "gqa_decode": Operation(_gqa_decode_inputs, _paged_reference),
 }
 
 

@@ -5,4 +5,5 @@ One module per operation, next to the kernel ladder it models:
 - ``course.models.reduction``: elementwise and row-reduction kernels (day 1)
 - ``course.models.attention``: naive, fused-rows and flash attention (days 2, 3, 5)
 - ``course.models.gemm``: the GEMM ladder (day 4)
+- ``course.models.gqa``: grouped-query prefill and decode, and the naive per-query-head mapping (day 7)
 """

@@ -20,11 +20,14 @@ def cuda_torch():
     return torch
 
 
-def torch_sdpa(q, k, v, *, causal: bool):
-    """torch's scaled_dot_product_attention on copies of host q, k, v (B, H, N, d) on the GPU."""
+def torch_sdpa(q, k, v, *, causal: bool, enable_gqa: bool = False):
+    """torch's scaled_dot_product_attention on copies of host q, k, v (B, H, N, d) on the GPU;
+    ``enable_gqa``: k and v have fewer heads than q, each serving a group of query heads."""
     torch = cuda_torch()
     tq, tk, tv = (torch.from_numpy(a).cuda() for a in (q, k, v))
     sdpa = torch.nn.functional.scaled_dot_product_attention
+    if enable_gqa:
+        return lambda: sdpa(tq, tk, tv, is_causal=causal, enable_gqa=True)
     return lambda: sdpa(tq, tk, tv, is_causal=causal)
 
 
@@ -34,6 +37,13 @@ def torch_sdpa_on_device(q, k, v):
     torch = cuda_torch()
     sdpa = torch.nn.functional.scaled_dot_product_attention
     return lambda: sdpa(q, k, v)
+
+
+def torch_sdpa_gqa_on_device(q, k, v):
+    """``torch_sdpa_on_device`` with k and v of fewer heads than q (``enable_gqa=True``)."""
+    torch = cuda_torch()
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    return lambda: sdpa(q, k, v, enable_gqa=True)
 
 
 def torch_softmax(x):
