@@ -199,8 +199,8 @@ class _Replay:
                 continue
             block = slot // self.bs
             others = [o for o in self._holders(block, tables) if o != writer]
-            if others:
-                problems.append(f"wrote position {position} into block {block}, which sequence(s) "
+            if others:                  # the most telling problem: first
+                problems.insert(0, f"wrote position {position} into block {block}, which sequence(s) "
                                 f"{', '.join(others)} also hold: a shared block must never be written "
                                 "(copy-on-write: copy it first, then write the copy)")
             tokens = self.tokens.get(writer, [])
