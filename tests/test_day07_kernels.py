@@ -7,9 +7,12 @@ A prefill block holds ``positions = min(64, 256 // group)`` query positions of e
 group. Group sizes: 1 (multi-head, day 5's tiles), 2, 3, 4 (64 positions), 5 and 9 (51 and 28
 positions: 255 and 252 rows), ``heads`` (multi-query), 257 and 300 (more than a prefill block's
 256 rows: two blocks per KV head and position), and 9, more than a decode block serves at once
-(``GROUP_MAX``). The simulator runs one Python thread per GPU thread, so prompts and head_dim
-stay small. Decode caches are shuffled pools of pages built by ``reference.build_paged_cache``:
-NaN in every slot past a context's end and in the spare blocks, tables padded with -1.
+(``GROUP_MAX``: two blocks of 5 and 4 heads). The decode kernel is compiled per tiling (heads per
+block, tokens in flight): the decode groups 1 and 2 (2 tokens), 3 and 4 (4 tokens), 8 and 9 (1
+token) cover every kind, scores padded to a power of two (3 x 4 = 12 of 16) included. The
+simulator runs one Python thread per GPU thread, so prompts and head_dim stay small. Decode caches
+are shuffled pools of pages built by ``reference.build_paged_cache``: NaN in every slot past a
+context's end and in the spare blocks, tables padded with -1.
 
 test_kernels_pattern.py already checks each rung once against the reference and compiles every
 kernel for sm_80 and sm_90; this file goes after the corners.
@@ -32,10 +35,12 @@ from course.models import paged_attention as day6_model
 from course.traffic import count_traffic
 from kernels import flash_attention, reference
 from kernels.flash_attention import attention_v5_flash_registers
-from kernels.gqa_attention import (GROUP_MAX, HEAD_DIM_MAX, ROWS_MAX, TILE_KV, TILE_POS, decode_grid,
-                                   decode_shared_bytes, gqa_decode_split_k, gqa_prefill_flash, gqa_prefill_flash_kernel,
-                                   prefill_block, prefill_grid, prefill_shared_bytes, prefill_tiling, subgroups_for)
-from kernels.paged_attention import WARP, WARPS, paged_attention_v2_split_k
+from kernels.gqa_attention import (DECODE_BLOCKS_PER_SM, DECODE_PARTITION_MAX, GROUP_MAX, HEAD_DIM_MAX, ROWS_MAX,
+                                   TILE_KV, TILE_POS, TOKENS_IN_FLIGHT, decode_grid, decode_partition_size,
+                                   decode_shared_bytes, decode_tiling, gqa_decode_partition_kernel, gqa_decode_split_k,
+                                   gqa_prefill_flash, gqa_prefill_flash_kernel, prefill_block, prefill_grid,
+                                   prefill_shared_bytes, prefill_tiling, subgroups_for)
+from kernels.paged_attention import PARTITION_SIZE, WARP, WARPS, paged_attention_v2_split_k
 
 DIMS = ("batch", "head", "row", "col")
 DECODE_DIMS = ("seq", "head", "channel")
@@ -318,6 +323,7 @@ DECODE_CASES = [
     pytest.param(4, [0, 5, 13], 1, 2, 4, 5, id="g2-empty-context"),
     pytest.param(16, [21, 1], 2, 3, 40, 11, id="g3-d40-partition-inside-a-page"),
     pytest.param(2, [6, 3], 1, 4, 4, 4, id="mqa-g4"),
+    pytest.param(5, [23, 9], 1, GROUP_MAX, 8, 10, id="mqa-g8-one-token-in-flight"),
     pytest.param(4, [5], 1, GROUP_MAX + 1, 4, 8, id="mqa-g9-two-blocks-per-kv-head"),
 ]
 
@@ -427,6 +433,7 @@ def test_grids_shared_memory_and_model_constants():
     assert prefill_shared_bytes(64) == 24 * 1024 and prefill_shared_bytes(HEAD_DIM_MAX) == 32 * 1024
     assert prefill_shared_bytes(HEAD_DIM_MAX) <= STATIC_SHARED_LIMIT
     assert decode_shared_bytes() <= STATIC_SHARED_LIMIT
+    assert decode_shared_bytes(4) == (2 * WARPS * 4 + WARPS * 4 * HEAD_DIM_MAX) * 4
     assert (model.TILE_POS, model.ROWS_MAX, model.TILE_KV, model.GROUP_MAX) == (TILE_POS, ROWS_MAX, TILE_KV, GROUP_MAX)
     assert model.DAY5_TILE_Q == flash_attention.TILE_Q == TILE_POS
     assert model.requested_decode([3], 2, 1, 4, 4) == model.requested_decode([3], 2, 1, 4, 4, GROUP_MAX, WARPS, WARP)
@@ -434,12 +441,48 @@ def test_grids_shared_memory_and_model_constants():
         model.requested_prefill(1, 3, 2, 8, 4)
 
 
+@pytest.mark.parametrize("group, tiling", [(1, (1, 1, 2)), (2, (1, 2, 2)), (3, (1, 3, 4)), (4, (1, 4, 4)),
+                                           (5, (1, 5, 1)), (8, (1, 8, 1)), (9, (2, 5, 1)), (32, (4, 8, 1)),
+                                           (33, (5, 7, 1))])
+def test_decode_tiling_and_its_shuffles(group, tiling):
+    """Heads per block balanced over the sub-groups, tokens in flight by heads, at most 32 scores per
+    batch; one butterfly for a batch's scores takes fewer shuffles than one per score (day 6)."""
+    assert decode_tiling(group) == tiling
+    subgroups, heads, tokens = tiling
+    assert subgroups == subgroups_for(group) and heads * subgroups >= group > heads * (subgroups - 1)
+    assert tokens == TOKENS_IN_FLIGHT[heads - 1] and heads * tokens <= WARP
+    if heads * tokens > 1:
+        assert model.decode_shuffles(heads, tokens) < model.day6_shuffles(heads, tokens)
+    assert (model.decode_shuffles(4, 4), model.day6_shuffles(4, 4)) == (15 + 1 + 2 + 16, 5 * 16)
+    assert (model.decode_shuffles(3, 4), model.decode_shuffles(8, 1), model.decode_shuffles(1, 2)) == (30, 17, 8)
+
+
+def test_decode_compiles_one_kernel_per_tiling_and_rejects_bad_groups():
+    assert gqa_decode_partition_kernel(4) is gqa_decode_partition_kernel(4)
+    assert gqa_decode_partition_kernel(9) is gqa_decode_partition_kernel(10)       # blocks of 5 heads
+    assert gqa_decode_partition_kernel(4) is not gqa_decode_partition_kernel(3)
+    for bad, error in ((0, ValueError), (2.0, TypeError), (True, TypeError)):
+        with pytest.raises(error, match="group"):
+            gqa_decode_partition_kernel(bad)
+
+
+def test_decode_partition_size_prefers_long_partitions_that_fill_the_gpu():
+    # 132 SMs (H100): at least DECODE_BLOCKS_PER_SM * 132 = 792 blocks, partitions of at most 1,024 tokens.
+    assert DECODE_BLOCKS_PER_SM * 132 == 792 and DECODE_PARTITION_MAX == 1024
+    assert decode_partition_size(16, 8, 8192, 132) == 1024        # group 4: 16 x 8 x 8 = 1,024 blocks
+    assert decode_partition_size(16, 4, 8192, 132) == 512         # group 8: 16 x 4 x 16 = 1,024 blocks
+    assert decode_partition_size(16, 32, 8192, 132) == 1024       # group 1: 4,096 blocks
+    assert decode_partition_size(8, 8, 1024, 132) == 64           # short contexts: the shortest partitions
+    assert decode_partition_size(16, 8, 8192, None) == PARTITION_SIZE   # the simulator: day 6's
+
+
 def test_per_head_arrays_live_in_registers_on_a_gpu():
     """Compiled for sm_90, no kernel uses local memory: every index of the per-thread arrays is known
     once the loops over the head dimension, the tokens in flight and the group's heads unroll. (At
     head_dim 128 the prefill thread's 256 floats exceed ptxas's 255 registers, so ptxas spills a few
     later on; the PTX still has them in registers.) The prefill kernel's static shared memory is
-    ``prefill_shared_bytes``."""
+    ``prefill_shared_bytes``, the decode kernel's ``decode_shared_bytes``. Decode at groups 1, 3 and
+    8: 2, 4 and 1 tokens in flight, 2, 12 (padded to 16) and 8 scores per batch."""
     program = textwrap.dedent(r"""
         import os, re
         os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
@@ -450,7 +493,9 @@ def test_per_head_arrays_live_in_registers_on_a_gpu():
         a3, a4, table = f32[:, :, ::1], f32[:, :, :, ::1], numba.int32[:, ::1]
         decode = (a3, a4, a4, table, i32, f32, numba.int64, a3, a3, a4)
         prefill = (a4, a4, a4, i32, a4, f32, numba.boolean)
-        for name, kernel, signature in (("decode", gqa_decode_partition_kernel, decode),
+        for name, kernel, signature in (("decode1", gqa_decode_partition_kernel(1), decode),
+                                        ("decode3", gqa_decode_partition_kernel(3), decode),
+                                        ("decode8", gqa_decode_partition_kernel(8), decode),
                                         ("prefill64", gqa_prefill_flash_kernel(64), prefill),
                                         ("prefill128", gqa_prefill_flash_kernel(128), prefill)):
             ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))
@@ -461,5 +506,7 @@ def test_per_head_arrays_live_in_registers_on_a_gpu():
     done = subprocess.run([sys.executable, "-c", program], cwd=root, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [line.split() for line in done.stdout.splitlines()]
-    assert [line[:2] for line in lines] == [["decode", "False"], ["prefill64", "False"], ["prefill128", "False"]]
-    assert [int(line[2]) for line in lines[1:]] == [prefill_shared_bytes(64), prefill_shared_bytes(128)]
+    assert [line[:2] for line in lines] == [["decode1", "False"], ["decode3", "False"], ["decode8", "False"],
+                                            ["prefill64", "False"], ["prefill128", "False"]]
+    assert [int(line[2]) for line in lines] == [decode_shared_bytes(1), decode_shared_bytes(3), decode_shared_bytes(8),
+                                                prefill_shared_bytes(64), prefill_shared_bytes(128)]

@@ -14,6 +14,8 @@ rungs run one block per KV head (and tile, or partition) for the whole group.
 - ``prefill_tiling``, ``prefill_kv_saving``: the prefill block's shape, and what it saves.
 - ``compulsory_bytes_*``: what must cross DRAM at least: q read, out written, K and V read once
   per KV head (``group`` times less than ``naive_bytes_*``, which reads them once per query head).
+- ``decode_shuffles``, ``day6_shuffles``: warp shuffles per batch of tokens of a decode warp, with
+  the scores of all heads and tokens summed by one butterfly, and with one butterfly per score.
 
 What each rung saves. Decode: a block reads each page once for up to ``group_max`` query heads, so
 K and V traffic falls by ``group`` (by ``group / ceil(group / group_max)`` for larger groups): the
@@ -40,7 +42,7 @@ from kernels.launching import cdiv
 
 __all__ = ["group_size", "prefill_tiling", "prefill_kv_saving", "prefill_key_rows", "requested_prefill",
            "requested_prefill_per_head", "compulsory_bytes_prefill", "naive_bytes_prefill", "requested_decode",
-           "compulsory_bytes_decode", "naive_bytes_decode"]
+           "compulsory_bytes_decode", "naive_bytes_decode", "decode_shuffles", "day6_shuffles"]
 
 TILE_POS = 64      # kernels.gqa_attention.TILE_POS: query positions of a prefill block, at most
 ROWS_MAX = 256     # kernels.gqa_attention.ROWS_MAX: rows (threads) of a prefill block, at most
@@ -198,3 +200,39 @@ def naive_bytes_decode(context_lens, heads: int, kv_heads: int, d: int, itemsize
     per query head, ``group`` times ``compulsory_bytes_decode``'s K and V."""
     group_size(heads, kv_heads)
     return paged.compulsory_bytes_decode(context_lens, heads, kv_heads, d, itemsize)
+
+
+def _log2(n: int, name: str) -> int:
+    if n < 1 or n & (n - 1):
+        raise ValueError(f"{name} must be a power of two >= 1, got {n}")
+    return n.bit_length() - 1
+
+
+def decode_shuffles(heads_per_block: int, tokens_in_flight: int, warp: int = 32) -> int:
+    """Shuffles of a ``gqa_decode_split_k`` warp per batch of ``tokens_in_flight`` tokens, each scored
+    for ``heads_per_block`` heads (``n = heads_per_block * tokens_in_flight`` scores), in a batch that
+    raises no head's maximum (one that does adds ``heads_per_block``: each head's correction):
+
+    - ``npad - 1`` to sum all n partial dot products over the warp at once (``npad``: n rounded up to
+      a power of two; lanes trade halves of their values at each step), then ``log2(warp / npad)``
+      plain butterfly steps, after which every lane holds one whole score;
+    - ``log2(tokens_in_flight)`` for each head's maximum over its tokens' lanes;
+    - ``n`` to read each score's weight from its lane into the accumulators of every lane.
+
+    At 4 heads and 4 tokens: 15 + 1 + 2 + 16 = 34, where ``day6_shuffles`` gives 80.
+    """
+    _check(heads_per_block=heads_per_block, tokens_in_flight=tokens_in_flight, warp=warp)
+    scores = heads_per_block * tokens_in_flight
+    log_warp = _log2(warp, "warp")
+    log_tokens = _log2(tokens_in_flight, "tokens_in_flight")
+    log_npad = (scores - 1).bit_length()
+    if scores < 1 or log_npad > log_warp:
+        raise ValueError(f"heads_per_block * tokens_in_flight must lie in [1, {warp}], got {scores}")
+    return (1 << log_npad) - 1 + (log_warp - log_npad) + log_tokens + scores
+
+
+def day6_shuffles(heads_per_block: int, tokens_in_flight: int, warp: int = 32) -> int:
+    """Shuffles of the same batch with one butterfly per score, as day 6's ``_warp_attend`` sums its
+    one head's (and this rung's first version summed every head's): ``log2(warp)`` per score."""
+    _check(heads_per_block=heads_per_block, tokens_in_flight=tokens_in_flight, warp=warp)
+    return _log2(warp, "warp") * heads_per_block * tokens_in_flight

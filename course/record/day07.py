@@ -22,7 +22,7 @@ of 16 tokens in a shuffled block table. The checks run first (decode against the
 - ``day07_kernel_resources.json``: registers, local and shared memory of each kernel.
 
 ``ncu_cases()``: decode (``gqa_decode`` and ``v2_per_query_head``) at 8 sequences of 2,048 and 8,192
-tokens, prefill (``gqa_prefill`` and ``gqa_prefill_g1``) at N = 2048 causal; ``sanitize()`` launches
+tokens, prefill (``gqa_prefill`` and ``gqa_prefill_g1``) at N = 4096 causal; ``sanitize()`` launches
 every kernel once, small, at a group that does not divide the tiles.
 """
 
@@ -51,7 +51,7 @@ PREFILL = {"B": 2, "heads": 32, "N": 4096}
 PREFILL_POINTS = ((128, 4096), (64, 4096))   # (head_dim, N), causal
 NCU_SEQS = 8
 NCU_CONTEXTS = (2048, 8192)
-NCU_PREFILL_N = 2048
+NCU_PREFILL_N = 4096
 
 
 def _decode_args(device: dict) -> tuple:
@@ -250,7 +250,8 @@ def kernel_resources() -> list[dict]:
     gqa_attention.gqa_decode_split_k(*_decode_args(device), max_context=40, partition_size=16)
     q, k, v = (cuda.to_device(a) for a in _prefill_inputs(1, SHAPE["heads"], SHAPE["kv_heads"], 70, SHAPE["d"], 1))
     gqa_attention.gqa_prefill_flash(q, k, v, causal=True)
-    kernels = {"gqa_decode_partition": gqa_attention.gqa_decode_partition_kernel,
+    group = SHAPE["heads"] // SHAPE["kv_heads"]
+    kernels = {f"gqa_decode_partition_g{group}": gqa_attention.gqa_decode_partition_kernel(group),
                f"gqa_prefill_d{SHAPE['d']}": gqa_attention.gqa_prefill_flash_kernel(SHAPE["d"])}
     rows = []
     for name, kernel in kernels.items():
@@ -296,8 +297,12 @@ def ncu_cases() -> list[NcuCase]:
 
 
 def ncu_shape(n: int) -> dict:
-    """Decode cases: n is the context of each of NCU_SEQS sequences; prefill cases: n is N (B = 1, causal)."""
-    return dict(num_seqs=NCU_SEQS, **SHAPE)
+    """What a case measured: decode cases, NCU_SEQS sequences of n tokens; the prefill cases (n is
+    NCU_PREFILL_N, which no decode case uses), one causal prompt of n tokens (kv_heads: 8, or 32 for
+    the label ending in _g1)."""
+    if n == NCU_PREFILL_N:
+        return dict(B=1, heads=SHAPE["heads"], kv_heads=SHAPE["kv_heads"], d=SHAPE["d"], causal=True)
+    return dict(num_seqs=NCU_SEQS, context=n, **SHAPE)
 
 
 def sanitize() -> None:

@@ -1,0 +1,177 @@
+"""Day 7 lesson: it never shows the kernels the exercise asks for, its numbers are computed, and its prose holds.
+
+``test_lesson_figures.py`` runs the lesson as committed. Here it runs twice more in a fresh kernel on
+the simulator: against synthetic recordings of every file it reads (``day07_fake_recordings``, which
+include the Nsight recording that may not exist yet and take the other branch of each computed
+sentence), and against the recordings ``course/data`` ships; both runs must print their computed
+statements. The few claims the lesson's prose makes about GPU numbers without computing them are
+checked against both sets of recordings.
+"""
+
+import inspect
+import pathlib
+import re
+import shutil
+
+import nbformat
+import pytest
+
+from course.occupancy import H100, resident_blocks
+from course.records import load_recording, recorded_names
+from day07_fake_recordings import fake_recordings
+from grader import markers
+from kernels import gqa_attention
+from test_lesson_figures import execute_lesson, output_text
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DAY = "day07_grouped_query_attention"
+SOLUTION = ROOT / "solutions" / DAY / f"{DAY}.ipynb"
+LESSON = ROOT / "lessons" / f"{DAY}.ipynb"
+# What the exercise asks students to write: the prefill kernel (built per head_dim by a factory) and
+# the decode partition kernel.
+EXERCISE_KERNELS = (gqa_attention._build_prefill_kernel, gqa_attention.gqa_decode_partition_kernel)
+EXERCISE_NAMES = ("gqa_prefill_flash_kernel", "gqa_decode_partition_kernel")
+# Host code whose lines the lesson may share with the kernels (it calls them).
+SHOWN = (gqa_attention.prefill_tiling,)
+
+
+def _code_lines(function) -> set[str]:
+    source = inspect.getsource(getattr(function, "py_func", function))
+    return {line.split("  #")[0].strip() for line in source.splitlines()}
+
+
+def exercise_only_lines() -> list[str]:
+    """Lines of the exercise's kernels (and of the solution notebook, once it exists) that the lesson
+    must not contain. Short generic lines (``if c < d:``) are left out."""
+    lines = set().union(*(_code_lines(f) for f in EXERCISE_KERNELS))
+    if SOLUTION.exists():
+        lines |= set(markers.secret_lines(nbformat.read(SOLUTION, as_version=4), "solution"))
+    shown = set().union(*(_code_lines(f) for f in SHOWN))
+    return sorted(line for line in lines - shown if len(line) > 12 and not line.startswith("def "))
+
+
+def _lesson():
+    return nbformat.read(LESSON, as_version=4)
+
+
+def test_lesson_never_shows_the_exercise_kernels():
+    lesson = _lesson()
+    code = "\n".join(c.source for c in lesson.cells if c.cell_type == "code")
+    for name in EXERCISE_NAMES:
+        assert name not in code, f"the lesson's code uses {name}, which the exercise asks for"
+    text = "\n".join(c.source for c in lesson.cells)
+    assert len(exercise_only_lines()) > 40, "the exercise's kernels should have lines of their own"
+    leaked = [line for line in exercise_only_lines() if line in text]
+    assert not leaked, f"the lesson shows lines of the exercise's kernels: {leaked[:3]}"
+
+
+def test_measured_numbers_are_computed_not_typed():
+    """Times, rates and fractions of the recordings appear only in outputs computed from them."""
+    measured = re.compile(r"\d\s*(ms|µs|GB/s|TB/s|TFLOP/s)\b|\d\s*%(?!\s*\d)|\d(\.\d+)?\s*times (faster|as fast)")
+    for cell in _lesson().cells:
+        if cell.cell_type == "markdown":
+            assert not measured.search(cell.source), f"cell {cell.id} types a measured number: {measured.search(cell.source)[0]!r}"
+
+
+def test_the_exercise_is_announced_not_assumed():
+    """The lesson names the exercise's folder; until it exists, it must not tell students to open it."""
+    text = "\n".join(c.source for c in _lesson().cells if c.cell_type == "markdown")
+    assert f"exercises/{DAY}/" in text
+    if not (ROOT / "exercises" / DAY).exists():
+        assert "Open `exercises/" not in text
+
+
+# ----------------------------------------------------------------------------- the prose against the data
+
+def claims(recordings: dict) -> None:
+    """What the lesson's text says about the recordings without computing it (absent ones are skipped).
+
+    - prefill: torch's time jumps from group 1 to the larger group (its math backend), for the same FLOPs,
+      and gqa_prefill is faster at the larger group than at group 1;
+    - decode: torch's math backend stays far from the copy bandwidth;
+    - resources: a prefill block of 512 rows would not launch, and the 256-row block holds as many rows per
+      SM as day 5's v5 (no occupancy lost).
+    """
+    prefill = recordings.get("day07_prefill_timing")
+    if prefill is not None:
+        for d in {r["d"] for r in prefill.rows}:
+            ms = {r["rung"]: r["median_ms"] for r in prefill.rows if r["d"] == d}
+            assert ms["torch_sdpa_gqa"] > 2 * ms["torch_sdpa_gqa_g1"], (d, ms)
+            assert ms["gqa_prefill"] < ms["gqa_prefill_g1"], (d, ms)
+    decode = recordings.get("day07_decode_timing")
+    if decode is not None:
+        assert max(r["fraction_of_copy"] for r in decode.rows if r["rung"] == "torch_sdpa_gqa") < 0.5
+    resources, day5 = recordings.get("day07_kernel_resources"), recordings.get("day05_kernel_resources")
+    if resources is not None:
+        pre = next(r for r in resources.rows if r["kernel"].startswith("gqa_prefill"))
+        assert resident_blocks(512, pre["shared_bytes"], pre["registers"], H100)[0] == 0, pre
+        if day5 is not None:
+            v5 = next(r for r in day5.rows if r["rung"] == "v5_flash_registers")
+            ours = resident_blocks(256, pre["shared_bytes"], pre["registers"], H100)[0] * 256
+            theirs = resident_blocks(64, v5["shared_bytes"], v5["registers"], H100)[0] * 64
+            assert ours >= theirs, (ours, theirs)
+
+
+def _shipped() -> dict:
+    return {name: load_recording(name) for name in recorded_names() if name.startswith(("day07_", "day05_kernel"))}
+
+
+def test_the_recordings_support_the_prose():
+    shipped = _shipped()
+    if not any(name.startswith("day07_") for name in shipped):
+        pytest.skip("the day-7 GPU recordings are not installed yet")
+    claims(shipped)
+
+
+def test_the_fake_recordings_cover_every_recording_and_tell_the_lesson_s_story():
+    fakes = {rec.name: rec for rec in fake_recordings()}
+    read = set(re.findall(r'live_else_recorded\("(day07_\w+)"', "\n".join(c.source for c in _lesson().cells)))
+    assert read and read <= set(fakes), f"recordings the lesson reads without a fake: {sorted(read - set(fakes))}"
+    for name in set(fakes) & set(recorded_names()):          # the fakes have the real recordings' columns
+        real = load_recording(name)
+        assert {k for r in real.rows for k in r} <= {k for r in fakes[name].rows for k in r}, name
+    claims({**fakes, "day05_kernel_resources": load_recording("day05_kernel_resources")})
+
+
+# Lines every run prints, whatever the recordings say.
+ALWAYS = ("K and V: day 6's v2 loads", "v2 reads each key and value 4 times",
+          "prefill_kv_saving(8) = 4", "K and V element loads: gqa_prefill_flash",
+          "From MHA to $g$ = 4, a layer loses")
+WITH_TIMING = ("from each group to the next, gqa_decode's time is multiplied by", "v2_per_query_head asks for the same",
+               "gqa_decode is more than 5% faster at", "best gqa_decode:", "torch takes", "times torch's speed at g = ",
+               "the time of day 5's v5", "With the launch cost hidden, gqa_decode is at least")
+
+
+def _leaks(shown: str) -> list[str]:
+    return [line for line in exercise_only_lines() if line in shown]
+
+
+def test_lesson_runs_with_fake_recordings(tmp_path):
+    for path in (ROOT / "course" / "data").glob("*.json"):     # what other days recorded (day 5's and 6's resources)
+        shutil.copy(path, tmp_path)
+    for rec in fake_recordings():
+        rec.save(tmp_path / f"{rec.name}.json")
+    shown = output_text(execute_lesson(LESSON, data_dir=tmp_path))
+    assert "recorded on Fake GPU" in shown and "No recording" not in shown
+    for line in ALWAYS + WITH_TIMING:
+        assert line in shown, f"the lesson no longer prints {line!r}"
+    # the branches the fakes take: gqa_decode follows 1/g until the sub-groups of GROUP_MAX, v2 gets no help
+    assert "from g = 8 on, each step saves less than 10% of the time" in shown
+    assert "nothing shows the L2 cache saving it" in shown
+    assert "| gqa_decode | 8 x 1,024 |" in shown                    # the launch cost table
+    assert "DRAM / compulsory" in shown and "requested (model)" in shown  # both Nsight tables
+    assert not _leaks(shown), f"the lesson's outputs show lines of the exercise's kernels: {_leaks(shown)[:3]}"
+
+
+def test_lesson_runs_with_the_shipped_recordings(tmp_path):
+    for path in (ROOT / "course" / "data").glob("*.json"):
+        shutil.copy(path, tmp_path)
+    shown = output_text(execute_lesson(LESSON, data_dir=tmp_path))
+    for line in ALWAYS:
+        assert line in shown, f"the lesson no longer prints {line!r}"
+    names = set(recorded_names())
+    if {"day07_group_timing", "day07_decode_timing", "day07_prefill_timing"} <= names:
+        for line in WITH_TIMING:
+            assert line in shown, f"the lesson no longer prints {line!r}"
+    assert ("DRAM / compulsory" in shown) == ("day07_dram_bytes" in names)
+    assert not _leaks(shown)
