@@ -203,6 +203,13 @@ def _keep(node: ast.stmt, scope: _Scope) -> bool:
             return False
         if node.name in scope.modules or node.name in scope.callables or node.name in scope.release:
             return False
+        # Defaults and annotations run when the function is defined: constants only.
+        args = node.args
+        evaluated = [*args.defaults, *(d for d in args.kw_defaults if d is not None), node.returns,
+                     *(a.annotation for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+                       if a is not None)]
+        if not all(e is None or _allowed_expression(e, scope) for e in evaluated):
+            return False
         scope.constants.add(node.name)
         return True
     return False
