@@ -102,11 +102,11 @@ import numpy as np
 from numba import cuda, float32, int32
 
 from kernels.flash_attention import TILE_Q, prepare_kv_lens
-from kernels.launching import (cdiv, default_scale, is_device_array, output_array, require_bool, require_float32,
+from kernels.launching import (cdiv, default_scale, output_array, require_bool, require_float32,
                                require_int, require_kv_heads, require_same_kind)
 from kernels.paged_attention import HEAD_DIM_MAX as PAGED_HEAD_DIM_MAX
 from kernels.paged_attention import (CHANNELS, FULL_MASK, MIN_PARTITION_SIZE, PARTITION_SIZE, THREADS, WARP, WARPS,
-                                     check_paged_inputs, paged_attention_v2_merge_kernel, partitions_for)
+                                     check_paged_inputs, longest_context, paged_attention_v2_merge_kernel, partitions_for)
 # Day 6's partial buffers (reused by shape on a GPU) and SM count: v2's partials have this layout too.
 from kernels.paged_attention import _partials, _sm_count
 from kernels.registry import Rung, ladder
@@ -634,15 +634,7 @@ def gqa_decode_split_k(q, k_cache, v_cache, block_tables, context_lens, *, scale
     """
     num_seqs, heads, head_dim, kv_heads, _ = check_paged_inputs(q, k_cache, v_cache, block_tables, context_lens)
     scale = default_scale(head_dim, scale)
-    if is_device_array(context_lens):
-        if max_context is None:
-            raise ValueError("max_context must be given with device arrays: the longest context sizes "
-                             "the grid, and its value is not copied back from the device")
-        longest = require_int("max_context", max_context, minimum=0)
-    else:
-        longest = int(context_lens.max()) if context_lens.size else 0
-        if max_context is not None:
-            require_int("max_context", max_context, minimum=longest)
+    longest = longest_context(context_lens, max_context)
     blocks_per_partition = kv_heads * subgroups_for(heads // kv_heads)
     if partition_size is None:
         partition_size = decode_partition_size(num_seqs, blocks_per_partition, longest, _sm_count(q))

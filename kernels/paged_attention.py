@@ -335,6 +335,21 @@ def _partials(like, num_seqs: int, heads: int, partitions: int, head_dim: int) -
     return tuple(note_output(buffer) for buffer in _WORKSPACES[key])
 
 
+def longest_context(context_lens, max_context) -> int:
+    """The longest context, which sizes a split-K grid: read from NumPy ``context_lens`` (``max_context``,
+    if given, at least that), or ``max_context``, required with device arrays (reading it back would
+    add a copy to every timed launch)."""
+    if is_device_array(context_lens):
+        if max_context is None:
+            raise ValueError("max_context must be given with device arrays: the longest context sizes "
+                             "the grid, and its value is not copied back from the device")
+        return require_int("max_context", max_context, minimum=0)
+    longest = int(context_lens.max()) if context_lens.size else 0
+    if max_context is not None:
+        require_int("max_context", max_context, minimum=longest)
+    return longest
+
+
 def _sm_count(like) -> int | None:
     """The SM count of the GPU that runs device arrays; None for NumPy inputs or on the simulator.
 
@@ -367,15 +382,7 @@ def paged_attention_v2_split_k(q, k_cache, v_cache, block_tables, context_lens, 
     """
     num_seqs, heads, head_dim, _, _ = check_paged_inputs(q, k_cache, v_cache, block_tables, context_lens)
     scale = default_scale(head_dim, scale)
-    if is_device_array(context_lens):
-        if max_context is None:
-            raise ValueError("max_context must be given with device arrays: the longest context sizes "
-                             "the grid, and its value is not copied back from the device")
-        longest = require_int("max_context", max_context, minimum=0)
-    else:
-        longest = int(context_lens.max()) if context_lens.size else 0
-        if max_context is not None:
-            require_int("max_context", max_context, minimum=longest)
+    longest = longest_context(context_lens, max_context)
     if partition_size is None:
         partition_size = choose_partition_size(num_seqs, heads, longest, _sm_count(q))
     partition_size = require_int("partition_size", partition_size, minimum=1)

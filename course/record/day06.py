@@ -208,18 +208,10 @@ def kernel_resources() -> list[dict]:
     args = (device["q"], device["k_cache"], device["v_cache"], device["block_tables"], device["context_lens"])
     paged_attention.paged_attention_v1_block_per_head(*args)
     paged_attention.paged_attention_v2_split_k(*args, max_context=40, partition_size=16)
-    rows = []
     kernels = {"v1_block_per_head": paged_attention.paged_attention_v1_block_per_head_kernel,
                "v2_partition": paged_attention.paged_attention_v2_partition_kernel,
                "v2_merge": paged_attention.paged_attention_v2_merge_kernel}
-    for name, kernel in kernels.items():
-        for compiled in kernel.overloads.values():
-            rows.append(dict(kernel=name, d=SHAPE["d"], registers=int(compiled.regs_per_thread),
-                             local_bytes=int(compiled.local_mem_per_thread),
-                             shared_bytes=int(compiled.shared_mem_per_block)))
-            print(f"   {name:<20} {rows[-1]['registers']:>4} registers  {rows[-1]['local_bytes']:>5} B local  "
-                  f"{rows[-1]['shared_bytes']:>6} B shared", flush=True)
-    return rows
+    return harness.compiled_resources(kernels, d=SHAPE["d"])
 
 
 def resources_recording(quick: bool = False):

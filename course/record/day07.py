@@ -253,15 +253,7 @@ def kernel_resources() -> list[dict]:
     group = SHAPE["heads"] // SHAPE["kv_heads"]
     kernels = {f"gqa_decode_partition_g{group}": gqa_attention.gqa_decode_partition_kernel(group),
                f"gqa_prefill_d{SHAPE['d']}": gqa_attention.gqa_prefill_flash_kernel(SHAPE["d"])}
-    rows = []
-    for name, kernel in kernels.items():
-        for compiled in kernel.overloads.values():
-            rows.append(dict(kernel=name, d=SHAPE["d"], registers=int(compiled.regs_per_thread),
-                             local_bytes=int(compiled.local_mem_per_thread),
-                             shared_bytes=int(compiled.shared_mem_per_block)))
-            print(f"   {name:<22} {rows[-1]['registers']:>4} registers  {rows[-1]['local_bytes']:>5} B local  "
-                  f"{rows[-1]['shared_bytes']:>6} B shared", flush=True)
-    return rows
+    return harness.compiled_resources(kernels, d=SHAPE["d"])
 
 
 def resources_recording(quick: bool = False):

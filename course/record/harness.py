@@ -205,6 +205,20 @@ def record_sweep(sweep: Sweep, *, quick: bool = False, ceilings: dict | None = N
     return rec
 
 
+def compiled_resources(kernels: dict, **columns) -> list[dict]:
+    """A row per compiled overload of each ``{name: kernel}`` (launched once already): registers, local
+    memory (bytes per thread) and static shared memory per block, plus ``columns``; printed too."""
+    rows = []
+    for name, kernel in kernels.items():
+        for compiled in kernel.overloads.values():
+            rows.append(dict(kernel=name, **columns, registers=int(compiled.regs_per_thread),
+                             local_bytes=int(compiled.local_mem_per_thread),
+                             shared_bytes=int(compiled.shared_mem_per_block)))
+            print(f"   {name:<24} {rows[-1]['registers']:>4} registers  {rows[-1]['local_bytes']:>5} B local  "
+                  f"{rows[-1]['shared_bytes']:>6} B shared", flush=True)
+    return rows
+
+
 def fraction_of(baseline_prefix: str, column: str, *, time: str = "median_ms"):
     """A ``Sweep.finish`` that sets ``column`` = the baseline's time over each row's (1.0: as fast);
     ``time`` is the column compared (``kernel_ms`` for the GPU's time alone)."""
