@@ -85,15 +85,16 @@ def _gate(kernel, args):
     return _input_guard(kernel, args)
 
 
-def install() -> None:
+def install(compile_service: str | None = None) -> None:
     """Check every launch of a kernel that is not the course's: GPU compile first, inputs untouched after.
 
-    Starts the compiler's helper process and the runner of host answers (``course.hostcode``) now,
-    before anything may forbid starting processes.
+    Starts the compiler's helper process (or connects to the grading run's compile service at the
+    socket ``compile_service``, ``grader.compile_service``) and the runner of host answers
+    (``course.hostcode``) now, before anything may forbid starting processes.
     """
     from course import gpu_compile, hostcode, simulator
 
-    gpu_compile.start_helper()
+    gpu_compile.start_helper(compile_service)
     hostcode.start_runner()
     simulator.add_launch_gate(_gate)
 

@@ -202,6 +202,10 @@ def _config(task: dict, paths: dict):
     from grader.restore import RestoreDeletedCells
 
     root = pathlib.Path(task["course_root"])
+    # The run's GPU compile service (grader.compile_service), for kernels graded with launch checks in a sandbox.
+    service = task.get("compile_service") or ""
+    if not (paths.get("launch_checks", True) and task.get("isolation", True) and os.path.exists(service)):
+        service = ""
     return load_config(root, **{
         "CourseDirectory.root": str(paths["work"]),
         "CourseDirectory.source_directory": str(root / "solutions"),
@@ -225,9 +229,12 @@ def _config(task: dict, paths: dict):
         "GuardedExecute.guard_policy": json.dumps(_guard_policy(task, paths)),
         "GuardedExecute.events_file": str(paths["events"]),
         "GuardedExecute.launch_checks": paths.get("launch_checks", True),
+        "GuardedExecute.compile_service": service,
         "GuardedExecute.working_dir": str(paths["autograded_dir"]),
         "GuardedExecute.sandbox": json.dumps({"scratch": str(paths["autograded_dir"]),
-                                              "writable_files": [str(paths["guard_report"])]})
+                                              "writable_files": [str(paths["guard_report"])],
+                                              "files": [service] if service else [],
+                                              "font_cache": task.get("font_cache")})
                                   if task.get("isolation", True) else "",
         "GenerateFeedback.preprocessors": [GetGrades, ClearHiddenTestsOfGradeCells, SanitizeFeedback, CSSHTMLHeaderPreprocessor],
         "SanitizeFeedback.hidden_lines": paths["hidden_lines"],
@@ -577,5 +584,109 @@ def write_result(result: dict, path) -> dict:
     return result
 
 
+# What grading a submission imports, loaded once by ``serve_forks`` before it forks.
+_WARM_MODULES = ("jupyter_client.manager", "nbclient", "nbformat", "nbconvert", "nbgrader.api", "nbgrader.apps",
+                 "nbgrader.preprocessors", "psutil", "grader.cleanroom", "grader.execute", "grader.feedback",
+                 "grader.guard", "grader.hidden", "grader.markers", "grader.nbgrader_api", "grader.restore",
+                 "grader.tamper")
+
+
+def _warm_up() -> None:
+    """Import what grading a submission uses, and render a page once (lazy imports of nbconvert)."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    for name in _WARM_MODULES:
+        importlib.import_module(name)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# *warm* `up`"),
+                                         nbformat.v4.new_code_cell("x = 1", outputs=[nbformat.v4.new_output(
+                                             "stream", text="1\n")])])
+    HTMLExporter().from_notebook_node(nb)
+
+
+def serve_forks(stdin_fd: int = 0, stdout_fd: int = 1) -> None:
+    """``python -m grader.autograde --forks``: start grading processes as forks of a warm process.
+
+    ``course grade`` runs one per grading run. Each request line ``{"id": n, "task": TASK.json,
+    "log": LOG}`` is answered ``{"id": n, "pid": pid}`` by a fork of this process, in a session of its
+    own, with the log as its output, that does what ``python -m grader.autograde TASK.json`` does
+    and exits; when it has exited, ``{"id": n, "exit": code}`` (a negative code: the signal that
+    stopped it). This process only imports and forks: nothing of a submission ever runs in it, so
+    every fork starts as a fresh grading process would, without paying a second of imports. It
+    ends when its input closes.
+    """
+    import selectors
+
+    protocol = os.dup(stdout_fd)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, stdout_fd)            # a stray print of an import cannot break the protocol
+    out = os.fdopen(protocol, "w", buffering=1, encoding="utf-8")
+    try:
+        _warm_up()
+        out.write(json.dumps({"ready": True}) + "\n")
+    except Exception as exc:  # noqa: BLE001 - course grade then starts grading processes itself
+        out.write(json.dumps({"ready": False, "why": f"{type(exc).__name__}: {exc}"}) + "\n")
+        return
+    selector = selectors.DefaultSelector()
+    selector.register(stdin_fd, selectors.EVENT_READ)
+    running: dict[int, object] = {}          # pid -> request id
+    pending = b""
+    open_input = True
+    while open_input or running:
+        if open_input and selector.select(timeout=0.1):
+            chunk = os.read(stdin_fd, 65536)
+            if not chunk:
+                open_input = False
+                selector.unregister(stdin_fd)
+            pending += chunk
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                if not line.strip():
+                    continue
+                request = json.loads(line)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:
+                    code = 1
+                    try:
+                        os.setsid()
+                        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                        os.dup2(null, 0)
+                        os.dup2(log, 1)
+                        os.dup2(log, 2)
+                        for fd in (log, null, protocol, stdin_fd if stdin_fd > 2 else -1):
+                            if fd > 2:
+                                os.close(fd)
+                        code = main([request["task"]])
+                    except BaseException:  # noqa: BLE001 - the log says why; the parent sees the code
+                        traceback.print_exc()
+                    finally:
+                        try:
+                            import atexit
+
+                            atexit._run_exitfuncs()      # what a process's normal exit does (temporary folders)
+                            sys.stdout.flush()
+                            sys.stderr.flush()
+                        finally:
+                            os._exit(code)
+                running[pid] = request["id"]
+                out.write(json.dumps({"id": request["id"], "pid": pid}) + "\n")
+        elif not open_input:
+            time.sleep(0.1)
+        while running:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                running.clear()
+                break
+            if pid == 0:
+                break
+            out.write(json.dumps({"id": running.pop(pid, None), "exit": os.waitstatus_to_exitcode(status)}) + "\n")
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--forks"]:
+        serve_forks()
+        sys.exit(0)
     sys.exit(main())

@@ -143,6 +143,9 @@ class GuardedExecute(Execute):
                                "empty: no sandbox").tag(config=True)
     launch_checks = Bool(True, help="check every launch of the submission's kernels (course.gates): GPU "
                                     "compile first, inputs unchanged after").tag(config=True)
+    compile_service = Unicode("", help="socket of the grading run's GPU compile service (grader.compile_service) "
+                                       "for the launch checks; empty: the kernel starts a helper of its own"
+                              ).tag(config=True)
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
@@ -155,7 +158,9 @@ class GuardedExecute(Execute):
             def format_kernel_cmd(extra_arguments=None):
                 # The connection file exists by now: jupyter_client writes it just before.
                 return sandbox_command(unwrapped(extra_arguments=extra_arguments), scratch=spec["scratch"],
-                                       files=[km.connection_file], writable_files=spec.get("writable_files", []))
+                                       files=[km.connection_file, *spec.get("files", [])],
+                                       writable_files=spec.get("writable_files", []),
+                                       font_cache=spec.get("font_cache"))
 
             km.format_kernel_cmd = format_kernel_cmd
         return km
@@ -197,7 +202,7 @@ class GuardedExecute(Execute):
         # Every kernel of the submission compiles for a GPU before it runs and leaves its inputs alone
         # (course.gates; the compiler's helper starts here, before the guard forbids starting processes).
         if self.launch_checks:
-            code += "import course.gates as _c\n_c.install()\ndel _c\n"
+            code += f"import course.gates as _c\n_c.install({self.compile_service or None!r})\ndel _c\n"
         else:   # host Python graded as submitted: no compiler helper (it could not start under the guard)
             code += "import os as _o\n_o.environ['COURSE_GPU_CHECK'] = '0'\ndel _o\n"
         if self.guard_policy:

@@ -28,6 +28,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from grader.autograde import FINAL_STATUSES, STATUSES, file_hash
@@ -154,10 +155,148 @@ def _worker_env(device: str) -> dict:
     return env
 
 
-def run_task(task: dict, *, env: dict, limit_s: float) -> dict:
+class _Forks:
+    """Grading processes as forks of a warm ``python -m grader.autograde --forks`` (``serve_forks``).
+
+    A new Python process spends a second and more importing nbgrader, nbconvert and the grader
+    before it grades; a fork of a process that imported them once starts at once, and is otherwise
+    the same fresh process (the forking process never runs anything of a submission).
+    """
+
+    def __init__(self, env: dict):
+        self.process = subprocess.Popen([sys.executable, "-m", "grader.autograde", "--forks"], env=env,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                        start_new_session=True)
+        self.lock = threading.Lock()
+        self.waiting: dict[int, dict] = {}
+        self.next_id = 0
+        self.ready = threading.Event()
+        self.usable = False
+        threading.Thread(target=self._read, name="grading-forks", daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            for line in self.process.stdout:
+                message = json.loads(line)
+                if "ready" in message:
+                    self.usable = bool(message["ready"])
+                    self.ready.set()
+                    continue
+                with self.lock:
+                    item = self.waiting.get(message.get("id"))
+                if item is None:
+                    continue
+                if "pid" in message:
+                    item["pid"] = message["pid"]
+                    item["started"].set()
+                elif "exit" in message:
+                    item["code"] = message["exit"]
+                    item["started"].set()
+                    item["done"].set()
+        except ValueError:
+            pass
+        finally:
+            # The forking process is gone: a grading process it started and did not report ended
+            # with no code known (its result file says how it went).
+            self.usable = False
+            self.ready.set()
+            with self.lock:
+                items, self.waiting = list(self.waiting.values()), {}
+            for item in items:
+                item["started"].set()
+                item["done"].set()
+
+    def start(self, task_file: pathlib.Path, log_path: pathlib.Path) -> dict | None:
+        """Start grading ``task_file``: ``{"pid", "done" (an Event), "code"}``; None when the forking
+        process is not usable (the caller starts a process itself)."""
+        self.ready.wait()
+        if not self.usable:
+            return None
+        item = {"pid": None, "code": None, "started": threading.Event(), "done": threading.Event()}
+        with self.lock:
+            self.next_id += 1
+            number = self.next_id
+            self.waiting[number] = item
+            try:
+                self.process.stdin.write((json.dumps({"id": number, "task": str(task_file),
+                                                      "log": str(log_path)}) + "\n").encode())
+                self.process.stdin.flush()
+            except (OSError, ValueError):
+                self.waiting.pop(number, None)
+                return None
+        item["started"].wait()
+        return item if item["pid"] is not None else None
+
+    def close(self) -> None:
+        try:
+            self.process.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+class _Forked:
+    """A grading process started by ``_Forks``, as ``_RUNNING`` and ``_kill_tree`` see it."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+
+
+def _run_process(task_file: pathlib.Path, log_path: pathlib.Path, *, env: dict, limit_s: float,
+                 forks: _Forks | None) -> str | None:
+    """Grade ``task_file`` in a grading process of its own (a fork of ``forks`` where there is one);
+    None when it exited normally, else what went wrong."""
+    item = forks.start(task_file, log_path) if forks is not None else None
+    if item is not None:
+        import psutil
+
+        started = time.monotonic()
+        proc = _Forked(item["pid"])
+        _RUNNING.add(proc)
+        try:
+            finished = item["done"].wait(limit_s)
+            if finished and item["code"] is None:
+                # The forking process ended before this one: wait for it here (its result file tells).
+                try:
+                    psutil.Process(item["pid"]).wait(max(1.0, limit_s - (time.monotonic() - started)))
+                except psutil.NoSuchProcess:
+                    pass
+                except psutil.TimeoutExpired:
+                    finished = False
+            if not finished:
+                _kill_tree(item["pid"])
+                item["done"].wait(30)
+                return f"the whole submission took longer than {limit_s:.0f} s and was stopped"
+        finally:
+            _RUNNING.discard(proc)
+        code = item["code"]
+        return None if code in (0, None) else f"the grading process exited with code {code}"
+    with open(log_path, "wb") as log:
+        # A session of its own: Ctrl-C in the terminal reaches only `course grade`, which then stops
+        # every grading process tree itself (see _run_all).
+        proc = subprocess.Popen([sys.executable, "-m", "grader.autograde", str(task_file)], stdout=log,
+                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        _RUNNING.add(proc)
+        try:
+            proc.wait(timeout=limit_s)
+            return None if proc.returncode == 0 else f"the grading process exited with code {proc.returncode}"
+        except subprocess.TimeoutExpired:
+            _kill_tree(proc.pid)
+            proc.wait()
+            return f"the whole submission took longer than {limit_s:.0f} s and was stopped"
+        finally:
+            _RUNNING.discard(proc)
+
+
+def run_task(task: dict, *, env: dict, limit_s: float, forks: _Forks | None = None) -> dict:
     """Run one ``grader.autograde`` process; whatever happens, return a result with a status.
 
-    A missing notebook needs no process: its row is written here.
+    A missing notebook needs no process: its row is written here. forks: start the process as a
+    fork of this warm process (``_Forks``) rather than as a new Python.
     """
     if task["notebook"] is None:
         from grader.autograde import grade_one, write_result
@@ -170,21 +309,7 @@ def run_task(task: dict, *, env: dict, limit_s: float) -> dict:
     result_path = pathlib.Path(task["result_path"])
     result_path.unlink(missing_ok=True)
     log_path = work.parent / f"{work.name}.log"
-    with open(log_path, "wb") as log:
-        # A session of its own: Ctrl-C in the terminal reaches only `course grade`, which then stops
-        # every grading process tree itself (see _run_all).
-        proc = subprocess.Popen([sys.executable, "-m", "grader.autograde", str(task_file)], stdout=log,
-                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        _RUNNING.add(proc)
-        try:
-            proc.wait(timeout=limit_s)
-            problem = None if proc.returncode == 0 else f"the grading process exited with code {proc.returncode}"
-        except subprocess.TimeoutExpired:
-            _kill_tree(proc.pid)
-            proc.wait()
-            problem = f"the whole submission took longer than {limit_s:.0f} s and was stopped"
-        finally:
-            _RUNNING.discard(proc)
+    problem = _run_process(task_file, log_path, env=env, limit_s=limit_s, forks=forks)
     if result_path.is_file() and problem is None:
         result = json.loads(result_path.read_text(encoding="utf-8"))
     else:
@@ -208,20 +333,27 @@ class IsolationUnavailable(RuntimeError):
 
 def grade(submissions, out, *, jobs: int = 1, device: str = "simulator", timeout: int = 120,
           force: bool = False, only: list[str] | None = None, root=None, progress: bool = True,
-          isolation: bool = True) -> list[dict]:
+          isolation: bool = True, timeouts: dict[str, int] | None = None) -> list[dict]:
     """Grade every submission found in ``submissions`` (folder or zip) into ``out``; return the rows.
 
     Writes the files listed in the module docstring. Rows are result dicts (``grader.autograde``).
     isolation: run every grading kernel in a bubblewrap sandbox (``grader.guard.sandbox_command``);
     when that is impossible here, raise ``IsolationUnavailable`` saying how to get it. False runs
-    the kernels without it (the Python guard remains).
+    the kernels without it (the Python guard remains). timeouts: per student id, a per-cell
+    timeout other than ``timeout`` (the sample catalog grades cases with their own timeouts in
+    one run).
+
+    With isolation, on the simulator, the run's grading kernels share one GPU compile service
+    (``grader.compile_service``): a kernel's compile check already answered for one submission is
+    not compiled again for another.
     """
     if not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
     if device not in ("simulator", "gpu"):
         raise ValueError(f"device must be 'simulator' or 'gpu', got {device!r}")
-    if not isinstance(timeout, int) or timeout < 1:
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    for value in [timeout, *(timeouts or {}).values()]:
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"timeout must be a positive number of seconds, got {value!r}")
     if not isinstance(isolation, bool):
         raise TypeError(f"isolation must be True or False, got {isolation!r}")
     if isolation:
@@ -244,16 +376,39 @@ def grade(submissions, out, *, jobs: int = 1, device: str = "simulator", timeout
     names = sorted({s.assignment for s in found})
     hashes = _prepare_template(root, names, out) if names else {}
     secret_dirs = [str(pathlib.Path(submissions).resolve()), str(folder)]
-    tasks = [_task(s, root=root, out=out, timeout=timeout, hashes=hashes, secret_dirs=secret_dirs,
-                   isolation=isolation) for s in found]
+    timeouts = dict(timeouts or {})
+    tasks = [_task(s, root=root, out=out, timeout=timeouts.get(s.student, timeout), hashes=hashes,
+                   secret_dirs=secret_dirs, isolation=isolation) for s in found]
     todo = [t for t in tasks if force or not _is_done(t)]
     env = _worker_env(device)
     released = {n: json.loads((out / "template" / "release" / n / f"{n}.ipynb").read_text(encoding="utf-8"))
                 for n in names}
-    limits = {n: timeout * (_code_cells(nb) + 4) + STARTUP_ALLOWANCE_S for n, nb in released.items()}
+    for task in todo:
+        nb = released[task["assignment"]]
+        task["limit_s"] = task["timeout"] * (_code_cells(nb) + 4) + STARTUP_ALLOWANCE_S
     max_points = {n: sum(float(c["metadata"].get("nbgrader", {}).get("points", 0)) for c in nb["cells"]
                          if c["metadata"].get("nbgrader", {}).get("grade")) for n, nb in released.items()}
-    _run_all(todo, env=env, limits=limits, jobs=jobs, progress=progress, skipped=len(tasks) - len(todo))
+    service = None
+    if isolation and any(t["notebook"] for t in todo):
+        from grader.guard import matplotlib_font_cache
+
+        # Built once for the run (not once per grading process), bound read-only into every sandbox.
+        shared = {"font_cache": matplotlib_font_cache()}
+        if device == "simulator":
+            from grader.compile_service import CompileService
+
+            try:
+                service = CompileService(limit_s=max(t["timeout"] for t in todo))
+                shared["compile_service"] = service.path
+            except OSError:           # no socket here: every grading kernel starts a compiler helper of its own
+                service = None
+        for task in todo:
+            task.update(shared)
+    try:
+        _run_all(todo, env=env, jobs=jobs, progress=progress, skipped=len(tasks) - len(todo))
+    finally:
+        if service is not None:
+            service.close()
     rows = []
     for task in tasks:
         row = json.loads(pathlib.Path(task["result_path"]).read_text(encoding="utf-8"))
@@ -269,7 +424,7 @@ def grade(submissions, out, *, jobs: int = 1, device: str = "simulator", timeout
     return rows
 
 
-def _run_all(todo: list[dict], *, env, limits, jobs, progress, skipped) -> None:
+def _run_all(todo: list[dict], *, env, jobs, progress, skipped) -> None:
     from tqdm import tqdm
 
     if skipped and progress:
@@ -277,9 +432,10 @@ def _run_all(todo: list[dict], *, env, limits, jobs, progress, skipped) -> None:
               file=sys.stderr)
     bar = tqdm(total=len(todo), desc="grading", unit="notebook", disable=not progress or not todo,
                file=sys.stderr)
+    forks = _Forks(env) if sum(1 for t in todo if t["notebook"]) > 1 else None
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
     try:
-        futures = {pool.submit(run_task, t, env=env, limit_s=limits[t["assignment"]]): t for t in todo}
+        futures = {pool.submit(run_task, t, env=env, limit_s=t["limit_s"], forks=forks): t for t in todo}
         for future in concurrent.futures.as_completed(futures):
             row = future.result()
             bar.set_postfix_str(f"{row['student']}/{row['assignment']}: {row['status']}", refresh=False)
@@ -292,6 +448,8 @@ def _run_all(todo: list[dict], *, env, limits, jobs, progress, skipped) -> None:
         raise
     finally:
         pool.shutdown(wait=True)
+        if forks is not None:
+            forks.close()
         bar.close()
 
 

@@ -228,7 +228,8 @@ SANDBOX_MPLCONFIGDIR = "/tmp/mplconfig"
 
 @functools.lru_cache(maxsize=1)
 def matplotlib_font_cache() -> list[str]:
-    """Matplotlib's font list, built once per grading process in a folder of its own.
+    """Matplotlib's font list, built once per process in a folder of its own (``course grade`` builds
+    it once per run and hands it to every grading process).
 
     Without it, a notebook's first plot inside the sandbox (an empty home) would build the list
     itself by running ``fc-list``, which the guard refuses: every notebook that plots would read as
@@ -249,13 +250,16 @@ def matplotlib_font_cache() -> list[str]:
 
 
 def sandbox_command(command: list[str], *, scratch: str, files: list[str] = (), writable_files: list[str] = (),
-                    bwrap: str | None = None) -> list[str]:
+                    bwrap: str | None = None, font_cache: list[str] | None = None) -> list[str]:
     """``command`` wrapped in a bubblewrap sandbox.
 
     scratch: the only folder the command may write (and its working folder). files: single files
-    it must read (the kernel's connection file). writable_files: single files it may append to
-    (the guard's report). Everything else it sees: ``SYSTEM_FOLDERS``, ``readable_folders()``
-    read-only minus ``hidden_inside_readable()``, a private /tmp, /proc and a minimal /dev.
+    it must read (the kernel's connection file, the socket of the run's compile service).
+    writable_files: single files it may append to (the guard's report). font_cache: matplotlib's
+    font list files to bind read-only (default: ``matplotlib_font_cache()``, built once per process;
+    ``course grade`` builds them once per run and hands them to every grading process). Everything
+    else it sees: ``SYSTEM_FOLDERS``, ``readable_folders()`` read-only minus
+    ``hidden_inside_readable()``, a private /tmp, /proc and a minimal /dev.
     """
     import shutil
 
@@ -277,7 +281,7 @@ def sandbox_command(command: list[str], *, scratch: str, files: list[str] = (), 
     for path in writable_files:
         args += ["--bind", path, path]
     args += ["--dir", SANDBOX_MPLCONFIGDIR, "--setenv", "MPLCONFIGDIR", SANDBOX_MPLCONFIGDIR]
-    for path in matplotlib_font_cache():
+    for path in matplotlib_font_cache() if font_cache is None else font_cache:
         args += ["--ro-bind", path, f"{SANDBOX_MPLCONFIGDIR}/{os.path.basename(path)}"]
     scratch = os.path.realpath(scratch)
     args += ["--bind", scratch, scratch, "--remount-ro", "/", "--chdir", scratch,

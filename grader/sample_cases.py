@@ -190,25 +190,22 @@ def write_submissions(cases: list[Case], folder: pathlib.Path, release_dir: path
 def run_cases(cases: list[Case], workdir, *, root, jobs: int = 2, timeout: int = 120) -> dict[str, dict]:
     """Grade the cases through ``grader.grade.grade``; return ``{case.student: row}``.
 
-    Cases with the same timeout are one grading run (one folder of submissions, ``jobs`` at a time).
+    The cases are one grading run (one folder of submissions, ``jobs`` at a time); a case with a
+    ``TIMEOUT`` gets that per-cell timeout (``grade(timeouts=...)``), the others ``timeout``.
     """
     from grader.grade import grade
 
     root = pathlib.Path(root)
     workdir = pathlib.Path(workdir)
-    groups: dict[int, list[Case]] = {}
-    for case in cases:
-        groups.setdefault(case.timeout or timeout, []).append(case)
+    folder = workdir / "submissions" / "run"
+    write_submissions(cases, folder, root / "exercises")
+    wanted = {(c.student, c.assignment) for c in cases}
     rows = {}
-    for group_timeout, group in sorted(groups.items()):
-        tag = f"timeout-{group_timeout}s"
-        folder = workdir / "submissions" / tag
-        write_submissions(group, folder, root / "exercises")
-        wanted = {(c.student, c.assignment) for c in group}
-        for row in grade(folder, workdir / "out" / tag, jobs=jobs, timeout=group_timeout,
-                         only=sorted({c.assignment for c in group}), root=root, progress=False):
-            if (row["student"], row["assignment"]) in wanted:
-                rows[row["student"]] = row
+    for row in grade(folder, workdir / "out" / "run", jobs=jobs, timeout=timeout,
+                     timeouts={c.student: c.timeout for c in cases if c.timeout},
+                     only=sorted({c.assignment for c in cases}), root=root, progress=False):
+        if (row["student"], row["assignment"]) in wanted:
+            rows[row["student"]] = row
     return rows
 
 

@@ -2,9 +2,9 @@
 
 Every case must get exactly its EXPECT; then every feedback page and handed-back notebook the run
 wrote is searched for every hidden-test line of the solution notebooks. The cases are graded once
-per group (a day's cases, or the course-wide cases of ``_course/``; those with the same timeout in one
-run, 2 at a time), so each day's grading time counts for that day and the course-wide cases' for the
-course; ``-k day01`` or ``--day 01`` grades only the selected cases. Slow (about 15 s
+per group (a day's cases, or the course-wide cases of ``_course/``: one grading run, 2 at a time, a
+case's TIMEOUT for that case alone), so each day's grading time counts for that day and the course-wide
+cases' for the course; ``-k day01`` or ``--day 01`` grades only the selected cases. Slow (about 15 s
 of simulator per case on 2 cores): ``pytest -m "not slow"`` skips it.
 """
 

@@ -304,3 +304,26 @@ def test_a_wrapping_folder_is_looked_into_but_a_single_student_is_not(tmp_path):
     flat = tmp_path / "flat"
     _touch(flat / "export" / "day01_gpu_model_ada_1.ipynb")
     assert _submissions_folder(flat, tmp_path / "out", ASSIGNMENTS) == flat / "export"
+
+
+def test_a_grading_process_forked_from_the_warm_process_reports_how_it_ended(tmp_path):
+    """``course grade`` forks grading processes from a process that imported the grader once; a fork
+    that fails, or runs past its time, is reported as a process of its own would be."""
+    import os
+
+    from grader.grade import _Forks, _run_process, _worker_env
+
+    env = _worker_env("simulator")
+    forks = _Forks(env)
+    try:
+        broken = tmp_path / "broken.json"
+        broken.write_text("not a task")
+        assert _run_process(broken, tmp_path / "broken.log", env=env, limit_s=60, forks=forks) \
+            == "the grading process exited with code 1"
+        assert "JSONDecodeError" in (tmp_path / "broken.log").read_text()
+        stuck = tmp_path / "stuck.json"
+        os.mkfifo(stuck)                      # reading it waits for ever
+        assert _run_process(stuck, tmp_path / "stuck.log", env=env, limit_s=2, forks=forks) \
+            == "the whole submission took longer than 2 s and was stopped"
+    finally:
+        forks.close()

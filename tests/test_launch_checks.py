@@ -63,6 +63,21 @@ def test_only_plain_cuda_jit_functions_run():
     assert cleaned.left_out == [1, 2, 3, 13, 14, 15]
 
 
+@pytest.mark.parametrize("header", [
+    "def k(x, y=__import__('os').getcwd()):", "def k(x, *, y=print('hi')):", "def k(x: open('/etc/passwd')):",
+    "def k(x) -> setattr(np, 'allclose', None):",
+])
+def test_a_kernel_whose_defaults_or_annotations_run_code_is_left_out(header):
+    """Defaults and annotations are evaluated when the function is defined: only constants may run."""
+    cleaned = cleanroom.clean_source("@cuda.jit\n" + header + "\n    pass\n", _scope())
+    assert cleaned.left_out == [1, 2, 3], cleaned.source
+
+
+def test_a_kernel_with_constant_defaults_runs():
+    source = "@cuda.jit\ndef k(x, y=TILE, z=-1.0) -> None:\n    pass\n"
+    assert cleanroom.clean_source("TILE = 4\n" + source, _scope()).left_out == []
+
+
 def test_a_pasted_course_kernel_is_found_with_its_names_changed():
     from grader.sample_cases import kernel_cell
     from kernels.reduction import row_stats_v2_shared_tree_kernel, row_stats_v3_warp_shuffle_kernel
@@ -215,3 +230,47 @@ def test_students_get_the_compile_check_on_their_first_launch(cell):
     x = np.arange(5, dtype=np.float32)
     with pytest.raises(GpuCompileError):
         cell["python_list"][1, 8](x, np.empty_like(x))
+
+
+# ---------------------------------------------------------------------------------------------
+# The compile service a grading run shares between its submissions (grader.compile_service)
+# ---------------------------------------------------------------------------------------------
+
+def _request(source: str) -> dict:
+    return {"bundle": {"name": "k", "source": source, "first_line": 1, "file": CELL_FILE,
+                       "globals": {"cuda": {"module": "numba.cuda"}}},
+            "args": [{"array": "float32", "ndim": 1, "layout": "C"}] * 2, "ccs": [[8, 0], [9, 0]]}
+
+
+COPY = "@cuda.jit\ndef k(x, y):\n    i = cuda.grid(1)\n    if i < x.size:\n        y[i] = x[i]\n"
+LISTED = "@cuda.jit\ndef k(x, y):\n    i = cuda.grid(1)\n    y[i] = [x[i]][0]\n"
+# A kernel whose default value replaces the compiler in the process that defines it.
+PATCHES = "@cuda.jit\ndef k(x, y=setattr(__import__('numba').cuda, 'compile_ptx', lambda *a, **k: None)):\n    pass\n"
+
+
+@pytest.fixture(scope="module")
+def service():
+    from grader.compile_service import CompileService
+    from grader.guard import isolation_problem
+
+    with CompileService(limit_s=60, sandboxed=isolation_problem() is None) as running:
+        yield running
+
+
+def test_the_compile_service_compiles_a_request_once_and_answers_it_again_from_memory(service):
+    from course.gpu_compile import _Service
+
+    kernel = _Service(service.path)          # what a grading kernel connects to
+    assert kernel.ask(_request(COPY)) == {"errors": []}
+    assert kernel.ask(_request(COPY)) == {"errors": []}
+    assert "line 4 of the cell: y[i] = [x[i]][0]" in kernel.ask(_request(LISTED))["errors"][0]["message"]
+    assert service.stats["compiled"] == 2 and service.stats["remembered"] == 1
+    assert service.answer({"bundle": {}}) == {"unavailable": "not a compile request"}
+
+
+def test_no_request_can_change_the_answer_to_another(service):
+    """Each request is compiled in a fresh fork of the helper: a kernel that replaces the compiler
+    while it is defined fools only its own compile, never the next one (a shared answer is an honest one)."""
+    assert service.answer(_request(PATCHES)) == {"errors": []}
+    errors = service.answer(_request(LISTED.replace("y[i] =", "y[i]  =")))["errors"]
+    assert errors and "does not" not in errors[0]["message"] and "y[i]  = [x[i]][0]" in errors[0]["message"]
