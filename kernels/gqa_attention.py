@@ -6,16 +6,21 @@ Day 5 and day 6 ran one block per query head, so every query head of a group rea
 K and V itself. Here one block serves several query heads of a group and reads K and V once for all
 of them:
 
-- ``gqa_prefill_flash``: day 5's flash kernel with head_dim fixed at compile time, for K and V of
-  ``kv_heads`` heads: one block per tile of ``positions`` query positions times the ``group``
-  heads of one KV head, one thread per (position, head) row, so each K and V tile staged in
-  shared memory serves every query head of the group at once: K and V are read once per
-  ``positions`` positions of a group where day 5 reads them once per 64 positions of each head.
-- ``gqa_decode_split_k``: day 6's split-K paged decode with one block per (KV head, sequence,
+- ``gqa_prefill_tiles``: day 5's flash kernel (v4, head_dim read at run time) for K and V of
+  ``kv_heads`` heads: one block per tile of ``positions`` query positions times the ``group`` heads
+  of one KV head, one thread per (position, head) row, so each K and V tile staged in shared memory
+  serves every query head of the group at once. The day's exercise.
+- ``gqa_prefill_flash``: the same with head_dim fixed at compile time (day 5's v5), so each row's
+  query and accumulator live in registers. K and V are read once per ``positions`` positions of a
+  group where day 5 reads them once per 64 positions of each head.
+- ``gqa_decode_group``: day 6's split-K paged decode with one block per (KV head, sequence,
   partition) instead of per query head: each warp loads a token's K and V once and scores it for
-  the up to ``GROUP_MAX`` query heads of its group, so every page is read once per group, not
-  once per query head; day 6's merge kernel then combines the partitions. The kernel is compiled
-  for the group size it serves (``gqa_decode_partition_kernel(group)``).
+  each of the up to ``GROUP_MAX`` query heads of its group, one butterfly per score, so every page
+  is read once per group, not once per query head; day 6's merge kernel then combines the
+  partitions. The day's exercise.
+- ``gqa_decode_split_k``: the same traffic, fast: a kernel compiled per group size
+  (``gqa_decode_partition_kernel(group)``), several tokens in flight and one butterfly for all the
+  scores of a batch (below).
 
 Prefill (``q, o: (batch, heads, n_queries, head_dim)``, ``k, v: (batch, kv_heads, n_keys,
 head_dim)``, causal and ``kv_lens`` exactly as ``attention_v4_flash``). The block's row tile grows
@@ -113,8 +118,10 @@ from kernels.registry import Rung, ladder
 
 __all__ = ["HEAD_DIM_MAX", "GROUP_MAX", "TOKENS_IN_FLIGHT", "DECODE_PARTITION_MAX", "DECODE_BLOCKS_PER_SM",
            "TILE_POS", "ROWS_MAX", "TILE_KV", "check_gqa_shapes", "prefill_tiling", "prefill_block", "prefill_grid",
-           "prefill_shared_bytes", "gqa_prefill_flash_kernel", "gqa_prefill_flash", "subgroups_for", "decode_tiling",
-           "decode_grid", "decode_shared_bytes", "decode_partition_size", "gqa_decode_partition_kernel",
+           "prefill_shared_bytes", "gqa_prefill_tiles_kernel", "gqa_prefill_tiles", "gqa_prefill_flash_kernel",
+           "gqa_prefill_flash", "subgroups_for", "decode_tiling",
+           "decode_grid", "decode_shared_bytes", "decode_partition_size", "gqa_decode_group_kernel", "gqa_decode_group",
+           "gqa_decode_partition_kernel",
            "gqa_decode_split_k", "RUNGS"]
 
 # Both rungs take head_dim up to 128 (day 6's limit).
@@ -311,6 +318,114 @@ def _build_prefill_kernel(D: int):
     return kernel
 
 
+@cuda.jit
+def gqa_prefill_tiles_kernel(q, k, v, kv_lens, o, scale, causal):
+    """Block (x, y, b): query positions x * positions ... of the heads_per_block query heads
+    (y % subgroups) * heads_per_block ... of KV head y // subgroups (``prefill_tiling``); thread t
+    owns position t // heads_per_block of head t % heads_per_block of them. Each K and V tile is
+    loaded into shared memory once and serves every row of the block."""
+    group = q.shape[1] // k.shape[1]
+    # prefill_tiling(group): sub-groups of at most ROWS_MAX heads, at most TILE_POS positions
+    subgroups = (group + ROWS_MAX - 1) // ROWS_MAX
+    heads_per_block = (group + subgroups - 1) // subgroups
+    positions = min(TILE_POS, ROWS_MAX // heads_per_block)
+    kv_head = cuda.blockIdx.y // subgroups
+    first = (cuda.blockIdx.y - kv_head * subgroups) * heads_per_block   # the block's first head of the group
+    b = cuda.blockIdx.z
+    t = cuda.threadIdx.x
+    rows = cuda.blockDim.x                          # positions * heads_per_block
+    n_queries = q.shape[2]
+    d = q.shape[3]
+    tile_start = cuda.blockIdx.x * positions
+    local_position = t // heads_per_block
+    position = tile_start + local_position
+    head_in_group = first + (t - local_position * heads_per_block)
+    h = kv_head * group + head_in_group             # the query head of this row
+    k_tile = cuda.shared.array((TILE_KV, HEAD_DIM_MAX), float32)
+    v_tile = cuda.shared.array((TILE_KV, HEAD_DIM_MAX), float32)
+    scores = cuda.shared.array((TILE_KV, ROWS_MAX), float32)     # scores[j, t]: row t, key j of the tile
+    q_row = cuda.local.array(HEAD_DIM_MAX, float32)
+    acc = cuda.local.array(HEAD_DIM_MAX, float32)
+
+    active = position < n_queries and head_in_group < group
+    for c in range(d):
+        q_row[c] = q[b, h, position, c] * scale if active else float32(0.0)
+        acc[c] = float32(0.0)
+    row_max = float32(-math.inf)
+    row_sum = float32(0.0)
+
+    # The keys the block needs: those that exist and, under the causal mask, those up to its last
+    # query position (all heads of the block share its positions).
+    kv_end = min(kv_lens[b], k.shape[2])
+    if causal:
+        kv_end = min(kv_end, tile_start + positions, n_queries)
+    for kv_start in range(0, kv_end, TILE_KV):
+        n_tile = min(TILE_KV, kv_end - kv_start)
+        # Every thread loads elements t, t + rows, ...: the block has fewer rows than a tile has
+        # elements whenever TILE_KV * d > rows.
+        for idx in range(t, n_tile * d, rows):
+            j = idx // d
+            c = idx - j * d
+            k_tile[j, c] = k[b, kv_head, kv_start + j, c]
+            v_tile[j, c] = v[b, kv_head, kv_start + j, c]
+        cuda.syncthreads()
+
+        n_valid = n_tile
+        if causal:
+            n_valid = min(n_tile, position - kv_start + 1)
+        if active and n_valid > 0:
+            tile_max = float32(-math.inf)
+            for j in range(n_valid):
+                score = float32(0.0)
+                for c in range(d):
+                    score += q_row[c] * k_tile[j, c]
+                scores[j, t] = score
+                tile_max = max(tile_max, score)
+            new_max = max(row_max, tile_max)
+            correction = math.exp(row_max - new_max)
+            row_sum *= correction
+            for c in range(d):
+                acc[c] *= correction
+            for j in range(n_valid):
+                p = math.exp(scores[j, t] - new_max)
+                row_sum += p
+                for c in range(d):
+                    acc[c] += p * v_tile[j, c]
+            row_max = new_max
+        cuda.syncthreads()          # the tile is read by every row before the next one replaces it
+
+    if active:
+        inv_sum = float32(0.0)
+        if row_sum > 0:  # a row with no allowed key (kv_lens[b] == 0) gives zeros
+            inv_sum = float32(1.0) / row_sum
+        for c in range(d):
+            o[b, h, position, c] = acc[c] * inv_sum
+
+
+def _launch_prefill(q, k, v, causal, kv_lens, scale, out, kernel_for) -> np.ndarray:
+    """Validate, then launch ``kernel_for(head_dim)`` with the prefill grid: both prefill rungs."""
+    batch, heads, kv_heads, n_queries, n_keys, head_dim = check_gqa_shapes(q, k, v)
+    causal = require_bool("causal", causal)
+    lens = prepare_kv_lens(kv_lens, batch, n_keys, like=q)
+    scale = default_scale(head_dim, scale)
+    out = output_array("out", out, (batch, heads, n_queries, head_dim), like=q)
+    if batch and heads and n_queries:
+        grid = prefill_grid(batch, heads, kv_heads, n_queries)
+        kernel_for(head_dim)[grid, prefill_block(heads, kv_heads)](q, k, v, lens, out, scale, causal)
+    return out
+
+
+def gqa_prefill_tiles(q, k, v, *, causal=False, kv_lens=None, scale=None, out=None,
+                      kernel=gqa_prefill_tiles_kernel):
+    """Grouped-query flash attention with head_dim read at run time; returns out (B, H, N, d).
+
+    The arguments and the grid of ``gqa_prefill_flash``; ``kernel`` is launched as it is (the day's
+    exercise). Its query row and accumulator are arrays of ``HEAD_DIM_MAX`` floats, which the
+    compiler keeps in local memory: the next rung fixes head_dim at compile time.
+    """
+    return _launch_prefill(q, k, v, causal, kv_lens, scale, out, lambda head_dim: kernel)
+
+
 def gqa_prefill_flash(q, k, v, *, causal=False, kv_lens=None, scale=None, out=None,
                       kernel=gqa_prefill_flash_kernel):
     """Grouped-query flash attention; returns out (B, H, N, d).
@@ -322,15 +437,7 @@ def gqa_prefill_flash(q, k, v, *, causal=False, kv_lens=None, scale=None, out=No
     that returns the kernel to launch, as for day 5's v5; blocks have ``prefill_block(H, KVH)``
     threads.
     """
-    batch, heads, kv_heads, n_queries, n_keys, head_dim = check_gqa_shapes(q, k, v)
-    causal = require_bool("causal", causal)
-    lens = prepare_kv_lens(kv_lens, batch, n_keys, like=q)
-    scale = default_scale(head_dim, scale)
-    out = output_array("out", out, (batch, heads, n_queries, head_dim), like=q)
-    if batch and heads and n_queries:
-        grid = prefill_grid(batch, heads, kv_heads, n_queries)
-        kernel(head_dim)[grid, prefill_block(heads, kv_heads)](q, k, v, lens, out, scale, causal)
-    return out
+    return _launch_prefill(q, k, v, causal, kv_lens, scale, out, kernel)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -620,18 +727,107 @@ def _build_decode_kernel(G: int, T: int):
     return gqa_decode_partition_kernel
 
 
-def gqa_decode_split_k(q, k_cache, v_cache, block_tables, context_lens, *, scale=None, out=None,
-                       partition_size=None, max_context=None, kernel=gqa_decode_partition_kernel,
-                       merge_kernel=paged_attention_v2_merge_kernel):
-    """Decode attention over a paged cache, one block per (KV head, sequence, partition), then day 6's
-    merge; returns out (num_seqs, heads, head_dim).
+@cuda.jit
+def gqa_decode_group_kernel(q, k_cache, v_cache, block_tables, context_lens, scale, partition_size,
+                            partial_max, partial_sum, partial_acc):
+    """Block (x, s, p) serves the n_heads (at most GROUP_MAX) query heads first ... of KV head
+    x // subgroups over the tokens p * partition_size ... of sequence s, and writes their partials
+    in day 6's layout. Warp w takes tokens start + w, start + w + WARPS, ...: it loads each token's
+    K and V rows once and scores the token for every head of the block (one butterfly per head)."""
+    group = q.shape[1] // k_cache.shape[1]
+    subgroups = (group + GROUP_MAX - 1) // GROUP_MAX
+    heads_per_block = (group + subgroups - 1) // subgroups
+    kv_head = cuda.blockIdx.x // subgroups
+    first = kv_head * group + (cuda.blockIdx.x - kv_head * subgroups) * heads_per_block
+    n_heads = min(heads_per_block, (kv_head + 1) * group - first)
+    s = cuda.blockIdx.y
+    p = cuda.blockIdx.z
+    tid = cuda.threadIdx.x
+    warp = tid // WARP
+    lane = tid % WARP
+    d = q.shape[2]
+    block_size = k_cache.shape[2]
+    start = p * partition_size
+    end = min(start + partition_size, context_lens[s])    # end <= start: a partition with no token
 
-    The arguments of ``paged_attention_v2_split_k``: ``partition_size`` (None: ``decode_partition_size``,
-    long partitions that still fill the GPU with this rung's blocks), ``max_context`` (the longest
-    context: read from ``context_lens`` for NumPy inputs, required with device arrays). ``kernel`` is
-    a function of the group size that returns the kernel to launch (``gqa_decode_partition_kernel``),
-    as for the prefill rung; ``merge_kernel`` is day 6's.
-    """
+    # Lane l holds channels l, l + 32, ... of each head's query and accumulator (day 6's layout).
+    q_lane = cuda.local.array((GROUP_MAX, CHANNELS), float32)
+    acc = cuda.local.array((GROUP_MAX, CHANNELS), float32)
+    running_max = cuda.local.array(GROUP_MAX, float32)
+    running_sum = cuda.local.array(GROUP_MAX, float32)
+    k_row = cuda.local.array(CHANNELS, float32)
+    v_row = cuda.local.array(CHANNELS, float32)
+    for i in range(GROUP_MAX):
+        for ch in range(CHANNELS):
+            c = lane + ch * WARP
+            q_lane[i, ch] = q[s, first + i, c] * scale if i < n_heads and c < d else float32(0.0)
+            acc[i, ch] = float32(0.0)
+        running_max[i] = float32(-math.inf)
+        running_sum[i] = float32(0.0)
+    for ch in range(CHANNELS):
+        k_row[ch] = float32(0.0)
+        v_row[ch] = float32(0.0)
+
+    for t in range(start + warp, end, WARPS):
+        page = block_tables[s, t // block_size]
+        slot = t % block_size
+        for ch in range(CHANNELS):
+            c = lane + ch * WARP
+            if c < d:
+                k_row[ch] = k_cache[page, kv_head, slot, c]
+                v_row[ch] = v_cache[page, kv_head, slot, c]
+        # The token's K and V, loaded once, serve every head of the block.
+        for i in range(GROUP_MAX):
+            if i < n_heads:
+                partial = float32(0.0)
+                for ch in range(CHANNELS):
+                    partial += q_lane[i, ch] * k_row[ch]
+                for offset in (16, 8, 4, 2, 1):     # every lane ends with the whole score
+                    partial += cuda.shfl_xor_sync(FULL_MASK, partial, offset)
+                new_max = max(running_max[i], partial)
+                correction = math.exp(running_max[i] - new_max)      # 0 at the first token
+                weight = math.exp(partial - new_max)
+                running_sum[i] = running_sum[i] * correction + weight
+                for ch in range(CHANNELS):
+                    acc[i, ch] = acc[i, ch] * correction + weight * v_row[ch]
+                running_max[i] = new_max
+
+    # The warps' states meet in shared memory, head by head; then thread tid combines the (head,
+    # channel) pairs tid, tid + THREADS, ... of the block (day 6's merge of warps, per head).
+    warp_max = cuda.shared.array((WARPS, GROUP_MAX), float32)
+    warp_sum = cuda.shared.array((WARPS, GROUP_MAX), float32)
+    warp_acc = cuda.shared.array((WARPS, GROUP_MAX, HEAD_DIM_MAX), float32)
+    for i in range(GROUP_MAX):
+        if lane == 0:
+            warp_max[warp, i] = running_max[i]
+            warp_sum[warp, i] = running_sum[i]
+        for ch in range(CHANNELS):
+            c = lane + ch * WARP
+            if c < d:
+                warp_acc[warp, i, c] = acc[i, ch]
+    cuda.syncthreads()
+    for idx in range(tid, n_heads * d, THREADS):
+        i = idx // d
+        c = idx - i * d
+        block_max = float32(-math.inf)
+        for w in range(WARPS):
+            block_max = max(block_max, warp_max[w, i])
+        block_sum = float32(0.0)
+        channel = float32(0.0)
+        if block_max > -math.inf:       # else no warp saw a token: exp(-inf - -inf) would be NaN
+            for w in range(WARPS):
+                factor = math.exp(warp_max[w, i] - block_max)
+                block_sum += warp_sum[w, i] * factor
+                channel += warp_acc[w, i, c] * factor
+        if c == 0:
+            partial_max[s, first + i, p] = block_max
+            partial_sum[s, first + i, p] = block_sum
+        partial_acc[s, first + i, p, c] = channel
+
+
+def _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, partition_size, max_context,
+                   kernel_for, merge_kernel) -> np.ndarray:
+    """Validate, then launch ``kernel_for(group)`` on the decode grid and the merge: both decode rungs."""
     num_seqs, heads, head_dim, kv_heads, _ = check_paged_inputs(q, k_cache, v_cache, block_tables, context_lens)
     scale = default_scale(head_dim, scale)
     longest = longest_context(context_lens, max_context)
@@ -644,16 +840,50 @@ def gqa_decode_split_k(q, k_cache, v_cache, block_tables, context_lens, *, scale
     if not (num_seqs and heads):
         return out
     partial_max, partial_sum, partial_acc = _partials(q, num_seqs, heads, partitions, head_dim)
-    kernel(heads // kv_heads)[decode_grid(num_seqs, heads, kv_heads, partitions), THREADS](
+    kernel_for(heads // kv_heads)[decode_grid(num_seqs, heads, kv_heads, partitions), THREADS](
         q, k_cache, v_cache, block_tables, context_lens, scale, partition_size,
         partial_max, partial_sum, partial_acc)
     merge_kernel[(heads, num_seqs), HEAD_DIM_MAX](partial_max, partial_sum, partial_acc, out)
     return out
 
 
+def gqa_decode_group(q, k_cache, v_cache, block_tables, context_lens, *, scale=None, out=None,
+                     partition_size=None, max_context=None, kernel=gqa_decode_group_kernel,
+                     merge_kernel=paged_attention_v2_merge_kernel):
+    """Decode attention over a paged cache, one block per (KV head, sequence, partition), then day 6's
+    merge; returns out (num_seqs, heads, head_dim).
+
+    The arguments, grid and partials of ``gqa_decode_split_k``; ``kernel`` is launched as it is (the
+    day's exercise): one token per warp at a time and one butterfly per score, with arrays sized for
+    ``GROUP_MAX`` heads whatever the group.
+    """
+    return _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, partition_size,
+                          max_context, lambda group: kernel, merge_kernel)
+
+
+def gqa_decode_split_k(q, k_cache, v_cache, block_tables, context_lens, *, scale=None, out=None,
+                       partition_size=None, max_context=None, kernel=gqa_decode_partition_kernel,
+                       merge_kernel=paged_attention_v2_merge_kernel):
+    """Decode attention over a paged cache, one block per (KV head, sequence, partition), then day 6's
+    merge; returns out (num_seqs, heads, head_dim).
+
+    The arguments of ``paged_attention_v2_split_k``: ``partition_size`` (None: ``decode_partition_size``,
+    long partitions that still fill the GPU with this rung's blocks), ``max_context`` (the longest
+    context: read from ``context_lens`` for NumPy inputs, required with device arrays). ``kernel`` is
+    a function of the group size that returns the kernel to launch (``gqa_decode_partition_kernel``),
+    as for the prefill rung; ``merge_kernel`` is day 6's.
+    """
+    return _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, partition_size,
+                          max_context, kernel, merge_kernel)
+
+
 RUNGS = ladder(
+    Rung("gqa_prefill_tiles", gqa_prefill_tiles,
+         "blocks of up to 64 positions x the heads of a group share each K and V tile; head_dim read at run time"),
     Rung("gqa_prefill_flash", gqa_prefill_flash,
          "blocks of up to 64 positions x all heads of a group: a K and V tile serves the group at once"),
+    Rung("gqa_decode_group", gqa_decode_group,
+         "one block per (KV head, sequence, partition): each token loaded once, scored for each head of the group"),
     Rung("gqa_decode_split_k", gqa_decode_split_k,
          "one block per (KV head, sequence, partition): each page read once per group, scored for all its heads"),
 )

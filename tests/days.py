@@ -212,6 +212,45 @@ DAYS = (
                                "merge_handles_empty_partitions", "allocator_copy_on_write", "allocator_workload"}),
         constants={"paged_v1_constants": "paged_attention"},
     ),
+    Day(
+        assignment="day07_grouped_query_attention",
+        points=10,
+        solution_code={"prefill_kernel": "gqa_attention.gqa_prefill_tiles_kernel",
+                       "decode_kernel": "gqa_attention.gqa_decode_group_kernel"},
+        launchers=(
+            Launcher("prefill_launcher", "gqa_prefill", "gqa_attention", "gqa_prefill_tiles",
+                     {"kernel": "gqa_prefill_tiles_kernel"}),
+            Launcher("decode_launcher", "gqa_decode", "gqa_attention", "gqa_decode_group",
+                     {"kernel": "gqa_decode_group_kernel"}),
+        ),
+        wrong=(
+            Mutation("prefill_kernel", "    h = kv_head * group + head_in_group", "    h = kv_head * 2 + head_in_group",
+                     "the query head of a row assumes a group of 2, whatever the shapes"),
+            Mutation("decode_kernel",
+                     """        for ch in range(CHANNELS):
+            c = lane + ch * WARP
+            if c < d:
+                k_row[ch] = k_cache[page, kv_head, slot, c]
+                v_row[ch] = v_cache[page, kv_head, slot, c]
+        # The token's K and V, loaded once, serve every head of the block.
+        for i in range(GROUP_MAX):
+            if i < n_heads:
+""",
+                     """        for i in range(GROUP_MAX):
+            if i < n_heads:
+                for ch in range(CHANNELS):
+                    c = lane + ch * WARP
+                    if c < d:
+                        k_row[ch] = k_cache[page, kv_head, slot, c]
+                        v_row[ch] = v_cache[page, kv_head, slot, c]
+""",
+                     "the token's K and V rows are loaded again for every head of the group"),
+        ),
+        # A group of 2 is right for the 2-head groups and for one KV head; loading K and V per head gives
+        # the right values.
+        wrong_fails=frozenset({"prefill_every_group", "decode_traffic"}),
+        constants={"prefill_constants": "gqa_attention", "decode_constants": "gqa_attention"},
+    ),
 )
 
 BY_NAME = {day.assignment: day for day in DAYS}

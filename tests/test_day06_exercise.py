@@ -9,56 +9,13 @@ fail. Where the visible check cannot see the mistake (a size it does not try), t
 
 from __future__ import annotations
 
-import linecache
-import pathlib
-import warnings
-
-import nbformat
 import pytest
 
-from grader import markers
+from solution_cells import SolutionCells
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-NOTEBOOK = ROOT / "solutions" / "day06_paged_attention" / "day06_paged_attention.ipynb"
-RUN_FIRST = ("setup_device", "cache_write_kernel", "cache_write_launcher", "paged_v1_constants", "paged_v1_kernel",
-             "paged_v1_launcher", "merge_kernel", "merge_launcher", "allocator_class")
-
-
-def _cells() -> dict:
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    return {c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells if c.cell_type == "code"}
-
-
-def _without_markers(source: str) -> str:
-    return "\n".join(line for line in source.splitlines()
-                     if line.strip() not in (markers.BEGIN_SOLUTION, markers.END_SOLUTION))
-
-
-def _parts(source: str) -> tuple[str, str]:
-    """(the visible part of a grade cell, its hidden tests)."""
-    visible, _, rest = source.partition(markers.BEGIN_HIDDEN)
-    return visible, rest.partition(markers.END_HIDDEN)[0]
-
-
-def _run(name: str, source: str, namespace: dict) -> None:
-    filename = f"<day06 {name}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), namespace)
-
-
-def _notebook_with(cell: str, edits) -> dict:
-    """The namespace of the solution notebook run up to its grade cells, with ``edits`` ((old, new)
-    text replacements, each found at least once) made to answer cell ``cell``."""
-    cells = _cells()
-    namespace: dict = {}
-    for gid in RUN_FIRST:
-        source = _without_markers(cells[gid])
-        if gid == cell:
-            for old, new in edits:
-                assert old in source, f"{cell} no longer contains {old!r}"
-                source = source.replace(old, new)
-        _run(gid, source, namespace)
-    return namespace
+NOTEBOOK = SolutionCells("day06_paged_attention", (
+    "setup_device", "cache_write_kernel", "cache_write_launcher", "paged_v1_constants", "paged_v1_kernel",
+    "paged_v1_launcher", "merge_kernel", "merge_launcher", "allocator_class"))
 
 
 # grade cell -> (answer cell, edits, the mistake, whether the visible check misses it)
@@ -115,21 +72,11 @@ WRONG = {
 
 
 def test_every_grade_cell_has_a_wrong_kernel():
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    graded = {c.metadata["nbgrader"]["grade_id"] for c in nb.cells if c.metadata["nbgrader"].get("grade")}
-    assert set(WRONG) == graded
+    assert set(WRONG) == NOTEBOOK.graded
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")       # the 0/0 of two of the mistakes
 @pytest.mark.parametrize("grade_id", list(WRONG))
 def test_hidden_tests_fail_a_wrong_kernel(grade_id):
-    cell, edits, why, visible_misses_it = WRONG[grade_id]
-    namespace = _notebook_with(cell, edits)
-    visible, hidden = _parts(_cells()[grade_id])
-    assert hidden.strip(), grade_id
-    if visible_misses_it:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            _run(f"{grade_id} visible", visible, namespace)   # the visible check does not see this mistake ...
-    with pytest.raises(AssertionError):
-        _run(f"{grade_id} hidden", hidden, namespace)          # ... the hidden tests do
+    cell, edits, _, visible_misses_it = WRONG[grade_id]
+    NOTEBOOK.hidden_tests_fail(grade_id, cell, edits, visible_misses_it)

@@ -37,8 +37,9 @@ from kernels import flash_attention, reference
 from kernels.flash_attention import attention_v5_flash_registers
 from kernels.gqa_attention import (DECODE_BLOCKS_PER_SM, DECODE_PARTITION_MAX, GROUP_MAX, HEAD_DIM_MAX, ROWS_MAX,
                                    TILE_KV, TILE_POS, TOKENS_IN_FLIGHT, decode_grid, decode_partition_size,
-                                   decode_shared_bytes, decode_tiling, gqa_decode_partition_kernel, gqa_decode_split_k,
-                                   gqa_prefill_flash, gqa_prefill_flash_kernel, prefill_block, prefill_grid,
+                                   decode_shared_bytes, decode_tiling, gqa_decode_group, gqa_decode_partition_kernel,
+                                   gqa_decode_split_k, gqa_prefill_flash, gqa_prefill_flash_kernel, gqa_prefill_tiles,
+                                   prefill_block, prefill_grid,
                                    prefill_shared_bytes, prefill_tiling, subgroups_for)
 from kernels.paged_attention import PARTITION_SIZE, WARP, WARPS, paged_attention_v2_split_k
 
@@ -105,6 +106,21 @@ def test_prefill_matches_reference_and_its_traffic_model(B, heads, kv_heads, N, 
     launch = t.per_launch[0]
     assert t.launches == 1 and launch.grid == prefill_grid(B, heads, kv_heads, N)
     assert launch.block[0] == prefill_block(heads, kv_heads) <= ROWS_MAX
+    assert counted(t) == model.requested_prefill(B, heads, kv_heads, N, d, M, causal=causal, kv_lens=kv_lens)
+
+
+# The exercise's rung: the same grid, tiling and loads, head_dim read at run time.
+@pytest.mark.parametrize("B, heads, kv_heads, N, M, d, causal, kv_lens",
+                         [PREFILL_CASES[i] for i in (1, 2, 4, 6)])
+def test_prefill_tiles_matches_reference_and_the_same_traffic_model(B, heads, kv_heads, N, M, d, causal, kv_lens):
+    q, k, v, seed = qkv(B, heads, kv_heads, N, M, d)
+    lens = None if kv_lens is None else np.array(kv_lens, np.int32)
+    with count_traffic() as t:
+        out = gqa_prefill_tiles(q, k, v, causal=causal, kv_lens=lens, out=poison(np.empty_like(q)))
+    check(out, reference.attention(q, k, v, causal=causal, kv_lens=lens), dims=DIMS, seed=seed,
+          name=f"O of gqa_prefill_tiles, group {heads // kv_heads}, causal={causal}, kv_lens={kv_lens}")
+    assert t.kernel_names == ["gqa_prefill_tiles_kernel"]
+    assert t.per_launch[0].grid == prefill_grid(B, heads, kv_heads, N)
     assert counted(t) == model.requested_prefill(B, heads, kv_heads, N, d, M, causal=causal, kv_lens=kv_lens)
 
 
@@ -344,6 +360,19 @@ def test_decode_matches_reference_and_its_traffic_model(block_size, lens, kv_hea
     assert t.global_loads["k_cache"] == t.global_loads["v_cache"] == kv_loads
     day6 = day6_model.requested_v2(lens, case.heads, d, partition_size)
     assert day6["k_cache"][0] == kv_loads * group // subgroups_for(group)
+
+
+@pytest.mark.parametrize("block_size, lens, kv_heads, group, d, partition_size",
+                         [DECODE_CASES[i] for i in (1, 2, 5)])
+def test_decode_group_matches_reference_and_the_same_traffic_model(block_size, lens, kv_heads, group, d,
+                                                                   partition_size):
+    """The exercise's rung: one token at a time, arrays of GROUP_MAX heads; the loads of the fast rung."""
+    case = decode_case(lens, block_size, kv_heads=kv_heads, group=group, d=d)
+    with count_traffic() as t:
+        out = run_decode(case, partition_size, launcher=gqa_decode_group)
+    check_decode(out, case, f"gqa_decode_group out, group {group}, block_size {block_size}, contexts {lens}")
+    assert t.kernel_names == ["gqa_decode_group_kernel", "paged_attention_v2_merge_kernel"]
+    assert counted(t) == model.requested_decode(lens, case.heads, kv_heads, d, partition_size)
 
 
 def test_decode_reads_each_page_once_per_group_where_day6_reads_it_once_per_head():

@@ -9,7 +9,7 @@ puts them ahead of ``check``'s own diagnoses.
   Facts first (an empty context that is not 0; NaN in some channels of a row only, from memory never
   written; NaN or zeros in whole rows, from a slot holding no key: the tests fill every such slot with
   NaN, and a NaN sum fails a ``sum > 0`` test), then NumPy models of the mistakes (the KV head taken
-  as ``h % kv_heads``, the block table ignored, the last key or the last partial page left out, the
+  as ``h % kv_heads`` or with a wrong group size (``course.diagnoses.gqa``), the block table ignored, the last key or the last partial page left out, the
   scale missing or applied twice) and, when the context was split into partitions, the merges
   that leave out a rescale.
 - :func:`cache_write_findings`: a KV cache after a write: which token landed where, and why.
@@ -27,15 +27,19 @@ import traceback
 
 import numpy as np
 
+from course.diagnoses.gqa import mapping_candidates
+
 __all__ = ["decode_findings", "merge_models", "partial_arrays", "cache_write_findings", "launch_error", "KEYS"]
 
 # The keys of the findings, by function: decode_findings, cache_write_findings, launch_error.
 KEYS = ("paged_empty_context", "paged_partial_nan", "paged_read_past_end", "paged_kv_head_interleaved",
+        "paged_kv_head_wrong_group",
         "paged_table_ignored", "paged_last_key_dropped", "paged_partial_page_dropped", "paged_scale",
         "merge_not_rescaled", "merge_acc_not_rescaled", "merge_sum_not_rescaled",
         "slot_at_block_boundary", "slot_table_ignored", "slot_offset", "slot_wrong", "cache_write_extra",
         "cache_write_v_missed",
-        "kv_head_out_of_range", "page_past_table", "slot_past_block", "index_out_of_range", "zero_division",
+        "kv_head_out_of_range", "query_head_out_of_range", "page_past_table", "slot_past_block",
+        "index_out_of_range", "zero_division",
         "exp_overflow")
 
 _TOL = 1e-3
@@ -224,13 +228,9 @@ def decode_findings(got: np.ndarray, want: np.ndarray, ctx: dict, *, partition_s
     if found:
         return found
     heads, kv_heads = ctx["q"].shape[1], ctx["k_cache"].shape[1]
-    group = heads // kv_heads
     models = []
-    if group > 1 and kv_heads > 1:
-        models.append(("paged_kv_head_interleaved", lambda: _decode(ctx, kv_of=lambda h, kv, g: h % kv),
-                       f"query head h read KV head h % kv_heads instead of h // (heads // kv_heads): the "
-                       f"{group} query heads that share a KV head are neighbours (heads {0} ... {group - 1} read "
-                       "KV head 0), not one in every kv_heads"))
+    for name, kv_of, message in mapping_candidates(heads, kv_heads):
+        models.append((f"paged_kv_head_{name}", lambda kv_of=kv_of: _decode(ctx, kv_of=kv_of), message))
     contiguous = np.arange(ctx["block_tables"].shape[1])
     models.append(("paged_table_ignored", lambda: _decode(ctx, blocks_of=lambda s: contiguous),
                    "the block table was not used: position t was read from block t // block_size, as if the "
@@ -365,7 +365,8 @@ def launch_error(exc: BaseException, sizes: dict) -> tuple[str, str] | None:
     """``(key, message)`` for an exception a kernel raised on the simulator, or None if it is not one of them.
 
     sizes: what the launch's arrays mean, any of ``kv_heads``, ``heads``, ``max_pages`` (columns of
-    block_tables), ``block_size``, ``num_blocks``.
+    block_tables), ``block_size``, ``num_blocks``, and ``kv_line``: text that marks a kernel line reading
+    K or V when their names hold no "cache" (day 7's prefill: ``("k[", "v[")``).
     """
     line = _kernel_line(exc)
     at = f" (at `{line}`)" if line else ""
@@ -377,12 +378,19 @@ def launch_error(exc: BaseException, sizes: dict) -> tuple[str, str] | None:
         if match:
             index, axis, size = (int(g) for g in match.groups())
             kv_heads, heads = sizes.get("kv_heads"), sizes.get("heads")
-            if axis == 1 and size == kv_heads and ("cache" in line or not line):
+            kv_line = "cache" in line or not line or any(name in line for name in sizes.get("kv_line", ()))
+            if axis == 1 and size == kv_heads and kv_line:
                 group = heads // kv_heads if heads and kv_heads else None
                 return "kv_head_out_of_range", lead + (
-                    f"Axis 1 of k_cache and v_cache is the KV head, 0 ... {kv_heads - 1}: query head h reads KV head "
+                    f"Axis 1 of K and V is the KV head, 0 ... {kv_heads - 1}: query head h reads KV head "
                     "h // (heads // kv_heads)" + (f" (here {group} query heads share each KV head)" if group else "")
                     + ": is the query head used as the KV head?")
+            if axis == 1 and size == heads and sizes.get("kv_line") and ("q[" in line or "o[" in line or not line):
+                group = heads // kv_heads if heads and kv_heads else None
+                return "query_head_out_of_range", lead + (
+                    f"Axis 1 of q and o is the query head, 0 ... {heads - 1}: the block of KV head kv_head serves "
+                    "query heads kv_head * group ... kv_head * group + group - 1, with group = heads // kv_heads"
+                    + (f" = {group} here" if group else "") + ": is the group a fixed number in the kernel?")
             if axis == 1 and size == sizes.get("max_pages") and ("table" in line or not line):
                 return "page_past_table", lead + (
                     f"Axis 1 of block_tables is the page ({size} per row): a context of n tokens uses pages "
