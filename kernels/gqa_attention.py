@@ -9,7 +9,9 @@ of them:
 - ``gqa_prefill_tiles``: day 5's flash kernel (v4, head_dim read at run time) for K and V of
   ``kv_heads`` heads: one block per tile of ``positions`` query positions times the ``group`` heads
   of one KV head, one thread per (position, head) row, so each K and V tile staged in shared memory
-  serves every query head of the group at once. The day's exercise.
+  serves every query head of the group at once. The day's exercise. On an H100 (N = 4,096, B = 2,
+  32 query heads over 8, causal) it takes 318 ms at head_dim 128 and 98.8 ms at 64, 11 times the
+  next rung: its query row and accumulator, arrays of HEAD_DIM_MAX floats, live in local memory.
 - ``gqa_prefill_flash``: the same with head_dim fixed at compile time (day 5's v5), so each row's
   query and accumulator live in registers. K and V are read once per ``positions`` positions of a
   group where day 5 reads them once per 64 positions of each head.
@@ -17,7 +19,8 @@ of them:
   partition) instead of per query head: each warp loads a token's K and V once and scores it for
   each of the up to ``GROUP_MAX`` query heads of its group, one butterfly per score, so every page
   is read once per group, not once per query head; day 6's merge kernel then combines the
-  partitions. The day's exercise.
+  partitions. The day's exercise. On an H100 (16 sequences of 8,192 tokens, head_dim 128, 32 query
+  heads) it takes 3.48, 1.26 and 0.84 ms at groups 1, 4 and 8, 2.4 to 3 times the next rung.
 - ``gqa_decode_split_k``: the same traffic, fast: a kernel compiled per group size
   (``gqa_decode_partition_kernel(group)``), several tokens in flight and one butterfly for all the
   scores of a batch (below).
