@@ -21,7 +21,8 @@ Optional names: ``ASSIGNMENT`` (required in ``_course``: the assignment the case
 grade_id, ``(old, new)`` replacements applied by :func:`edit_cell` to the BASE's cell),
 ``OTHERS`` (a case whose cells replace the BASE's cells that EDITS leave alone: a wrong sample
 edits our kernel of one exercise and takes the others from ``correct_alternative``, because our
-kernels pasted whole are the course's and score 0), ``DELETE`` (grade_ids of cells the submission deleted), ``RAW`` (the submitted file's text instead
+kernels pasted whole are the course's and score 0; or ``"blank"``: the other exercises stay as
+released, unanswered, and score 0 at once, so grading the case costs only the exercise it is about), ``DELETE`` (grade_ids of cells the submission deleted), ``RAW`` (the submitted file's text instead
 of a notebook, e.g. broken JSON), ``MISSING = True`` (the student submitted nothing for it),
 ``TIMEOUT`` (seconds per cell for this case), and in ``EXPECT``: ``"details"`` / ``"flags"`` (lists
 of text each row's details / review flags must contain). A per-day case's ``"points"`` must name
@@ -43,6 +44,7 @@ import re
 import runpy
 import textwrap
 
+BLANK = "blank"     # OTHERS = BLANK: the cells a wrong sample does not edit stay unanswered
 SAMPLES_DIR = pathlib.Path(__file__).resolve().parent / "samples"
 COURSE_WIDE = "_course"
 
@@ -124,7 +126,11 @@ def load_case(path) -> Case:
             raise ValueError(f"{path}: EDITS name cells {unknown} that the BASE case {ns['BASE']!r} does not set")
         edited = {gid: edit_cell(base.cells[gid], changes, where=f"{path.name}, cell {gid}")
                   for gid, changes in edits.items()}
-        rest = load_case(SAMPLES_DIR / assignment / f"{ns['OTHERS']}.py").cells if ns.get("OTHERS") else base.cells
+        others = ns.get("OTHERS")
+        if others == BLANK:
+            rest = {}
+        else:
+            rest = load_case(SAMPLES_DIR / assignment / f"{others}.py").cells if others else base.cells
         cells = {**rest, **edited, **cells}
     elif ns.get("OTHERS"):
         raise ValueError(f"{path}: OTHERS fills the cells a BASE case's EDITS leave alone; set BASE too")

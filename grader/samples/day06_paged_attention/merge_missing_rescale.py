@@ -1,27 +1,27 @@
 """The merge adds up the partial sums and accumulators as they are, without rescaling each by
 exp(partial_max[p] - m): right for a context of one partition, wrong as soon as two partitions saw keys.
-It reads and writes what it should: 11/13, losing both value cells of the merge."""
+It reads and writes what it should: 1/13 (the other exercises left unanswered), losing both value cells of the merge."""
 
 EXPECT = {
     "status": "graded",
     "points": {
-        "cache_write_slots": 2,
-        "cache_write_traffic": 1,
-        "paged_v1_matches_reference": 1,
-        "paged_v1_mixed_lengths": 1,
-        "paged_v1_large_logits": 1,
-        "paged_v1_traffic": 1,
+        "cache_write_slots": 0,
+        "cache_write_traffic": 0,
+        "paged_v1_matches_reference": 0,
+        "paged_v1_mixed_lengths": 0,
+        "paged_v1_large_logits": 0,
+        "paged_v1_traffic": 0,
         "merge_matches_reference": 0,
         "merge_handles_empty_partitions": 0,
         "merge_traffic": 1,
-        "allocator_fork": 1,
-        "allocator_copy_on_write": 1,
-        "allocator_workload": 1,
+        "allocator_fork": 0,
+        "allocator_copy_on_write": 0,
+        "allocator_workload": 0,
     },
 }
 
 BASE = "correct_ours"
-OTHERS = "correct_alternative"   # the cells this case does not edit (ours pasted would be the course's)
+OTHERS = "blank"             # the other exercises unanswered: they score 0 at once
 
 EDITS = {
     "merge_kernel": [("""

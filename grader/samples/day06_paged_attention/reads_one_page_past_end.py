@@ -1,29 +1,29 @@
 """The decode kernel counts a context's pages as context_lens // block_size + 1 and walks them whole: it
 reads the tail of a partial last page, or one page past the end (a -1 table entry) when the last page is
-full. Those slots hold NaN in the tests, and the reads exceed the budget: 9/13, losing every cell of the
+full. Those slots hold NaN in the tests, and the reads exceed the budget: 0/13 (the other exercises left unanswered), losing every cell of the
 decode kernel. (Its device functions read the lane with cuda.laneid, a line apart from ours, so the cell
 is the student's own.)"""
 
 EXPECT = {
     "status": "graded",
     "points": {
-        "cache_write_slots": 2,
-        "cache_write_traffic": 1,
+        "cache_write_slots": 0,
+        "cache_write_traffic": 0,
         "paged_v1_matches_reference": 0,
         "paged_v1_mixed_lengths": 0,
         "paged_v1_large_logits": 0,
         "paged_v1_traffic": 0,
-        "merge_matches_reference": 1,
-        "merge_handles_empty_partitions": 1,
-        "merge_traffic": 1,
-        "allocator_fork": 1,
-        "allocator_copy_on_write": 1,
-        "allocator_workload": 1,
+        "merge_matches_reference": 0,
+        "merge_handles_empty_partitions": 0,
+        "merge_traffic": 0,
+        "allocator_fork": 0,
+        "allocator_copy_on_write": 0,
+        "allocator_workload": 0,
     },
 }
 
 BASE = "correct_ours"
-OTHERS = "correct_alternative"   # the cells this case does not edit (ours pasted would be the course's)
+OTHERS = "blank"             # the other exercises unanswered: they score 0 at once
 
 EDITS = {
     "paged_v1_kernel": [

@@ -1,7 +1,7 @@
 """The prefill block loads its key tile with one element per row, as if the rows always covered the
 TILE_KV * head_dim elements of a tile. They do for the large blocks of a group of 2 to 4 at a small
 head_dim; with a group of 1 (64 rows) and head_dim 8, or head_dim 40, part of the tile is never
-loaded. The decode kernel is right: 7/10."""
+loaded. The decode exercise is left unanswered: 2/10."""
 
 EXPECT = {
     "status": "graded",
@@ -9,14 +9,14 @@ EXPECT = {
         "prefill_matches_reference": 0,
         "prefill_every_group": 0,
         "prefill_traffic": 2,
-        "decode_matches_reference": 2,
-        "decode_every_group": 1,
-        "decode_traffic": 2,
+        "decode_matches_reference": 0,
+        "decode_every_group": 0,
+        "decode_traffic": 0,
     },
 }
 
 BASE = "correct_ours"
-OTHERS = "correct_alternative"
+OTHERS = "blank"             # the other exercises unanswered: they score 0 at once
 
 EDITS = {
     "prefill_kernel": [("""
