@@ -22,6 +22,9 @@ choose the device (``course.use_device()``) before a kernel module loads numba.
 - ``kernels.gqa_attention``: day 7, grouped-query attention: flash prefill whose tiles fold the
   query heads of a group into their rows, and split-K paged decode with one block per KV head, so
   K and V are read once per group of query heads instead of once per query head
+- ``kernels.low_precision_attention``: day 8, day 7's prefill and decode over tensors stored in
+  fp16, bf16 or fp8 (e4m3 codes with a scale per page) and computed in float32, and the kernels
+  that quantize a cache to fp8 and back
 
 Each kernel module lists its rungs in its docstring, one line per rung, saying what the rung
 adds over the one before (``attention_v1_naive`` ... ``attention_v5_flash_registers``), and

@@ -45,9 +45,18 @@ def is_device_array(a) -> bool:
 
 
 def _is_c_contiguous(a) -> bool:
+    """C order in memory. The stride of an axis of length 1 never moves a pointer, so it may be anything
+    (numba's device arrays made from ``a[None, :]`` keep a 0 there and call themselves not contiguous)."""
     if isinstance(a, np.ndarray):
         return a.flags.c_contiguous
-    return a.is_c_contiguous()
+    if a.is_c_contiguous():
+        return True
+    expected = a.dtype.itemsize
+    for size, stride in zip(reversed(a.shape), reversed(a.strides)):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def _as_dtype(dtype) -> np.dtype:

@@ -328,6 +328,28 @@ def test_require_errors_name_the_argument_the_expected_and_the_received(call, er
         call()
 
 
+class _DeviceView:
+    """What numba makes of ``cuda.to_device(a)[None, :]`` on a GPU: a 0 stride on the axis of length 1,
+    and is_c_contiguous() False, though the elements lie in C order."""
+
+    dtype = np.dtype(np.float32)
+
+    def __init__(self, shape, strides):
+        self.shape, self.strides = shape, strides
+
+    def is_c_contiguous(self):
+        return False
+
+    def copy_to_host(self):
+        raise NotImplementedError
+
+
+def test_a_device_array_with_a_length_one_axis_is_contiguous_whatever_its_stride():
+    assert launching.require_float32("q", _DeviceView((1, 4), (0, 4)), (1, 4)) == (1, 4)
+    with pytest.raises(ValueError, match="q must be C-contiguous"):
+        launching.require_float32("q", _DeviceView((2, 4), (4, 8)), (2, 4))
+
+
 def test_require_accepts_what_it_promises():
     import ml_dtypes
 

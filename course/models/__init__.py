@@ -6,4 +6,5 @@ One module per operation, next to the kernel ladder it models:
 - ``course.models.attention``: naive, fused-rows and flash attention (days 2, 3, 5)
 - ``course.models.gemm``: the GEMM ladder (day 4)
 - ``course.models.gqa``: grouped-query prefill and decode, and the naive per-query-head mapping (day 7)
+- ``course.models.low_precision``: day 7's kernels over fp16, bf16 and fp8 storage (day 8)
 """

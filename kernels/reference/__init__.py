@@ -23,10 +23,14 @@ Quantization and number formats:
 - ``quantize_q8_0`` / ``dequantize_q8_0``, ``quantize_q4_0`` / ``dequantize_q4_0``: the GGUF
   (llama.cpp) block formats, bit for bit
 - ``round_to(x, fmt)``: the nearest fp16, bf16 or fp8 (e4m3) value
+- ``quantize_fp8`` / ``dequantize_fp8``, ``fp8_e4m3_values``: fp8 e4m3 codes with a float32 scale per
+  group (a page of a KV head), bit for bit; ``attention_at_precision``: attention on inputs and output
+  stored at a low precision, computed exactly
 
 Modules: ``softmax_attention`` (softmax, attention and its masks, grouped-query heads),
 ``paged_kv`` (the paged KV cache), ``matmul`` (GEMM), ``quantization`` (int8, uint8, int4),
-``gguf`` (Q8_0, Q4_0), ``low_precision`` (fp16, bf16, fp8 rounding). This package re-exports
+``gguf`` (Q8_0, Q4_0), ``low_precision`` (fp16, bf16, fp8 rounding), ``mixed_precision`` (fp8 codes
+with scales, attention at a storage precision). This package re-exports
 every public name, so ``from kernels import reference; reference.attention(...)`` is the way to
 call them. Modules import each other relatively: a fresh private copy of the package (what the
 grader's hidden tests load) uses only fresh private copies of its modules.
@@ -39,6 +43,7 @@ from .gguf import (GGUF_BLOCK_SIZE, Q4_0_BLOCK_BYTES, Q8_0_BLOCK_BYTES, dequanti
                    quantize_q4_0, quantize_q8_0)
 from .low_precision import FLOAT_FORMATS, round_to
 from .matmul import gemm
+from .mixed_precision import E4M3_MAX, attention_at_precision, dequantize_fp8, fp8_e4m3_values, quantize_fp8
 from .paged_kv import build_paged_cache, gather_kv, paged_attention
 from .quantization import (dequantize_int4_groups, dequantize_int8, dequantize_uint8_asymmetric, gemm_int8,
                            pack_int4, quantize_int4_groups, quantize_int8, quantize_uint8_asymmetric, unpack_int4)
@@ -52,4 +57,5 @@ __all__ = [
     "GGUF_BLOCK_SIZE", "Q8_0_BLOCK_BYTES", "Q4_0_BLOCK_BYTES",
     "quantize_q8_0", "dequantize_q8_0", "quantize_q4_0", "dequantize_q4_0",
     "FLOAT_FORMATS", "round_to",
+    "E4M3_MAX", "fp8_e4m3_values", "quantize_fp8", "dequantize_fp8", "attention_at_precision",
 ]

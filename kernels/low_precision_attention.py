@@ -1,0 +1,861 @@
+"""Mixed precision: attention whose tensors are stored in 16 or 8 bits and computed in float32.
+
+Day 7's kernels read and write float32. These do the same work on tensors stored in a narrower
+format: a value is converted to float32 when it is loaded, all arithmetic (the scores, the running
+maximum and sum, the accumulator) is float32, and a result is rounded to its storage format once,
+when it is stored. Half the bytes (fp16, bf16) or about a quarter (fp8) are stored, and the error
+is the storage format's rounding, not an accumulation of it (``DESIGN.md`` §6). The rungs:
+
+- ``gqa_prefill_mixed_precision``: day 7's ``gqa_prefill_flash`` (day 5's v5 extended to a block of
+  ``positions`` query positions times the heads of a group, head_dim fixed at compile time, every
+  group size) with q, k, v and o stored in fp16 or bf16 (or float32): each query row is converted
+  into registers and scaled there, each K and V tile is converted into float32 shared memory as it
+  is loaded, and o is rounded once when it is stored. Causal masking and ``kv_lens`` as day 7.
+- ``gqa_decode_mixed_precision``: day 7's ``gqa_decode_split_k`` over a paged cache stored in fp16
+  (or float32), or as fp8 e4m3 codes with a float32 scale per (block, kv_head) (``fp8_quantize``):
+  each warp keeps the next batch of tokens in registers as stored and loads it while it computes the
+  current one, and converts (fp16) or decodes (fp8) each element once per block; the fp8 scales
+  multiply whole scores and weights. q, out and the partials stay float32 (a row per head against a
+  whole context of cache); day 6's merge kernel combines the partitions.
+
+Tools that build and read an fp8 cache (kernels with launchers of the same pattern, not rungs of the
+ladder: their outputs are bits, checked bit for bit, where the registry's check compares floats):
+
+- ``fp8_quantize``: float32 to e4m3 codes (uint8) with one scale per group (a page of a KV head):
+  the given scales, or ``amax / 448`` per group (one block per group reduces its amax); round to
+  nearest even, subnormals included, saturating to +-448 (as ``cvt.rn.satfinite``)
+- ``fp8_dequantize``: codes and scales back to float32, ``code value * scale``
+
+Storage formats and numba (``DESIGN.md`` §4). fp16 arrays are ``np.float16``: ``float32(x)`` of an
+element is one ``cvt.f32.f16`` and a float32 stored into an fp16 array is rounded to nearest even.
+bf16 arrays are ``ml_dtypes.bfloat16``: numba-cuda converts them by a call to a linked function (no
+inline instruction without LTO), cheap in the prefill, which converts each element once per block,
+and not offered for the decode cache. NumPy bf16 arrays cannot cross to a GPU through numba (the
+buffer protocol has no bf16: "cannot include dtype 'E' in a buffer"), so the prefill moves them as
+uint16 and views them as bf16 on the device (``_bf16_to_device``). fp8 is stored as ``uint8`` codes
+and decoded in the kernel: numba has no fp8 conversion the simulator runs, and no bit cast either
+(the simulator's libdevice ``int_as_float`` returns None), so nothing here reinterprets bits:
+
+- decoding a code ``s eeee mmm``: ``value * 2**9`` is the integer ``(8 + m) << (e - 1)`` (normal)
+  or ``m`` (subnormal), below 2**24, so one integer-to-float conversion is exact
+  (``_e4m3_integer``). The decode kernel reads it from a 256-entry table in shared memory that each
+  block fills: on an H100 the table took 0.403 ms where the arithmetic took 0.476 and a bit cast
+  (GPU only) 0.406, in an earlier version of the kernel at group 4. The factor ``2**-9`` joins the
+  page's scale.
+- encoding (``_e4m3_code``): ``y = x / scale`` in float32 (IEEE division), then ``frexp`` gives the
+  binade and the significand ``16 f`` in [8, 16), rounded to nearest even by hand (floor and the
+  parity of the floor): bit for bit ``reference.quantize_fp8`` on the simulator and on a GPU.
+- the decode kernel reads a row of codes as 32-bit words (``fp8_words``): lane w loads channels
+  4 w ... 4 w + 3 in one load, so head_dim must be a multiple of 4.
+
+On an H100 (16 sequences x 8,192 tokens, 32 query heads on 8 KV heads, head_dim 128, shuffled pages
+of 16; bytes: each cache element read once per KV head, q and out; copy: torch's copy of as many
+bytes, 2.97 TB/s counting reads and writes): day 7's fp32 kernel 0.462 ms (0.77 of the copy
+bandwidth); this rung with a float32 cache 0.443 ms (0.81), fp16 0.358 ms (0.51, 1.29x day 7), fp8
+0.355 ms (0.26, 1.30x). Narrow caches are not yet memory-bound: at group 4 fp8 moves half fp16's
+bytes in the same time, so each batch of tokens costs its chain of shuffles, exponentials and
+conversions, not its bytes (at group 1, which does a quarter of the work per token: fp16 0.298 ms,
+fp8 0.226 ms against day 7's 0.382; at group 8 fp8 is slower than float32, 0.666 against 0.535 ms).
+
+Layouts (``DESIGN.md`` §3). Prefill: ``q, o: (batch, heads, n_queries, head_dim)``, ``k, v: (batch,
+kv_heads, n_keys, head_dim)``, all of one dtype. Decode::
+
+    q, out:             (num_seqs, heads, head_dim) float32
+    k_cache, v_cache:   (num_blocks, kv_heads, block_size, head_dim) float16 or float32, or uint8 codes
+    k_scales, v_scales: (num_blocks, kv_heads) float32, with uint8 codes only
+    block_tables:       (num_seqs, max_blocks_per_seq) int32
+    context_lens:       (num_seqs,) int32
+
+Launchers accept NumPy arrays or numba device arrays, validate every argument (errors name it),
+size the grid as day 7 does, launch the kernels given as ``kernel=`` (and ``merge_kernel=``) and
+return the output.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda, float32, int32, uint32
+from numba import types as numba_types
+
+from kernels.flash_attention import prepare_kv_lens
+from kernels.gqa_attention import (GROUP_MAX, HEAD_DIM_MAX, ROWS_MAX, TILE_KV, decode_grid, decode_partition_size,
+                                   prefill_block, prefill_grid, subgroups_for)
+# Day 7's device functions: the butterfly that sums many scores at once and the walk along a block table.
+from kernels.gqa_attention import _exchange, _next_pages, _prefill_tiling
+from kernels.launching import (cdiv, default_scale, is_device_array, output_array, require_array, require_bool,
+                               require_dtype, require_int, require_int32, require_kv_heads, require_same_kind)
+from kernels.paged_attention import (CHANNELS, FULL_MASK, THREADS, WARP, WARPS, longest_context,
+                                     paged_attention_v2_merge_kernel, partitions_for)
+# Day 6's block-table check, partial buffers (reused by shape on a GPU) and SM count, as day 7 uses them.
+from kernels.paged_attention import _check_tables, _partials, _sm_count
+from kernels.registry import Rung, ladder
+
+__all__ = ["E4M3_MAX", "PREFILL_DTYPES", "CACHE_FORMATS", "TOKENS_IN_FLIGHT", "check_prefill_inputs",
+           "gqa_prefill_mixed_precision_kernel", "gqa_prefill_mixed_precision", "cache_format",
+           "check_decode_inputs", "decode_tiling", "fp8_words",
+           "gqa_decode_mixed_precision_kernel", "gqa_decode_mixed_precision", "FP8_THREADS", "fp8_quantize_kernel",
+           "fp8_quantize", "fp8_dequantize_kernel", "fp8_dequantize", "RUNGS"]
+
+E4M3_MAX = 448.0
+# Storage dtypes of the prefill (all four tensors share one) and of the decode cache.
+PREFILL_DTYPES = ("float16", "bfloat16", "float32")
+CACHE_FORMATS = ("float32", "float16", "fp8_e4m3")
+# Tokens a decode warp loads at a time, by cache format and by the heads of its block (entry heads - 1).
+# A warp holds two batches in registers (the one it computes, the one in flight), so a token costs 8
+# registers per lane for float32 and for fp16 (4 K and 4 V numbers, one register each: numba has no
+# packed half2) and 2 for fp8 (a K and a V word). Timed on an H100 at 16 x 8,192 tokens, 8 KV heads,
+# head_dim 128 (ms; registers from ptxas): group 4: float32 T2 0.443 (111) < T4 0.496 (157); fp16 T2
+# 0.358 (116) < T4 0.427 (164); fp8 T8 0.355 (144) < T4 0.400 (116). Group 8: fp16 T1 0.506 (125) < T2
+# 0.532 (167); fp8 T4 0.666 (162) < T2 0.738 (143). Group 1: fp8 T16 0.226 < T8 0.252 (128 both).
+# The other entries were not timed: float32 and fp16 take the most tokens that keep ptxas at 128
+# registers or fewer (4 blocks of 128 threads per SM); fp8 groups 5 to 7 follow group 8.
+TOKENS_IN_FLIGHT = {
+    "float32": (4, 2, 2, 2, 1, 1, 1, 1),
+    "float16": (4, 4, 4, 2, 2, 2, 2, 1),
+    "fp8_e4m3": (16, 8, 8, 8, 4, 4, 4, 4),
+}
+_TWO_TO_MINUS_9 = 2.0 ** -9     # an e4m3 value is its integer _e4m3_integer times 2**-9
+_SMALLEST_NORMAL = 2.0 ** -6    # e4m3: below it the codes step by 2**-9
+
+
+# ----------------------------------------------------------------------------------------------
+# fp8 e4m3 codes: decode and encode with integer and float arithmetic only
+# ----------------------------------------------------------------------------------------------
+
+@cuda.jit(device=True, inline=True)
+def _e4m3_integer(code):
+    """``value * 2**9`` of an e4m3 code (0 ... 255) as an int32, exactly.
+
+    Normal (exponent field e >= 1): ``(8 + m) << (e - 1)``; subnormal: ``m``. The NaN codes 0x7f
+    and 0xff give +-480 * 2**9 (no cache the quantizer writes holds them). The int32(...) around
+    each step keeps numba's arithmetic in 32 bits (it widens integer operations to 64)."""
+    c = int32(code)
+    e = int32((c >> 3) & 15)
+    m = int32(c & 7)
+    magnitude = int32((m | 8) << (e - 1)) if e > 0 else m
+    return int32(-magnitude) if c & 0x80 else magnitude
+
+
+@cuda.jit(device=True, inline=True)
+def _round_half_even(r):
+    """The integer nearest to r >= 0 (ties to the even one), as an int32: floor, then the parity."""
+    q = int32(math.floor(r))
+    rest = r - float32(q)                       # exact: r < 2**24
+    if rest > 0.5 or (rest == 0.5 and q & 1):
+        q += 1
+    return q
+
+
+@cuda.jit(device=True, inline=True)
+def _e4m3_code(y):
+    """The e4m3 code (0 ... 255) of the e4m3 number nearest to float32 ``y``: ties to even,
+    subnormals included, |y| > 448 and infinities saturate to +-448 (0x7e, 0xfe), NaN is 0x7f."""
+    a = abs(y)
+    if a != a:
+        code = int32(0x7F)
+    elif a >= E4M3_MAX:
+        code = int32(0x7E)
+    elif a < _SMALLEST_NORMAL:
+        code = _round_half_even(a * float32(512.0))        # multiples of 2**-9; 8 is the smallest normal
+    else:
+        f, e = math.frexp(a)                                # a = f * 2**e, f in [0.5, 1), e in [-5, 9]
+        # exponent field e - 1 + 7, mantissa 16 f - 8; a significand that rounds up to 16 carries into
+        # the exponent field by itself ((e + 6) * 8 + 8 = (e + 7) * 8)
+        code = int32((int32(e) + 6) * 8 + _round_half_even(f * float32(16.0)) - 8)
+    if math.copysign(float32(1.0), y) < 0:
+        code = int32(code | 0x80)
+    return code
+
+
+# ----------------------------------------------------------------------------------------------
+# Prefill: day 7's GQA flash tiles, stored in fp16 / bf16, computed in float32
+# ----------------------------------------------------------------------------------------------
+
+def check_prefill_inputs(q, k, v) -> tuple[int, int, int, int, int, int]:
+    """Validate q (B, H, N, d), k and v (B, KVH, M, d) of one dtype of ``PREFILL_DTYPES``; return
+    (B, H, KVH, N, M, d). ``H`` must be a multiple of ``KVH``, ``1 <= d <= HEAD_DIM_MAX``. Raises
+    TypeError or ValueError naming the argument."""
+    dtype = require_dtype("q", q, PREFILL_DTYPES)
+    batch, heads, n_queries, head_dim = require_array("q", q, (None, None, None, None), dtype,
+                                                      dims=("batch", "heads", "seq_q", "head_dim"))
+    kv_dims = ("batch", "kv_heads", "seq_k", "head_dim")
+    if np.dtype(k.dtype) != dtype or np.dtype(v.dtype) != dtype:
+        name = "k" if np.dtype(k.dtype) != dtype else "v"
+        raise TypeError(f"{name} must have the dtype of q ({dtype}), got {np.dtype((k if name == 'k' else v).dtype)}")
+    _, kv_heads, n_keys, _ = require_array("k", k, (batch, None, None, head_dim), dtype, dims=kv_dims)
+    require_array("v", v, (batch, kv_heads, n_keys, head_dim), dtype, dims=kv_dims)
+    if not 1 <= head_dim <= HEAD_DIM_MAX:
+        raise ValueError(f"q must have 1 <= head_dim <= {HEAD_DIM_MAX} (HEAD_DIM_MAX: the shared-memory "
+                         f"tiles are sized for it), got head_dim {head_dim} in shape {tuple(q.shape)}")
+    require_kv_heads(heads, kv_heads, q_name="q", kv_name="k")
+    require_same_kind(q=q, k=k, v=v)
+    return batch, heads, kv_heads, n_queries, n_keys, head_dim
+
+
+_PREFILL_KERNELS: dict = {}
+
+
+def gqa_prefill_mixed_precision_kernel(head_dim: int):
+    """The prefill kernel for one ``head_dim`` (1 ... HEAD_DIM_MAX), compiled on first use and kept.
+
+    numba compiles it once per storage dtype it is launched with (fp16, bf16, float32): the
+    conversions ``float32(x)`` on load and the rounding on store follow the arrays' dtype."""
+    if isinstance(head_dim, bool) or not isinstance(head_dim, (int, np.integer)):
+        raise TypeError(f"head_dim must be an int, got {type(head_dim).__name__}")
+    if not 1 <= head_dim <= HEAD_DIM_MAX:
+        raise ValueError(f"head_dim must lie in [1, {HEAD_DIM_MAX}], got {head_dim}")
+    head_dim = int(head_dim)
+    if head_dim not in _PREFILL_KERNELS:
+        _PREFILL_KERNELS[head_dim] = _build_prefill_kernel(head_dim)
+    return _PREFILL_KERNELS[head_dim]
+
+
+def _build_prefill_kernel(D: int):
+    """Day 7's prefill kernel with every load converted to float32 and the store rounded: thread t of
+    block (x, y, b) owns position x * positions + t // heads_per_block of head t % heads_per_block
+    of sub-group y % subgroups."""
+
+    @cuda.jit
+    def gqa_prefill_mixed_precision_kernel(q, k, v, kv_lens, o, scale, causal):
+        group = q.shape[1] // k.shape[1]
+        subgroups, heads_per_block, positions = _prefill_tiling(group)
+        kv_head = cuda.blockIdx.y // subgroups
+        first = (cuda.blockIdx.y - kv_head * subgroups) * heads_per_block
+        b = cuda.blockIdx.z
+        t = cuda.threadIdx.x
+        rows = cuda.blockDim.x
+        n_queries = q.shape[2]
+        tile_start = cuda.blockIdx.x * positions
+        local_position = t // heads_per_block
+        position = tile_start + local_position
+        head_in_group = first + (t - local_position * heads_per_block)
+        h = kv_head * group + head_in_group
+        # K and V tiles are float32 in shared memory: converted once by the thread that loads them,
+        # then read by every row of the block without another conversion.
+        k_tile = cuda.shared.array((TILE_KV, D), float32)
+        v_tile = cuda.shared.array((TILE_KV, D), float32)
+        scores = cuda.shared.array((TILE_KV, ROWS_MAX), float32)
+        q_row = cuda.local.array(D, float32)
+        acc = cuda.local.array(D, float32)
+
+        active = position < n_queries and head_in_group < group
+        # The scale goes into q before any product: fp16 logits of 1e4 and more are fine in float32,
+        # and so is every product of two fp16 numbers.
+        for c in range(D):
+            q_row[c] = float32(q[b, h, position, c]) * scale if active else float32(0.0)
+            acc[c] = float32(0.0)
+        row_max = float32(-math.inf)
+        row_sum = float32(0.0)
+
+        kv_end = min(kv_lens[b], k.shape[2])
+        if causal:
+            kv_end = min(kv_end, tile_start + positions, n_queries)
+        for kv_start in range(0, kv_end, TILE_KV):
+            n_tile = min(TILE_KV, kv_end - kv_start)
+            for idx in range(t, n_tile * D, rows):
+                j = idx // D
+                c = idx - j * D
+                k_tile[j, c] = float32(k[b, kv_head, kv_start + j, c])
+                v_tile[j, c] = float32(v[b, kv_head, kv_start + j, c])
+            cuda.syncthreads()
+
+            n_valid = n_tile
+            if causal:
+                n_valid = min(n_tile, position - kv_start + 1)
+            if active and n_valid > 0:
+                tile_max = float32(-math.inf)
+                for j in range(n_valid):
+                    s = float32(0.0)
+                    for c in range(D):
+                        s += q_row[c] * k_tile[j, c]
+                    scores[j, t] = s
+                    tile_max = max(tile_max, s)
+                new_max = max(row_max, tile_max)
+                correction = math.exp(row_max - new_max)
+                row_sum *= correction
+                for c in range(D):
+                    acc[c] *= correction
+                for j in range(n_valid):
+                    p = math.exp(scores[j, t] - new_max)
+                    row_sum += p
+                    for c in range(D):
+                        acc[c] += p * v_tile[j, c]
+                row_max = new_max
+            cuda.syncthreads()
+
+        if active:
+            inv_sum = float32(0.0)
+            if row_sum > 0:
+                inv_sum = float32(1.0) / row_sum
+            for c in range(D):
+                o[b, h, position, c] = acc[c] * inv_sum       # rounded once, to the dtype of o
+
+    return gqa_prefill_mixed_precision_kernel
+
+
+def gqa_prefill_mixed_precision(q, k, v, *, causal=False, kv_lens=None, scale=None, out=None,
+                                kernel=gqa_prefill_mixed_precision_kernel):
+    """Grouped-query flash attention on fp16, bf16 or float32 tensors; returns out (B, H, N, d) in
+    the dtype of q.
+
+    q (B, H, N, d), k and v (B, KVH, M, d) of one dtype of ``PREFILL_DTYPES`` (bf16:
+    ``ml_dtypes.bfloat16``), NumPy or device arrays, ``H`` a multiple of ``KVH``, ``d <=
+    HEAD_DIM_MAX``. ``causal``, ``kv_lens`` (B,) int32 and ``scale`` as for day 7's
+    ``gqa_prefill_flash``; rows with no allowed key give 0. ``kernel`` is a function of head_dim
+    that returns the kernel to launch; blocks and grid are day 7's (``prefill_block``,
+    ``prefill_grid``).
+    """
+    batch, heads, kv_heads, n_queries, n_keys, head_dim = check_prefill_inputs(q, k, v)
+    causal = require_bool("causal", causal)
+    lens = prepare_kv_lens(kv_lens, batch, n_keys, like=q)
+    scale = default_scale(head_dim, scale)
+    out = output_array("out", out, (batch, heads, n_queries, head_dim), like=q, dtype=np.dtype(q.dtype))
+    if batch and heads and n_queries:
+        launch = kernel(head_dim)[prefill_grid(batch, heads, kv_heads, n_queries), prefill_block(heads, kv_heads)]
+        if _is_host_bf16(q):
+            device_out = cuda.device_array(out.shape, np.uint16).view(out.dtype)
+            launch(_bf16_to_device(q), _bf16_to_device(k), _bf16_to_device(v), lens, device_out, scale, causal)
+            device_out.view(np.uint16).copy_to_host(out.view(np.uint16))
+        else:
+            launch(q, k, v, lens, out, scale, causal)
+    return out
+
+
+def _is_host_bf16(a) -> bool:
+    return isinstance(a, np.ndarray) and a.dtype.name == "bfloat16"
+
+
+def _bf16_to_device(a):
+    """A NumPy bf16 array on the device. numba moves NumPy arrays through the buffer protocol, which has
+    no bf16 (on a GPU the launch fails: "cannot include dtype 'E' in a buffer"), so the bits travel as
+    uint16 and the device array is viewed as bf16 again."""
+    return cuda.to_device(a.view(np.uint16)).view(a.dtype)
+
+
+# ----------------------------------------------------------------------------------------------
+# Decode: day 7's split-K GQA decode over an fp16 or fp8 cache
+# ----------------------------------------------------------------------------------------------
+
+def cache_format(k_cache) -> str:
+    """``"float32"``, ``"float16"`` or ``"fp8_e4m3"`` (uint8 codes) from the dtype of a cache;
+    TypeError naming ``k_cache`` for any other dtype."""
+    dtype = require_dtype("k_cache", k_cache, (np.float32, np.float16, np.uint8))
+    return "fp8_e4m3" if dtype == np.uint8 else dtype.name
+
+
+def decode_tiling(group: int, fmt: str) -> tuple[int, int, int]:
+    """``(subgroups, heads_per_block, tokens_in_flight)`` of the decode kernel for a group size and a
+    cache format: day 7's sub-groups of at most ``GROUP_MAX`` heads, ``TOKENS_IN_FLIGHT[fmt]``."""
+    if fmt not in CACHE_FORMATS:
+        raise ValueError(f"fmt must be one of {CACHE_FORMATS}, got {fmt!r}")
+    subgroups = subgroups_for(group)
+    heads_per_block = cdiv(max(group, 1), subgroups)
+    return subgroups, heads_per_block, TOKENS_IN_FLIGHT[fmt][heads_per_block - 1]
+
+
+def check_decode_inputs(q, k_cache, v_cache, block_tables, context_lens) -> tuple:
+    """Validate a decode step's inputs; return (cache format, num_seqs, heads, head_dim, kv_heads).
+
+    Day 6's ``check_paged_inputs`` with a cache of float32, float16 or uint8 codes (``cache_format``),
+    both caches of one dtype: NumPy block tables are checked to the last entry a context uses.
+    Raises TypeError or ValueError naming the argument.
+    """
+    fmt = cache_format(k_cache)
+    dtype = np.dtype(k_cache.dtype)
+    num_seqs, heads, head_dim = require_array("q", q, (None, None, None), np.float32,
+                                              dims=("num_seqs", "heads", "head_dim"))
+    if not 1 <= head_dim <= HEAD_DIM_MAX:
+        raise ValueError(f"q must have 1 <= head_dim <= {HEAD_DIM_MAX} (HEAD_DIM_MAX: each lane holds "
+                         f"{CHANNELS} channels), got head_dim {head_dim} in shape {tuple(q.shape)}")
+    cache_dims = ("num_blocks", "kv_heads", "block_size", "head_dim")
+    num_blocks, kv_heads, block_size, _ = require_array("k_cache", k_cache, (None, None, None, head_dim), dtype,
+                                                        dims=cache_dims)
+    require_dtype("v_cache", v_cache, dtype)
+    require_array("v_cache", v_cache, tuple(k_cache.shape), dtype, dims=cache_dims)
+    require_kv_heads(heads, kv_heads, q_name="q", kv_name="k_cache")
+    if fmt == "fp8_e4m3" and head_dim % 4:
+        raise ValueError(f"q must have a head_dim that is a multiple of 4 for an fp8 cache (a lane loads the codes "
+                         f"of 4 channels as one 32-bit word), got head_dim {head_dim}")
+    if block_size < 1:
+        raise ValueError(f"k_cache must have block_size >= 1, got shape {tuple(k_cache.shape)}")
+    (_, max_blocks) = require_int32("block_tables", block_tables, (num_seqs, None),
+                                    dims=("num_seqs", "max_blocks_per_seq"))
+    require_int32("context_lens", context_lens, (num_seqs,), dims=("num_seqs",))
+    require_same_kind(q=q, k_cache=k_cache, v_cache=v_cache, block_tables=block_tables, context_lens=context_lens)
+    if not is_device_array(q):
+        _check_tables(block_tables, context_lens, block_size, max_blocks, num_blocks)
+    return fmt, num_seqs, heads, head_dim, kv_heads
+
+
+_DECODE_KERNELS: dict = {}
+
+
+def gqa_decode_mixed_precision_kernel(group: int, fmt: str):
+    """The decode kernel for a group size and a cache format (``CACHE_FORMATS``), compiled on first
+    use and kept. An fp8 kernel takes the codes as 32-bit words (``fp8_words``), 4 channels per lane."""
+    if isinstance(group, bool) or not isinstance(group, (int, np.integer)):
+        raise TypeError(f"group must be an int, got {type(group).__name__}")
+    if group < 1:
+        raise ValueError(f"group must be >= 1, got {group}")
+    _, heads_per_block, tokens = decode_tiling(int(group), fmt)
+    key = (heads_per_block, tokens, fmt)
+    if key not in _DECODE_KERNELS:
+        _DECODE_KERNELS[key] = _build_decode_kernel(*key)
+    return _DECODE_KERNELS[key]
+
+
+def fp8_words(cache):
+    """uint8 codes (..., head_dim) seen as uint32 words (..., head_dim // 4), no copy: word w of a row holds
+    the codes of channels 4 w ... 4 w + 3, channel 4 w + j in byte j (little-endian), so one 4-byte load
+    brings a lane 4 channels. NumPy or device arrays; head_dim must be a multiple of 4."""
+    return cache.view(np.uint32)
+
+
+@cuda.jit(device=True, inline=True)
+def _load_elements(k_cache, v_cache, k_scales, v_scales, block_tables, s, kv_head, first, end, lane, d, pages, slots,
+                   k_raw, v_raw):
+    """Issue the loads of the K and V rows of tokens first, first + WARPS, ... (those before ``end``) of a
+    float32 or fp16 cache: lane's channels lane + 32 ch into k_raw[u, ch], v_raw[u, ch], unconverted.
+    Returns the scales (1: a cache without scales). Unsigned indices, as day 7's ``_load_token``."""
+    for u in range(len(pages)):
+        if first + u * WARPS < end:
+            row = (np.uint64(pages[u]), np.uint64(kv_head), np.uint64(slots[u]))
+            k_row = k_cache[row]
+            v_row = v_cache[row]
+            base = np.uint64(lane)
+            if lane + (CHANNELS - 1) * WARP < d:        # all of the lane's channels exist (head_dim 128)
+                for ch in range(CHANNELS):
+                    k_raw[u, ch] = k_row[base + np.uint64(ch * WARP)]
+                    v_raw[u, ch] = v_row[base + np.uint64(ch * WARP)]
+            else:
+                for ch in range(CHANNELS):
+                    if lane + ch * WARP < d:
+                        k_raw[u, ch] = k_row[base + np.uint64(ch * WARP)]
+                        v_raw[u, ch] = v_row[base + np.uint64(ch * WARP)]
+    return float32(1.0), float32(1.0)
+
+
+@cuda.jit(device=True, inline=True)
+def _load_codes(k_cache, v_cache, k_scales, v_scales, block_tables, s, kv_head, first, end, lane, d, pages, slots,
+                k_raw, v_raw):
+    """Issue the loads of the same tokens of an fp8 cache seen as words: lane w < head_dim / 4 loads word w
+    (channels 4 w ... 4 w + 3) of each K and V row into k_raw[u], v_raw[u]. Lane u < len(pages) also
+    loads the page scales of token u and returns them times 2**-9 (the other lanes return 0): the
+    scores and the weights read them from that lane. (Lane u reads its token's table entry again:
+    ``pages[lane]`` would be an array index known only at run time, which puts ``pages`` in local memory.)"""
+    words = k_cache.shape[3]
+    for u in range(len(pages)):
+        if first + u * WARPS < end and lane < words:
+            at = (np.uint64(pages[u]), np.uint64(kv_head), np.uint64(slots[u]), np.uint64(lane))
+            k_raw[u] = k_cache[at]
+            v_raw[u] = v_cache[at]
+    k_scale = float32(0.0)
+    v_scale = float32(0.0)
+    token = first + lane * WARPS
+    if lane < len(pages) and token < end:
+        page = np.uint64(block_tables[s, token // k_cache.shape[2]])
+        k_scale = k_scales[page, np.uint64(kv_head)] * float32(_TWO_TO_MINUS_9)
+        v_scale = v_scales[page, np.uint64(kv_head)] * float32(_TWO_TO_MINUS_9)
+    return k_scale, v_scale
+
+
+@cuda.jit(device=True, inline=True)
+def _convert_elements(raw, u, table, out):
+    """Token u's channels of a float32 or fp16 cache, as float32 (one conversion instruction each for fp16)."""
+    for ch in range(CHANNELS):
+        out[ch] = float32(raw[u, ch])
+
+
+@cuda.jit(device=True, inline=True)
+def _decode_codes(raw, u, table, out):
+    """Token u's 4 channels of an fp8 word, decoded through the block's table: value * 2**9, exactly."""
+    word = raw[u]
+    for ch in range(CHANNELS):
+        out[ch] = table[np.uint32(word >> np.uint32(8 * ch)) & np.uint32(0xFF)]
+
+
+def _build_decode_kernel(G: int, T: int, fmt: str):
+    """Day 7's decode kernel (``gqa_attention._build_decode_kernel``: block (x, s, p) serves query heads
+    first ... first + n_heads - 1 of KV head x // subgroups over partition p of sequence s, ``T`` tokens
+    per warp at a time, one butterfly for a batch's ``G * T`` scores, the online softmax where the scores
+    are, day 6's partials), with what a narrow cache changes:
+
+    - each warp keeps the next batch's K and V rows in registers as they are stored (fp16 numbers, or
+      fp8 codes 4 to a 32-bit word) and issues their loads before it computes the current batch, so a
+      batch's loads wait on DRAM while the batch before is computed (with day 7's order, load then
+      compute, a warp has its loads in flight only while it waits, and half or a quarter of day 7's
+      bytes in flight no longer hide DRAM's latency);
+    - every element is converted (fp16: one instruction) or decoded (fp8: a 256-entry table of
+      ``value * 2**9`` in shared memory, built by the block) once per block, as its token is scored
+      and as it is accumulated, not once per head;
+    - fp8: the page scales (times 2**-9) multiply a whole score and a whole weight, not each element:
+      lane u loads those of token u, and the lane that holds a score reads its token's scales from
+      that lane (two shuffles a batch).
+    """
+    FP8 = fmt == "fp8_e4m3"
+    RAW = {"float32": float32, "float16": numba_types.float16, "fp8_e4m3": uint32}[fmt]
+    RAW_SHAPE = (T,) if FP8 else (T, CHANNELS)
+    TABLE_SIZE = 256 if FP8 else 1
+    load_batch = _load_codes if FP8 else _load_elements
+    convert = _decode_codes if FP8 else _convert_elements
+    N = G * T
+    LOG_NPAD = (N - 1).bit_length()
+    NPAD = 1 << LOG_NPAD
+    SHIFT = 5 - LOG_NPAD
+    LOG_T = T.bit_length() - 1
+    HEAD_LANES = (T << SHIFT) - 1
+    if NPAD > WARP or 1 << LOG_T != T or WARP != 32:
+        raise ValueError(f"heads x tokens in flight must be at most {WARP} and tokens a power of two, "
+                         f"got {G} x {T}")
+
+    @cuda.jit
+    def gqa_decode_mixed_precision_kernel(q, k_cache, v_cache, k_scales, v_scales, block_tables, context_lens,
+                                          scale, partition_size, partial_max, partial_sum, partial_acc):
+        group = q.shape[1] // k_cache.shape[1]
+        subgroups = (group + GROUP_MAX - 1) // GROUP_MAX
+        kv_head = cuda.blockIdx.x // subgroups
+        first = kv_head * group + (cuda.blockIdx.x - kv_head * subgroups) * G
+        n_heads = min(G, (kv_head + 1) * group - first)
+        s = cuda.blockIdx.y
+        p = cuda.blockIdx.z
+        tid = cuda.threadIdx.x
+        warp = tid // WARP
+        lane = tid % WARP
+        d = q.shape[2]
+        block_size = k_cache.shape[2]
+        start = p * partition_size
+        end = min(start + partition_size, context_lens[s])
+        mine = lane >> SHIFT
+        my_token = mine & (T - 1)
+
+        table = cuda.shared.array(TABLE_SIZE, float32)
+        if FP8:
+            for i in range(tid, TABLE_SIZE, THREADS):
+                table[i] = float32(_e4m3_integer(i))
+            cuda.syncthreads()
+
+        # Lane l holds channels l, l + 32, ... of each head (fp8: 4 l ... 4 l + 3, the channels of its word).
+        q_lane = cuda.local.array((G, CHANNELS), float32)
+        acc = cuda.local.array((G, CHANNELS), float32)
+        k_now = cuda.local.array(RAW_SHAPE, RAW)
+        v_now = cuda.local.array(RAW_SHAPE, RAW)
+        k_next = cuda.local.array(RAW_SHAPE, RAW)
+        v_next = cuda.local.array(RAW_SHAPE, RAW)
+        k_token = cuda.local.array(CHANNELS, float32)
+        v_token = cuda.local.array(CHANNELS, float32)
+        scores = cuda.local.array(NPAD, float32)
+        pages = cuda.local.array(T, int32)
+        slots = cuda.local.array(T, int32)
+        for i in range(G):
+            for ch in range(CHANNELS):
+                c = lane * CHANNELS + ch if FP8 else lane + ch * WARP
+                q_lane[i, ch] = q[s, first + i, c] * scale if i < n_heads and c < d else float32(0.0)
+                acc[i, ch] = float32(0.0)
+        for u in range(T):
+            if FP8:
+                k_next[u] = 0
+                v_next[u] = 0
+            else:
+                for ch in range(CHANNELS):
+                    k_next[u, ch] = 0
+                    v_next[u, ch] = 0
+        running_max = float32(-math.inf)
+        running_sum = float32(0.0)
+
+        # The first batch: its pages, then its loads.
+        page_index = (start + warp) // block_size
+        slot = start + warp - page_index * block_size
+        page_index, slot = _next_pages(block_tables, s, start + warp, end, block_size, page_index, slot,
+                                       pages, slots)
+        k_scale_next, v_scale_next = load_batch(k_cache, v_cache, k_scales, v_scales, block_tables, s, kv_head,
+                                                start + warp, end, lane, d, pages, slots, k_next, v_next)
+        for t0 in range(start + warp, end, T * WARPS):
+            # This batch is what was loaded last; the next one's loads go out before it is computed.
+            for u in range(T):
+                if FP8:
+                    k_now[u] = k_next[u]
+                    v_now[u] = v_next[u]
+                else:
+                    for ch in range(CHANNELS):
+                        k_now[u, ch] = k_next[u, ch]
+                        v_now[u, ch] = v_next[u, ch]
+            k_scale_now = k_scale_next
+            v_scale_now = v_scale_next
+            page_index, slot = _next_pages(block_tables, s, t0 + T * WARPS, end, block_size, page_index, slot,
+                                           pages, slots)
+            k_scale_next, v_scale_next = load_batch(k_cache, v_cache, k_scales, v_scales, block_tables, s, kv_head,
+                                                    t0 + T * WARPS, end, lane, d, pages, slots, k_next, v_next)
+
+            # Score j (head j // T, token j % T): each token converted once, for all G heads.
+            for j in range(NPAD):
+                scores[j] = float32(0.0)
+            for u in range(T):
+                convert(k_now, u, table, k_token)
+                for i in range(G):
+                    partial = scores[i * T + u]
+                    for ch in range(CHANNELS):
+                        partial += q_lane[i, ch] * k_token[ch]
+                    scores[i * T + u] = partial
+            if LOG_NPAD > 0:
+                _exchange(scores, NPAD >> 1, 16, lane)
+            if LOG_NPAD > 1:
+                _exchange(scores, NPAD >> 2, 8, lane)
+            if LOG_NPAD > 2:
+                _exchange(scores, NPAD >> 3, 4, lane)
+            if LOG_NPAD > 3:
+                _exchange(scores, NPAD >> 4, 2, lane)
+            if LOG_NPAD > 4:
+                _exchange(scores, NPAD >> 5, 1, lane)
+            score = scores[0]
+            for step in range(LOG_NPAD, 5):
+                score += cuda.shfl_xor_sync(FULL_MASK, score, 16 >> step)
+            if FP8:                             # the page's K scale, read from the lane that loaded it
+                score *= cuda.shfl_sync(FULL_MASK, k_scale_now, my_token)
+            if mine >= N or t0 + my_token * WARPS >= end:
+                score = float32(-math.inf)
+            new_max = max(running_max, score)
+            for b in range(LOG_T):
+                new_max = max(new_max, cuda.shfl_xor_sync(FULL_MASK, new_max, 1 << (SHIFT + b)))
+            weight = float32(0.0)
+            if new_max > -math.inf:
+                weight = math.exp(score - new_max)
+            grew = new_max > running_max
+            if cuda.any_sync(FULL_MASK, grew):
+                correction = math.exp(running_max - new_max) if grew else float32(1.0)
+                running_sum *= correction
+                for i in range(G):
+                    head_correction = cuda.shfl_sync(FULL_MASK, correction, (i * T) << SHIFT)
+                    for ch in range(CHANNELS):
+                        acc[i, ch] *= head_correction
+            running_sum += weight
+            running_max = new_max
+            value_weight = weight
+            if FP8:                             # the page's V scale goes into the weight, once
+                value_weight = weight * cuda.shfl_sync(FULL_MASK, v_scale_now, my_token)
+            for u in range(T):
+                convert(v_now, u, table, v_token)
+                for i in range(G):
+                    token_weight = cuda.shfl_sync(FULL_MASK, value_weight, (i * T + u) << SHIFT)
+                    for ch in range(CHANNELS):
+                        acc[i, ch] += token_weight * v_token[ch]
+
+        for b in range(LOG_T):
+            running_sum += cuda.shfl_xor_sync(FULL_MASK, running_sum, 1 << (SHIFT + b))
+        warp_max = cuda.shared.array((WARPS, G), float32)
+        warp_sum = cuda.shared.array((WARPS, G), float32)
+        warp_acc = cuda.shared.array((WARPS, G, HEAD_DIM_MAX), float32)
+        if lane & HEAD_LANES == 0 and mine < N:
+            warp_max[warp, mine >> LOG_T] = running_max
+            warp_sum[warp, mine >> LOG_T] = running_sum
+        for i in range(G):
+            for ch in range(CHANNELS):
+                c = lane * CHANNELS + ch if FP8 else lane + ch * WARP
+                if c < d:
+                    warp_acc[warp, i, c] = acc[i, ch]
+        cuda.syncthreads()
+        for idx in range(tid, n_heads * d, THREADS):
+            i = idx // d
+            c = idx - i * d
+            block_max = float32(-math.inf)
+            for w in range(WARPS):
+                block_max = max(block_max, warp_max[w, i])
+            block_sum = float32(0.0)
+            channel = float32(0.0)
+            if block_max > -math.inf:
+                for w in range(WARPS):
+                    factor = math.exp(warp_max[w, i] - block_max)
+                    block_sum += warp_sum[w, i] * factor
+                    channel += warp_acc[w, i, c] * factor
+            if c == 0:
+                partial_max[s, first + i, p] = block_max
+                partial_sum[s, first + i, p] = block_sum
+            partial_acc[s, first + i, p, c] = channel
+
+    return gqa_decode_mixed_precision_kernel
+
+
+# A 1 x 1 stand-in for the scales of a float32 or fp16 cache (the kernel never reads it), per kind.
+_NO_SCALES: dict = {}
+
+
+def _no_scales(like):
+    kind = is_device_array(like)
+    if kind not in _NO_SCALES:
+        ones = np.ones((1, 1), np.float32)
+        _NO_SCALES[kind] = cuda.to_device(ones) if kind else ones
+    return _NO_SCALES[kind]
+
+
+def _check_scales(k_cache, k_scales, v_scales, fmt) -> None:
+    num_blocks, kv_heads = k_cache.shape[:2]
+    if fmt != "fp8_e4m3":
+        for name, scales in (("k_scales", k_scales), ("v_scales", v_scales)):
+            if scales is not None:
+                raise ValueError(f"{name} must be None for a {fmt} cache (scales belong to an fp8 cache of uint8 "
+                                 f"codes), got an array")
+        return
+    for name, scales in (("k_scales", k_scales), ("v_scales", v_scales)):
+        if scales is None:
+            raise ValueError(f"{name} must be given for an fp8 cache (uint8 codes): one float32 scale per "
+                             f"(block, kv_head), shape ({num_blocks}, {kv_heads})")
+        require_array(name, scales, (num_blocks, kv_heads), np.float32, dims=("num_blocks", "kv_heads"))
+    require_same_kind(k_cache=k_cache, k_scales=k_scales, v_scales=v_scales)
+
+
+def gqa_decode_mixed_precision(q, k_cache, v_cache, block_tables, context_lens, *, k_scales=None, v_scales=None,
+                               scale=None, out=None, partition_size=None, max_context=None,
+                               kernel=gqa_decode_mixed_precision_kernel, merge_kernel=paged_attention_v2_merge_kernel):
+    """Decode attention over a paged cache stored in fp16, float32 or fp8 e4m3; returns out
+    (num_seqs, heads, head_dim) float32.
+
+    The arguments of day 7's ``gqa_decode_split_k``, with ``k_cache`` and ``v_cache`` float16,
+    float32, or uint8 e4m3 codes (``fp8_quantize``) with ``k_scales`` and ``v_scales`` (num_blocks,
+    kv_heads) float32: element ``[b, h, t, c]`` stands for ``value(k_cache[b, h, t, c]) * k_scales[b,
+    h]``. q and out are float32. ``kernel`` is a function of the group size and the cache format
+    (``gqa_decode_mixed_precision_kernel``); ``merge_kernel`` is day 6's.
+    """
+    fmt, num_seqs, heads, head_dim, kv_heads = check_decode_inputs(q, k_cache, v_cache, block_tables, context_lens)
+    _check_scales(k_cache, k_scales, v_scales, fmt)
+    scale = default_scale(head_dim, scale)
+    longest = longest_context(context_lens, max_context)
+    if partition_size is None:
+        partition_size = decode_partition_size(num_seqs, kv_heads * subgroups_for(heads // kv_heads), longest,
+                                               _sm_count(q))
+    partition_size = require_int("partition_size", partition_size, minimum=1)
+    partitions = partitions_for(longest, partition_size)
+    out = output_array("out", out, (num_seqs, heads, head_dim), like=q)
+    if not (num_seqs and heads):
+        return out
+    if fmt == "fp8_e4m3":
+        k_cache, v_cache = fp8_words(k_cache), fp8_words(v_cache)
+    else:
+        k_scales = v_scales = _no_scales(q)
+    partial_max, partial_sum, partial_acc = _partials(q, num_seqs, heads, partitions, head_dim)
+    kernel(heads // kv_heads, fmt)[decode_grid(num_seqs, heads, kv_heads, partitions), THREADS](
+        q, k_cache, v_cache, k_scales, v_scales, block_tables, context_lens, scale, partition_size,
+        partial_max, partial_sum, partial_acc)
+    merge_kernel[(heads, num_seqs), HEAD_DIM_MAX](partial_max, partial_sum, partial_acc, out)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Tools: quantize to fp8 e4m3 codes with per-group scales, and back
+# ----------------------------------------------------------------------------------------------
+
+FP8_THREADS = 128       # threads of a quantize block (one block per group) and of a dequantize block
+_FP8_WARPS = FP8_THREADS // WARP
+
+
+@cuda.jit
+def fp8_quantize_kernel(x, scales, codes, compute_scales):
+    """Block g quantizes group g (row g of x, (groups, group_size) float32) into row g of codes.
+
+    With ``compute_scales`` the block first finds the group's amax (each thread over its elements,
+    then a butterfly per warp and the warps' maxima in shared memory) and thread 0 writes
+    ``scales[g] = amax / 448`` (1 for a group of zeros); else it reads ``scales[g]``."""
+    g = cuda.blockIdx.x
+    tid = cuda.threadIdx.x
+    n = x.shape[1]
+    warp_amax = cuda.shared.array(_FP8_WARPS, float32)
+    if compute_scales:
+        amax = float32(0.0)
+        for i in range(tid, n, FP8_THREADS):
+            amax = max(amax, abs(x[g, i]))
+        for offset in (16, 8, 4, 2, 1):
+            amax = max(amax, cuda.shfl_xor_sync(FULL_MASK, amax, offset))
+        if tid % WARP == 0:
+            warp_amax[tid // WARP] = amax
+        cuda.syncthreads()
+        for w in range(_FP8_WARPS):
+            amax = max(amax, warp_amax[w])
+        scale = amax / float32(E4M3_MAX) if amax > 0 else float32(1.0)
+        if tid == 0:
+            scales[g] = scale
+    else:
+        scale = scales[g]
+    for i in range(tid, n, FP8_THREADS):
+        codes[g, i] = _e4m3_code(x[g, i] / scale)
+
+
+def _grouped(name, a, group_ndim):
+    """(groups, group_size) of ``a`` whose last ``group_ndim`` dimensions form a group, and the leading shape."""
+    if a.ndim < group_ndim:
+        raise ValueError(f"{name} must have at least group_ndim = {group_ndim} dimensions (its last group_ndim "
+                         f"dimensions form a group), got shape {tuple(a.shape)}")
+    lead = tuple(a.shape[:a.ndim - group_ndim])
+    groups = math.prod(lead)
+    return groups, (math.prod(a.shape) // groups if groups else 0), lead
+
+
+def fp8_quantize(x, *, scales=None, group_ndim=2, out=None, out_scales=None, kernel=fp8_quantize_kernel):
+    """Quantize float32 ``x`` to fp8 e4m3 codes with one float32 scale per group; returns (codes, scales).
+
+    x: float32, any shape with at least ``group_ndim`` dimensions; its last ``group_ndim`` dimensions
+    form a group (2, the default: a page of one KV head of a cache (num_blocks, kv_heads, block_size,
+    head_dim), one scale per (block, kv_head)). scales: float32 of the leading shape
+    ``x.shape[:-group_ndim]``, positive and finite (checked for NumPy arrays); None computes
+    ``amax / 448`` per group (then x must be finite). Returns codes (uint8, the shape of x; ``out``)
+    and the scales (the given array, or a new one: ``out_scales``). Bit for bit
+    ``reference.quantize_fp8``. One block of ``FP8_THREADS`` threads per group.
+    """
+    require_dtype("x", x, np.float32)
+    group_ndim = require_int("group_ndim", group_ndim, minimum=1)
+    shape = tuple(x.shape)
+    require_array("x", x, (None,) * len(shape), np.float32)
+    groups, group_size, lead = _grouped("x", x, group_ndim)
+    compute = scales is None
+    if compute:
+        if not is_device_array(x) and x.size and not np.all(np.isfinite(x)):
+            raise ValueError("x must be finite when the scales are computed from it (amax / 448); give scales")
+        scales = output_array("out_scales", out_scales, lead, like=x)
+    else:
+        if out_scales is not None:
+            raise ValueError("out_scales must be None when scales are given (the given scales are returned)")
+        require_array("scales", scales, lead, np.float32)
+        require_same_kind(x=x, scales=scales)
+        if not is_device_array(scales) and scales.size and not np.all(np.isfinite(scales) & (scales > 0)):
+            raise ValueError("scales must be positive and finite")
+    codes = output_array("out", out, shape, like=x, dtype=np.uint8)
+    if groups and group_size:
+        kernel[groups, FP8_THREADS](x.reshape(groups, group_size), scales.reshape(groups),
+                                    codes.reshape(groups, group_size), compute)
+    return codes, scales
+
+
+@cuda.jit
+def fp8_dequantize_kernel(codes, scales, out):
+    """Thread i writes out[g, c] = value(codes[g, c]) * scales[g] for element i = g * group_size + c."""
+    i = cuda.grid(1)
+    n = codes.shape[1]
+    if i < codes.shape[0] * n:
+        g = i // n
+        c = i - g * n
+        out[g, c] = float32(_e4m3_integer(codes[g, c])) * (scales[g] * float32(_TWO_TO_MINUS_9))
+
+
+def fp8_dequantize(codes, scales, *, group_ndim=2, out=None, kernel=fp8_dequantize_kernel):
+    """float32 values ``value(code) * scale`` of fp8 e4m3 codes (uint8) with one scale per group of
+    their last ``group_ndim`` dimensions (scales: float32 of the leading shape); returns out, the
+    shape of codes. Each is ``reference.dequantize_fp8`` rounded once to float32."""
+    require_dtype("codes", codes, np.uint8)
+    group_ndim = require_int("group_ndim", group_ndim, minimum=1)
+    shape = tuple(codes.shape)
+    require_array("codes", codes, (None,) * len(shape), np.uint8)
+    groups, group_size, lead = _grouped("codes", codes, group_ndim)
+    require_array("scales", scales, lead, np.float32)
+    require_same_kind(codes=codes, scales=scales)
+    out = output_array("out", out, shape, like=codes)
+    total = groups * group_size
+    if total:
+        kernel[cdiv(total, FP8_THREADS), FP8_THREADS](codes.reshape(groups, group_size), scales.reshape(groups),
+                                                      out.reshape(groups, group_size))
+    return out
+
+
+RUNGS = ladder(
+    Rung("gqa_prefill_mixed_precision", gqa_prefill_mixed_precision,
+         "q, k, v and o stored in fp16 or bf16, converted on load, computed and accumulated in float32"),
+    Rung("gqa_decode_mixed_precision", gqa_decode_mixed_precision,
+         "a paged cache of fp16 or of fp8 e4m3 codes with a scale per page, dequantized as each token is loaded"),
+)
