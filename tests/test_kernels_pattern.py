@@ -489,7 +489,9 @@ def compile_every_rung(emit=print) -> None:
 @pytest.fixture(scope="module")
 def compiled():
     """Start compiling every kernel in a fresh process at once; the results are read when needed."""
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "COURSE_DEVICE": "gpu"}
+    # The project's own code, whatever copy the environment's editable install points at.
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "COURSE_DEVICE": "gpu", "PYTHONPATH": path}
     process = subprocess.Popen([sys.executable, __file__], cwd=ROOT, env=env, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     results = {}
