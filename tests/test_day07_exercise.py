@@ -10,30 +10,19 @@ from __future__ import annotations
 
 import pytest
 
+from days import BY_NAME
 from solution_cells import SolutionCells
 
 NOTEBOOK = SolutionCells("day07_grouped_query_attention", (
     "setup_device", "prefill_constants", "prefill_kernel", "prefill_launcher", "decode_constants", "decode_kernel",
     "decode_launcher"))
 
-GROUP_OF_TWO = [("    h = kv_head * group + head_in_group", "    h = kv_head * 2 + head_in_group")]
+# The wrong answer of tests/days.py, one mutation per answer cell: a group of 2 assumed in the prefill's
+# head map, and the decode's K and V loaded again for every head.
+_PREFILL_WRONG, _DECODE_WRONG = BY_NAME["day07_grouped_query_attention"].wrong
+GROUP_OF_TWO = [(_PREFILL_WRONG.old, _PREFILL_WRONG.new)]
+KV_PER_HEAD = [(_DECODE_WRONG.old, _DECODE_WRONG.new)]
 TILE_PER_ROW = [("        for idx in range(t, n_tile * d, rows):", "        for idx in range(t, min(n_tile * d, rows), rows):")]
-KV_PER_HEAD = [("""        for ch in range(CHANNELS):
-            c = lane + ch * WARP
-            if c < d:
-                k_row[ch] = k_cache[page, kv_head, slot, c]
-                v_row[ch] = v_cache[page, kv_head, slot, c]
-        # The token's K and V, loaded once, serve every head of the block.
-        for i in range(GROUP_MAX):
-            if i < n_heads:
-""", """        for i in range(GROUP_MAX):
-            if i < n_heads:
-                for ch in range(CHANNELS):
-                    c = lane + ch * WARP
-                    if c < d:
-                        k_row[ch] = k_cache[page, kv_head, slot, c]
-                        v_row[ch] = v_cache[page, kv_head, slot, c]
-""")]
 DECODE_GROUP_OF_TWO = [("first = kv_head * group + ", "first = kv_head * 2 + ")]
 
 # grade cell -> (answer cell, edits, the mistake, whether the visible check misses it)
