@@ -13,10 +13,16 @@ traffic. :func:`install` adds both, by patching a few simulator classes once per
   ``cuda.nanosleep`` (yields to the other threads) and the code-generation options
   ``lineinfo``, ``launch_bounds``, ``lto``, ``forceinline`` and ``max_registers`` of
   ``cuda.jit`` (accepted and ignored: they only shape machine code).
-- **a block scheduler that waits instead of polling**: numba's simulator releases a barrier from
-  a loop that asks every thread of the block "are you blocked or done?" without pause, holding
-  the interpreter lock the simulated threads need; here the block waits on a condition that each
-  thread signals when it reaches a barrier or ends (same semantics, launches several times faster).
+- **a block scheduler that takes turns instead of racing**: numba's simulator starts an operating
+  system thread per CUDA thread and releases a barrier from a loop that asks every thread "are
+  you blocked or done?" without pause. Here a block's threads are greenlets (coroutines) that run
+  one at a time, in thread-id order, each until it reaches a barrier, a warp intrinsic, a
+  ``nanosleep`` or its end; the block releases a barrier once every live thread waits in it.
+  Same semantics, no thread to start and no lock to hand over, so launches are many times
+  faster; and an order that is the same on every run. ``COURSE_SIMULATOR_THREADS=os`` (or a
+  Python without ``greenlet``) goes back to one operating system thread per CUDA thread, which
+  also gives up on a warp stuck for ``WARP_TIMEOUT_S``; with greenlets a lane in an endless
+  loop hangs the launch, as it would hang a GPU (interrupt the cell).
 - **traffic hooks**: while a listener is registered (``course.traffic.count_traffic`` is the
   public face), every element load and store of a kernel argument or of shared memory is counted.
 
@@ -53,11 +59,17 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import os
 import sys
 import threading
 import time
 
 import numpy as np
+
+try:                    # cooperative threads: a block's threads take turns in one interpreter thread
+    import greenlet as _greenlet
+except ImportError:     # pragma: no cover - greenlet comes with the course's requirements
+    _greenlet = None
 
 from kernels.launching import cdiv
 
@@ -160,6 +172,7 @@ def _patch_simulator() -> None:
 
     thread_cls = kernel.BlockThread
     kernel.BlockManager.run = _run_block
+    kernelapi.threading = _ThreadingForKernels()
     thread_cls.run = _wrap_thread_run(_signal_when_done(thread_cls.run))
     thread_cls.syncthreads = _wrap_syncthreads(_barrier_wait)
 
@@ -192,12 +205,57 @@ class _Barrier:
         self.waiting = []           # threads waiting in syncthreads, in arrival order
 
 
+def cooperative() -> bool:
+    """True when a block's threads are greenlets taking turns (the default), False when they are
+    operating system threads (``COURSE_SIMULATOR_THREADS=os``, or no ``greenlet`` installed)."""
+    return _greenlet is not None and os.environ.get("COURSE_SIMULATOR_THREADS", "") != "os"
+
+
+class _Turns:
+    """The greenlet of one simulated thread, and what it waits for while it is parked."""
+
+    __slots__ = ("greenlet", "until")
+
+    def __init__(self, greenlet):
+        self.greenlet = greenlet
+        self.until = None           # None: ready to run; else a callable, true once it may go on
+
+
+def _current_thread():
+    """The simulated thread running now: the greenlet's thread, else the operating system's."""
+    if _greenlet is not None:
+        thread = getattr(_greenlet.getcurrent(), "course_thread", None)
+        if thread is not None:
+            return thread
+    return threading.current_thread()
+
+
+class _ThreadingForKernels:
+    """``threading`` as numba's simulator API sees it: ``current_thread`` knows the greenlets."""
+
+    current_thread = staticmethod(_current_thread)
+
+    def __getattr__(self, name):
+        return getattr(threading, name)
+
+
+def _park(thread, until=None) -> None:
+    """Give the turn back to the block's scheduler until ``until()`` is true (None: at once)."""
+    thread._course_turns.until = until
+    _greenlet.getcurrent().parent.switch()
+
+
+def _in_turns(thread) -> bool:
+    return getattr(thread, "_course_turns", None) is not None
+
+
 def _run_block(self, grid_point, *args):
-    """``BlockManager.run``: start the block's threads, release each barrier once every live
+    """``BlockManager.run``: run the block's threads, release each barrier once every live
     thread waits in it, re-raise the first thread's exception after aborting the others.
 
-    numba's version polls ``is_alive`` and the blocked flags of every thread in a busy loop; this
-    one sleeps on a condition between events, leaving the interpreter to the simulated threads.
+    Cooperative (greenlets, see the module's docstring) unless told otherwise. numba's version
+    polls ``is_alive`` and the blocked flags of every thread in a busy loop; the operating system
+    threads' version here sleeps on a condition between events.
     """
     from numba.cuda.simulator.kernel import BlockThread
 
@@ -207,6 +265,8 @@ def _run_block(self, grid_point, *args):
             self._f(*args)
         threads.append(BlockThread(target, self, grid_point, block_point, self._debug))
     barrier = self._course_barrier = _Barrier(len(threads))
+    if cooperative():
+        return _take_turns(self, threads, barrier)
     for thread in threads:
         thread.start()
     with barrier.cond:
@@ -226,6 +286,57 @@ def _run_block(self, grid_point, *args):
                     thread.syncthreads_event.set()
                 barrier.waiting = []
             barrier.cond.wait()
+
+
+def _take_turns(manager, threads, barrier):
+    """Run the threads as greenlets, each until it parks, in thread-id order, round after round."""
+    scheduler = _greenlet.getcurrent()
+    for thread in threads:
+        runner = _greenlet.greenlet(thread.run, parent=scheduler)
+        runner.course_thread = thread
+        thread._course_turns = _Turns(runner)
+    live = threads
+    try:
+        while live:
+            moved = False
+            for thread in live:
+                turns = thread._course_turns
+                if turns.until is not None and not turns.until():
+                    continue
+                turns.until = None
+                turns.greenlet.switch()
+                moved = True
+                if thread.exception:            # the others are unwound below, as numba aborts them
+                    for other in threads:
+                        other.abort = True
+                    raise thread.exception[0].with_traceback(thread.exception[1])
+            live = [thread for thread in live if not thread._course_turns.greenlet.dead]
+            if barrier.waiting and len(barrier.waiting) == barrier.live:
+                for thread in barrier.waiting:
+                    thread.syncthreads_blocked = False
+                barrier.waiting = []
+                moved = True
+            if live and not moved:
+                raise WarpSyncError(_describe_stuck_block(manager, live))
+        return manager
+    finally:
+        for thread in threads:          # an aborted launch: unwind the threads that still wait
+            runner = thread._course_turns.greenlet
+            if not runner.dead:
+                runner.throw()
+
+
+def _describe_stuck_block(manager, live) -> str:
+    lines = [f"block {tuple(live[0].blockIdx)} can never continue (on a GPU it would hang):"]
+    at_sync = [t for t in live if t.syncthreads_blocked]
+    if at_sync:
+        lines.append(f"  {len(at_sync)} thread(s) wait in cuda.syncthreads(), e.g. threadIdx "
+                     f"{tuple(at_sync[0].threadIdx)}")
+    others = [t for t in live if not t.syncthreads_blocked]
+    if others:
+        lines.append(f"  {len(others)} thread(s) wait in a warp intrinsic, e.g. threadIdx "
+                     f"{tuple(others[0].threadIdx)}")
+    return "\n".join(lines)
 
 
 def _signal_when_done(original_run):
@@ -249,8 +360,11 @@ def _barrier_wait(self):
         self.syncthreads_blocked = True
         barrier.waiting.append(self)
         barrier.cond.notify()
-    self.syncthreads_event.wait()
-    self.syncthreads_event.clear()
+    if _in_turns(self):
+        _park(self, lambda: not self.syncthreads_blocked or self.abort)
+    else:
+        self.syncthreads_event.wait()
+        self.syncthreads_event.clear()
     if self.abort:
         raise RuntimeError("abort flag set on syncthreads clear")
 
@@ -267,7 +381,11 @@ def _tolerant_jit(simulator_jit):
 def nanosleep(ns):
     """Sleep about ``ns`` nanoseconds on a GPU; here it only lets the other threads run."""
     _integer("nanosleep", "ns", ns)
-    time.sleep(0)
+    thread = _current_thread()
+    if _in_turns(thread):
+        _park(thread)
+    else:
+        time.sleep(0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -452,7 +570,7 @@ def _describe_stuck_warp(block, warp) -> str:
 
 def _exchange(kind, mask, arg, key=None):
     """Join the round of ``kind`` for ``mask``, wait for it, return this lane's result."""
-    thread = threading.current_thread()
+    thread = _current_thread()
     block = getattr(thread, "_course_block", None)
     if block is None:
         raise RuntimeError(f"cuda.{kind}() can only be called inside a kernel running on the "
@@ -490,6 +608,13 @@ def _exchange(kind, mask, arg, key=None):
                 raise WarpSyncError(warp.error)
             if thread.abort:
                 raise RuntimeError(f"cuda.{kind}: the launch was aborted by another thread")
+            if _in_turns(thread):
+                block.lock.release()
+                try:
+                    _park(thread, lambda: rnd.done or warp.error is not None or thread.abort)
+                finally:
+                    block.lock.acquire()
+                continue
             warp.cond.wait(_POLL_S)
             if rnd.done:
                 break
@@ -667,7 +792,7 @@ def activemask():
 
 def lanemask_lt():
     """uint32 mask of the lanes below the calling lane."""
-    thread = threading.current_thread()
+    thread = _current_thread()
     if getattr(thread, "_course_block", None) is None:
         raise RuntimeError("cuda.lanemask_lt() can only be called inside a kernel running on the "
                            "CUDA simulator")

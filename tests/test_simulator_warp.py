@@ -383,7 +383,11 @@ def test_types_a_gpu_rejects_are_rejected(kernel, x, message):
 
 
 def test_stuck_lane_times_out_with_the_intrinsic_named(monkeypatch):
+    """With operating system threads (greenlets take turns, so a lane that never yields hangs the
+    launch as it would a GPU), a warp that waits WARP_TIMEOUT_S for a lane names the intrinsic."""
     import time
+
+    monkeypatch.setenv("COURSE_SIMULATOR_THREADS", "os")
 
     @cuda.jit
     def one_lane_dawdles(out):
@@ -420,3 +424,20 @@ def test_gpu_only_options_and_nanosleep_are_accepted():
     out = np.zeros(32, np.int32)
     napping[1, 32](out)
     np.testing.assert_array_equal(out, np.arange(32))
+
+
+def test_threads_take_turns_in_thread_id_order_between_barriers():
+    """Cooperative by default: each thread runs until it parks (here at the barrier), in thread-id
+    order, so the order of the atomics is the same on every run: before the barrier and after it."""
+    assert simulator.cooperative()
+
+    @cuda.jit
+    def tickets(counter, before, after):
+        t = cuda.threadIdx.x
+        before[t] = cuda.atomic.add(counter, 0, 1)
+        cuda.syncthreads()
+        after[t] = cuda.atomic.add(counter, 0, 1)
+
+    counter, before, after = np.zeros(1, np.int32), np.zeros(40, np.int32), np.zeros(40, np.int32)
+    tickets[1, 40](counter, before, after)
+    assert before.tolist() == list(range(40)) and after.tolist() == list(range(40, 80))
