@@ -170,7 +170,8 @@ def output_text(nb) -> str:
 
 # Lessons whose day's own tests already run them as committed, with the shipped recordings (and so
 # with every figure checked): each run costs half a minute of the day's budget.
-SHIPPED_RUN_IN = {"day07_grouped_query_attention": "test_day07_lesson.py::test_lesson_runs_with_the_shipped_recordings"}
+SHIPPED_RUN_IN = {"day07_grouped_query_attention": "test_day07_lesson.py::test_lesson_runs_with_the_shipped_recordings",
+                  "day08_mixed_precision": "test_day08_lesson.py::test_lesson_runs_with_the_shipped_recordings"}
 
 
 @pytest.mark.parametrize("assignment", [path.stem for path in LESSONS if path.stem not in SHIPPED_RUN_IN])

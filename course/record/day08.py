@@ -1,0 +1,444 @@
+"""GPU recordings of day 8: mixed precision (``kernels.low_precision_attention``).
+
+A declaration for ``course.record.harness`` over the registry ``kernels.low_precision_attention.RUNGS``,
+at day 7's shapes (Llama 3 8B's heads: 32 query heads over 8 KV heads, head_dim 128; pages of 16
+tokens in a shuffled block table). The checks run first, then ``record(out_dir)`` writes:
+
+- ``day08_full_size_checks.json``: the fp8 codes that ``fp8_quantize`` writes for a whole cache, bit for
+  bit against ``reference.quantize_fp8``; the decode over a float32, fp16 and fp8 cache (8 sequences of
+  mixed lengths) against the float64 reference twice: on the stored values (float32's tolerance: the
+  arithmetic is float32) and on the float32 cache the stored one came from (``DESIGN.md`` §6: at most
+  twice the error of the same computation on the stored values); the prefill in fp16 and bf16 (N = 1024,
+  causal, ``kv_lens``) by the same rule. ``storage_rel_err``: what the storage format alone costs, the
+  relative error of the float64 computation on the stored values.
+- ``day08_decode_timing.json``: one decode step with the cache stored as float32, fp16 and fp8 e4m3
+  (``decode_fp32``, ``decode_fp16``, ``decode_fp8``), day 7's ``gqa_decode_split_k`` on the float32
+  cache (``day7_gqa_decode``), and torch's ``scaled_dot_product_attention(..., enable_gqa=True)`` in
+  fp16 on the same fp16 keys and values gathered into contiguous tensors (``torch_sdpa_fp16``; the
+  gather not timed), against (num_seqs, context). gbps and ``fraction_of_copy`` count the compulsory
+  bytes at each row's format (``course.models.low_precision.compulsory_bytes_decode``);
+  ``speedup_over_fp32`` compares each row's GPU time with ``decode_fp32``'s, ``kernel_speedup_over_torch``
+  with torch's.
+- ``day08_prefill_timing.json``: causal prefill at N = 4096, B = 2: ``gqa_prefill_mixed_precision`` on
+  fp16, bf16 and float32 tensors, day 7's ``gqa_prefill_flash`` (float32), torch SDPA with
+  ``enable_gqa`` in fp16 and bf16 (fused kernels on tensor cores), and torch SDPA in float32 on K
+  and V repeated to every query head (in float32 ``enable_gqa`` has no fused kernel; repeated, torch
+  runs its fused float32 kernel); ``fraction_of_sdpa_fp16`` compares each row with torch in fp16.
+- ``day08_matmul_roofs.json``: torch matrix products at 8192^3 in float32 (TF32 off: CUDA cores), fp16
+  and bf16 (tensor cores, float32 accumulation), and fp8 e4m3 (``torch._scaled_mm``, where this torch
+  has it): the compute roofs the lesson draws.
+
+``ncu_cases()``: one decode step per cache format at 8 sequences of 8,192 tokens; ``sanitize()``
+launches every kernel once, small, at a group that does not divide the tiles.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+
+from course.models import low_precision as model
+from course.record import harness
+from course.record.day06 import paged_inputs
+from course.record.harness import Check, NcuCase, Sweep, Timed
+
+SHAPE = {"heads": 32, "kv_heads": 8, "d": 128, "block_size": 16}
+FORMATS = ("float32", "float16", "fp8_e4m3")
+LABEL = {"float32": "decode_fp32", "float16": "decode_fp16", "fp8_e4m3": "decode_fp8"}
+SEQS = (8, 16, 64)
+CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768)
+MAX_TOKENS = 1024 * 1024       # num_seqs * context at most: a float32 cache of 2 x 4 GiB, and its narrow copies
+POINTS = tuple((s, c) for s in SEQS for c in CONTEXTS if s * c <= MAX_TOKENS)
+QUICK_POINTS = ((8, 1024), (16, 8192))
+PREFILL = {"B": 2, "heads": 32, "kv_heads": 8, "N": 4096, "d": 128}
+PREFILL_DTYPES = ("float16", "bfloat16")
+MATMUL_N = 8192
+NCU_SEQS, NCU_CONTEXT = 8, 8192
+CHECK_SEQS, CHECK_CONTEXT, CHECK_N = 8, 4096, 1024
+
+
+def _decode_args(device: dict) -> tuple:
+    return (device["q"], device["k_cache"], device["v_cache"], device["block_tables"], device["context_lens"])
+
+
+def _decode_flops(lens) -> int:
+    return 4 * sum(lens) * SHAPE["heads"] * SHAPE["d"]
+
+
+def narrow_caches(device: dict, t: dict) -> dict:
+    """The float32 cache of ``paged_inputs`` stored as each format: {fmt: (k_cache, v_cache, extra)} of
+    device arrays, ``extra`` the fp8 scales (one per page and KV head, computed by ``fp8_quantize``)."""
+    from numba import cuda
+
+    from kernels.low_precision_attention import fp8_quantize
+
+    caches = {"float32": (device["k_cache"], device["v_cache"], {})}
+    halves = [t[name].half() for name in ("k_cache", "v_cache")]
+    t["k_cache16"], t["v_cache16"] = halves                    # kept alive with the numba views
+    caches["float16"] = (*(cuda.as_cuda_array(h) for h in halves), {})
+    (k_codes, k_scales), (v_codes, v_scales) = (fp8_quantize(device[name]) for name in ("k_cache", "v_cache"))
+    caches["fp8_e4m3"] = (k_codes, v_codes, {"k_scales": k_scales, "v_scales": v_scales})
+    return caches
+
+
+def _decode_launch(fmt: str, device: dict, caches: dict, out, context: int):
+    from kernels.low_precision_attention import gqa_decode_mixed_precision
+
+    k_cache, v_cache, extra = caches[fmt]
+    return lambda: gqa_decode_mixed_precision(device["q"], k_cache, v_cache, device["block_tables"],
+                                              device["context_lens"], out=out, max_context=context, **extra)
+
+
+# --------------------------------------------------------------------------- checks
+
+def check_lens(longest: int) -> list[int]:
+    """Mixed lengths: full, off the page grid, one page exactly, one token, none, and a few between."""
+    return [longest, longest - 37, 16, 1, 0, longest // 2 + 5, 3 * longest // 4, 17]
+
+
+def _rel_err(got, want) -> float:
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+def _prefill_inputs(B: int, heads: int, kv_heads: int, n: int, d: int, seed: int):
+    rng = np.random.default_rng(seed)
+    return tuple(rng.standard_normal((B, h, n, d)).astype(np.float32) for h in (heads, kv_heads, kv_heads))
+
+
+def to_device_as(a: np.ndarray, dtype: str):
+    """A float32 host array rounded to ``dtype`` ("float16", "bfloat16", "float32") on the device. NumPy
+    bf16 cannot cross through the buffer protocol, so its bits travel as uint16 and are viewed as bf16."""
+    import ml_dtypes
+    from numba import cuda
+
+    if dtype == "bfloat16":
+        return cuda.to_device(a.astype(ml_dtypes.bfloat16).view(np.uint16)).view(ml_dtypes.bfloat16)
+    return cuda.to_device(a.astype(dtype))
+
+
+def device_output(shape, dtype: str):
+    """An output array of ``dtype`` on the device, and the view of it that ``poison`` fills (bf16: its
+    bits as uint16, whose poison 0xffff is a bf16 NaN) and that comes back to the host."""
+    import ml_dtypes
+    from numba import cuda
+
+    if dtype == "bfloat16":
+        bits = cuda.device_array(shape, np.uint16)
+        return bits.view(ml_dtypes.bfloat16), bits
+    out = cuda.device_array(shape, dtype)
+    return out, out
+
+
+def _host_float(bits, dtype: str) -> np.ndarray:
+    import ml_dtypes
+
+    host = bits.copy_to_host()
+    return (host.view(ml_dtypes.bfloat16) if dtype == "bfloat16" else host).astype(np.float64)
+
+
+def decode_checks(longest: int) -> list[Check]:
+    from numba import cuda
+
+    from kernels import reference
+    from kernels.low_precision_attention import fp8_quantize
+
+    lens = check_lens(longest)
+    device, t = paged_inputs(CHECK_SEQS, lens, seed=8, **SHAPE)
+    caches = narrow_caches(device, t)
+    host = {name: a.copy_to_host() for name, a in device.items()}
+    args = (host["block_tables"], host["context_lens"])
+    k_codes, v_codes, scales = caches["fp8_e4m3"]
+    codes = cuda.device_array(k_codes.shape, np.uint8)
+    found = [Check("fp8_quantize codes of the K cache, scales amax / 448 per page",
+                   lambda: fp8_quantize(device["k_cache"], out=codes), codes.copy_to_host,
+                   lambda: reference.quantize_fp8(host["k_cache"])[0], seed=8, exact=True, poisoned=(codes,),
+                   columns=dict(rung="fp8_quantize", fmt="fp8_e4m3", num_seqs=CHECK_SEQS, context=longest, **SHAPE))]
+    exact = reference.paged_attention(host["q"], host["k_cache"], host["v_cache"], *args)
+    stored = {"float32": (host["k_cache"], host["v_cache"]),
+              "float16": tuple(caches["float16"][i].copy_to_host() for i in (0, 1)),
+              "fp8_e4m3": (reference.dequantize_fp8(k_codes.copy_to_host(), scales["k_scales"].copy_to_host()),
+                           reference.dequantize_fp8(v_codes.copy_to_host(), scales["v_scales"].copy_to_host()))}
+    for fmt in FORMATS:
+        out = cuda.device_array(tuple(device["q"].shape), np.float32)
+        launch = _decode_launch(fmt, device, caches, out, longest)
+        on_stored = exact if fmt == "float32" else reference.paged_attention(host["q"], *stored[fmt], *args)
+        columns = dict(rung=LABEL[fmt], fmt=fmt, num_seqs=CHECK_SEQS, context=longest, **SHAPE,
+                       storage_rel_err=_rel_err(on_stored, exact))
+        found.append(Check(f"out of {LABEL[fmt]} against the reference on the stored cache, contexts {lens}", launch,
+                           out.copy_to_host, lambda on_stored=on_stored: on_stored, seed=8, poisoned=(out,),
+                           columns=dict(columns, against="stored values")))
+        if fmt != "float32":
+            precision = "fp16" if fmt == "float16" else "fp8"
+            found.append(Check(f"out of {LABEL[fmt]} against the float32 cache it was stored from", launch,
+                               out.copy_to_host, lambda: exact, seed=8, poisoned=(out,),
+                               options=dict(precision=precision, same_precision_ref=on_stored),
+                               columns=dict(columns, against="float32 values")))
+    return found
+
+
+def prefill_checks(n: int) -> list[Check]:
+    from numba import cuda
+
+    from kernels import reference
+    from kernels.low_precision_attention import gqa_prefill_mixed_precision
+
+    heads, kv_heads, d = PREFILL["heads"], PREFILL["kv_heads"], PREFILL["d"]
+    q, k, v = _prefill_inputs(1, heads, kv_heads, n, d, seed=n)
+    kv_lens = np.array([n - 101], np.int32)
+    exact = reference.attention(q, k, v, causal=True, kv_lens=kv_lens)
+    found = []
+    for dtype in PREFILL_DTYPES:
+        fmt = {"float16": "fp16", "bfloat16": "bf16"}[dtype]
+        on_stored = reference.attention_at_precision(q, k, v, fmt, causal=True, kv_lens=kv_lens)
+        dq, dk, dv = (to_device_as(a, dtype) for a in (q, k, v))
+        lens = cuda.to_device(kv_lens)
+        out, bits = device_output(q.shape, dtype)
+        found.append(Check(
+            f"out of gqa_prefill_mixed_precision ({dtype}), causal, kv_lens {kv_lens.tolist()}",
+            lambda dq=dq, dk=dk, dv=dv, lens=lens, out=out: gqa_prefill_mixed_precision(dq, dk, dv, causal=True,
+                                                                                     kv_lens=lens, out=out),
+            lambda bits=bits, dtype=dtype: _host_float(bits, dtype), lambda: exact, seed=n, poisoned=(bits,),
+            options=dict(precision=fmt, same_precision_ref=on_stored),
+            columns=dict(rung=f"prefill_{fmt}", fmt=dtype, N=n, heads=heads, kv_heads=kv_heads, d=d,
+                         against="float32 values", storage_rel_err=_rel_err(on_stored, exact))))
+    return found
+
+
+def checks(longest: int = CHECK_CONTEXT, n: int = CHECK_N) -> list[Check]:
+    return decode_checks(longest) + prefill_checks(n)
+
+
+# --------------------------------------------------------------------------- timing
+
+def _decode_cases(point) -> list[Timed]:
+    from numba import cuda
+
+    from course.record import baselines
+    from course.record.day06 import _contiguous
+    from kernels import gqa_attention
+
+    num_seqs, context = point
+    lens = [context] * num_seqs
+    heads, kv_heads, d = SHAPE["heads"], SHAPE["kv_heads"], SHAPE["d"]
+    device, t = paged_inputs(num_seqs, lens, seed=num_seqs * 100003 + context, **SHAPE)
+    caches = narrow_caches(device, t)
+    out = cuda.device_array(tuple(device["q"].shape), np.float32)
+    flops = _decode_flops(lens)
+
+    def moved(fmt):
+        return model.compulsory_bytes_decode(lens, heads, kv_heads, d, fmt, SHAPE["block_size"])
+
+    cases = [Timed(LABEL[fmt], _decode_launch(fmt, device, caches, out, context), moved(fmt), flops, {"fmt": fmt})
+             for fmt in FORMATS]
+    cases.append(Timed("day7_gqa_decode",
+                       lambda: gqa_attention.gqa_decode_split_k(*_decode_args(device), out=out, max_context=context),
+                       moved("float32"), flops, {"fmt": "float32"}))
+    keys, values = _contiguous({"k_cache": t["k_cache16"], "v_cache": t["v_cache16"],
+                                "block_tables": t["block_tables"]}, context)
+    q = t["q"].half()[:, :, None, :]
+    cases.append(Timed("torch_sdpa_fp16", baselines.torch_sdpa_gqa_on_device(q, keys, values), moved("float16"), flops,
+                       {"fmt": "float16"}))
+    return cases
+
+
+def decode_sweep() -> Sweep:
+    return Sweep(
+        name="day08_decode_timing",
+        notes=(f"one paged GQA decode step, heads={SHAPE['heads']} kv_heads={SHAPE['kv_heads']} d={SHAPE['d']} "
+               f"block_size={SHAPE['block_size']}, shuffled block tables, every sequence of the point at the same "
+               f"context: gqa_decode_mixed_precision (kernels.low_precision_attention) with the cache stored as "
+               f"float32 (decode_fp32), fp16 (decode_fp16) and fp8 e4m3 codes with a float32 scale per page and KV "
+               f"head (decode_fp8); day 7's gqa_decode_split_k on the float32 cache (day7_gqa_decode); "
+               f"torch.nn.functional.scaled_dot_product_attention(enable_gqa=True) in fp16 on the same fp16 K and V "
+               f"gathered into contiguous tensors (torch_sdpa_fp16, gather not timed). q and out are float32 for "
+               f"ours, fp16 for torch. gbps: the compulsory bytes at the row's format (K and V once per KV head, "
+               f"q, out, and fp8's page scales) per second of the median; fraction_of_copy: over the copy "
+               f"bandwidth of this run; kernel_ms: the GPU's time alone (launch cost hidden); speedup_over_fp32 "
+               f"and kernel_speedup_over_torch: decode_fp32's and torch's kernel_ms over the row's."),
+        points=POINTS, quick_points=QUICK_POINTS,
+        shape=lambda point: dict(num_seqs=point[0], context=point[1], **SHAPE),
+        cases=_decode_cases,
+        finish=harness.finish_all(harness.fraction_of("decode_fp32", "speedup_over_fp32", time="kernel_ms"),
+                                  harness.fraction_of("torch_sdpa", "kernel_speedup_over_torch", time="kernel_ms")),
+        fraction_of_copy=True, kernel_time=True)
+
+
+def _prefill_cases(point) -> list[Timed]:
+    from course.models import attention as attention_model
+    from course.record import baselines
+    from kernels import gqa_attention
+    from kernels.low_precision_attention import gqa_prefill_mixed_precision
+
+    n, d = point
+    B, heads, kv_heads = PREFILL["B"], PREFILL["heads"], PREFILL["kv_heads"]
+    group = heads // kv_heads
+    q, k, v = _prefill_inputs(B, heads, kv_heads, n, d, seed=n + 8)
+    flops = attention_model.flops_attention(B, heads, n, d, causal=True)
+    cases = []
+    for dtype in ("float16", "bfloat16", "float32"):
+        fmt = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}[dtype]
+        dq, dk, dv = (to_device_as(a, dtype) for a in (q, k, v))
+        out, _ = device_output(q.shape, dtype)
+        moved = model.compulsory_bytes_prefill(B, heads, kv_heads, n, d, dtype=dtype)
+        cases.append(Timed(f"prefill_{fmt}", lambda dq=dq, dk=dk, dv=dv, out=out: gqa_prefill_mixed_precision(
+            dq, dk, dv, causal=True, out=out), moved, flops, {"fmt": dtype, "group": group}))
+        if dtype == "float32":
+            cases.append(Timed("day7_gqa_prefill", lambda dq=dq, dk=dk, dv=dv, out=out: gqa_attention.gqa_prefill_flash(
+                dq, dk, dv, causal=True, out=out), moved, flops, {"fmt": dtype, "group": group}))
+    torch = baselines.cuda_torch()
+    tq, tk, tv = (torch.from_numpy(a).cuda() for a in (q, k, v))
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    for dtype, name in ((torch.float16, "float16"), (torch.bfloat16, "bfloat16")):
+        hq, hk, hv = (x.to(dtype) for x in (tq, tk, tv))
+        cases.append(Timed(f"torch_sdpa_{'fp16' if name == 'float16' else 'bf16'}",
+                           lambda hq=hq, hk=hk, hv=hv: sdpa(hq, hk, hv, is_causal=True, enable_gqa=True),
+                           model.compulsory_bytes_prefill(B, heads, kv_heads, n, d, dtype=name), flops,
+                           {"fmt": name, "group": group}))
+    rk, rv = (x.repeat_interleave(group, dim=1) for x in (tk, tv))
+    cases.append(Timed("torch_sdpa_fp32_repeated_kv", lambda: sdpa(tq, rk, rv, is_causal=True),
+                       model.compulsory_bytes_prefill(B, heads, kv_heads, n, d, dtype="float32"), flops,
+                       {"fmt": "float32", "group": group}))
+    return cases
+
+
+def prefill_sweep() -> Sweep:
+    return Sweep(
+        name="day08_prefill_timing",
+        notes=(f"causal GQA prefill, B={PREFILL['B']}, heads={PREFILL['heads']}, kv_heads={PREFILL['kv_heads']}, "
+               f"d={PREFILL['d']}: gqa_prefill_mixed_precision on fp16, bf16 and float32 tensors (prefill_fp16, "
+               f"prefill_bf16, prefill_fp32), day 7's gqa_prefill_flash (float32), "
+               f"torch.nn.functional.scaled_dot_product_attention(is_causal=True, enable_gqa=True) in fp16 and bf16 "
+               f"(torch_sdpa_fp16, torch_sdpa_bf16), and torch SDPA in float32 on K and V repeated to every query "
+               f"head (torch_sdpa_fp32_repeated_kv); tflops from the causal FLOPs; gbps from the compulsory bytes "
+               f"at the row's format; fraction_of_sdpa_fp16: torch_sdpa_fp16's median over the row's."),
+        points=((PREFILL["N"], PREFILL["d"]),), quick_points=((1024, PREFILL["d"]),),
+        shape=lambda point: dict(B=PREFILL["B"], heads=PREFILL["heads"], kv_heads=PREFILL["kv_heads"], N=point[0],
+                                 d=point[1], causal=True),
+        cases=_prefill_cases, finish=harness.fraction_of("torch_sdpa_fp16", "fraction_of_sdpa_fp16"))
+
+
+def _matmul_cases(n: int) -> list[Timed]:
+    from course.record import baselines
+
+    torch = baselines.cuda_torch()
+    generator = torch.Generator(device="cuda").manual_seed(n)
+    a32, b32 = (torch.randn((n, n), generator=generator, device="cuda") for _ in range(2))
+    flops = 2 * n ** 3
+    cases = []
+    for name, dtype in (("torch_matmul_fp32", torch.float32), ("torch_matmul_fp16", torch.float16),
+                        ("torch_matmul_bf16", torch.bfloat16)):
+        a, b = a32.to(dtype), b32.to(dtype)
+        out = torch.empty((n, n), device="cuda", dtype=dtype)
+        cases.append(Timed(name, baselines.torch_matmul(a, b, out), 3 * n * n * a.element_size(), flops,
+                           {"fmt": str(dtype).removeprefix("torch.")}))
+    scaled = _fp8_matmul(torch, a32, b32)
+    if scaled is not None:
+        cases.append(Timed("torch_matmul_fp8_e4m3", scaled, 2 * n * n + 2 * n * n, flops, {"fmt": "fp8_e4m3"}))
+    return cases
+
+
+def _fp8_matmul(torch, a32, b32):
+    """torch._scaled_mm on e4m3 operands (b column-major, as it requires) into bf16, or None where this
+    torch or this GPU has none."""
+    try:
+        a = a32.to(torch.float8_e4m3fn)
+        b = b32.t().contiguous().to(torch.float8_e4m3fn).t()
+        one = torch.ones((), device="cuda")
+        call = lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)  # noqa: E731
+        call()
+        torch.cuda.synchronize()
+        return call
+    except (AttributeError, RuntimeError, TypeError) as why:
+        print(f"   no fp8 matrix product here ({why})", flush=True)
+        return None
+
+
+def matmul_sweep() -> Sweep:
+    return Sweep(
+        name="day08_matmul_roofs",
+        notes=(f"torch.matmul of two random {MATMUL_N} x {MATMUL_N} matrices into a third: float32 with TF32 off "
+               f"(CUDA cores), fp16 and bf16 (tensor cores, float32 accumulation), and torch._scaled_mm on fp8 e4m3 "
+               f"operands into bf16 (tensor cores) where available; tflops from 2 N^3; gbps from the three "
+               f"matrices read or written once."),
+        points=(MATMUL_N,), quick_points=(4096,),
+        shape=lambda n: dict(M=n, N=n, K=n),
+        cases=_matmul_cases)
+
+
+# --------------------------------------------------------------------------- Nsight, sanitizer
+
+def _ncu_launch(fmt: str, context: int):
+    from numba import cuda
+
+    device, t = paged_inputs(NCU_SEQS, [context] * NCU_SEQS, seed=context, **SHAPE)
+    caches = narrow_caches(device, t)
+    out = cuda.device_array(tuple(device["q"].shape), np.float32)
+    launch = _decode_launch(fmt, device, caches, out, context)
+    launch.keep = (device, t, caches)
+    return launch
+
+
+def ncu_cases() -> list[NcuCase]:
+    return [NcuCase(LABEL[fmt], NCU_CONTEXT, harness.lazy(_ncu_launch, fmt, NCU_CONTEXT)) for fmt in FORMATS]
+
+
+def ncu_shape(n: int) -> dict:
+    """Every case is one decode step of NCU_SEQS sequences of n tokens; the label names the cache format."""
+    return dict(num_seqs=NCU_SEQS, context=n, **SHAPE)
+
+
+def sanitize() -> None:
+    """Every kernel once, small: partial pages, an empty context, groups of 3 (tiles not divided), each cache
+    format and each prefill storage dtype."""
+    from numba import cuda
+
+    from kernels.low_precision_attention import gqa_prefill_mixed_precision
+
+    device, t = paged_inputs(3, [37, 0, 16], seed=2, heads=9, kv_heads=3, d=24, block_size=16)
+    caches = narrow_caches(device, t)
+    for fmt in FORMATS:
+        _decode_launch(fmt, device, caches, cuda.device_array(tuple(device["q"].shape), np.float32), 37)()
+    lens = cuda.to_device(np.array([40], np.int32))
+    for dtype in PREFILL_DTYPES:
+        q, k, v = (to_device_as(a, dtype) for a in _prefill_inputs(1, 9, 3, 45, 24, seed=3))
+        gqa_prefill_mixed_precision(q, k, v, causal=True, kv_lens=lens, out=device_output(q.shape, dtype)[0])
+    cuda.synchronize()
+
+
+def recorder() -> harness.Recorder:
+    return harness.Recorder(
+        day="day08", checks=lambda quick: checks(1024 if quick else CHECK_CONTEXT, 256 if quick else CHECK_N),
+        check_recording="day08_full_size_checks",
+        check_notes=("fp8_quantize against reference.quantize_fp8, bit for bit; gqa_decode_mixed_precision (8 "
+                     "sequences of mixed lengths, shuffled block table) against kernels.reference.paged_attention "
+                     "(float64) on the stored cache (float32's tolerance) and on the float32 cache it was stored "
+                     "from (at most twice the error of the same float64 computation on the stored values, DESIGN.md "
+                     "section 6); gqa_prefill_mixed_precision (causal, kv_lens) against kernels.reference.attention "
+                     "by the same rule. storage_rel_err: the relative error of the float64 computation on the stored "
+                     "values, what the format alone costs."),
+        sweeps=lambda: [decode_sweep(), prefill_sweep(), matmul_sweep()],
+        ncu_cases=ncu_cases, sanitize=sanitize, ncu_shape=ncu_shape)
+
+
+def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
+    """Check at full size, then time decode, prefill and the matrix products; save all; print a summary."""
+    paths = harness.record(recorder(), out_dir, quick=quick)
+    from course.records import load_recording
+
+    for path in paths:
+        rec = load_recording(path)
+        if rec.name == "day08_decode_timing":
+            for row in rec.rows:
+                print(f"   {row['rung']:<16} S={row['num_seqs']:>3} context={row['context']:>6} kernel "
+                      f"{row['kernel_ms']:8.3f} ms  {row['fraction_of_copy']:.2f} of copy  "
+                      f"{row['speedup_over_fp32']:.2f}x fp32  {row['kernel_speedup_over_torch']:.2f}x torch",
+                      flush=True)
+        elif rec.name == "day08_prefill_timing":
+            for row in rec.rows:
+                print(f"   {row['rung']:<28} N={row['N']} {row['median_ms']:8.3f} ms {row['tflops']:7.2f} TFLOP/s  "
+                      f"{row['fraction_of_sdpa_fp16']:.3f} of torch fp16", flush=True)
+        elif rec.name == "day08_matmul_roofs":
+            for row in rec.rows:
+                print(f"   {row['rung']:<24} {row['tflops']:8.1f} TFLOP/s", flush=True)
+    return paths

@@ -1,0 +1,251 @@
+"""Day 8 lesson: it never shows the kernels the exercise asks for, its numbers are computed, and its prose holds.
+
+``test_lesson_runs_with_the_shipped_recordings`` runs the lesson as committed, in a fresh kernel on the
+simulator, with the recordings ``course/data`` ships (``test_lesson_figures.py`` leaves it to this file),
+and every figure is checked. The cells that read recordings run a second time, in this process, against
+synthetic recordings of every file they read (``day08_fake_recordings``), which take the other branch
+of each computed sentence; their figures are checked the same way. The claims the prose makes about GPU
+numbers without computing them are checked against both sets of recordings.
+"""
+
+import contextlib
+import inspect
+import io
+import pathlib
+import re
+import shutil
+
+import nbformat
+import pytest
+
+from course.records import load_recording, recorded_names
+from day08_fake_recordings import fake_recordings
+from grader import markers
+from kernels import low_precision_attention as lp
+from test_lesson_figures import execute_lesson, figure_problems, output_text
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DAY = "day08_mixed_precision"
+SOLUTION = ROOT / "solutions" / DAY / f"{DAY}.ipynb"
+LESSON = ROOT / "lessons" / f"{DAY}.ipynb"
+# What the exercise asks students to write: a mixed-precision prefill kernel, an fp16-cache decode kernel and
+# the fp8 quantizer (with the device functions that encode a code). The lesson may call the launchers of the
+# fast rungs, never show a kernel's source. The plain rungs the exercise binds are named where they exist.
+EXERCISE_NAMES = ("gqa_prefill_mixed_tiles_kernel", "gqa_decode_mixed_group_kernel", "fp8_quantize_kernel",
+                  "gqa_prefill_mixed_precision_kernel", "gqa_decode_mixed_precision_kernel")
+EXERCISE_KERNELS = tuple(getattr(lp, name) for name in EXERCISE_NAMES[:3] + (
+    "_build_prefill_kernel", "_build_decode_kernel", "_e4m3_code", "_round_half_even", "_e4m3_integer",
+    "_load_codes", "_load_elements") if hasattr(lp, name))
+# The cells that read recordings, run again with the synthetic ones (setup and motivation first: they
+# define what the others use).
+RECORDED_CELLS = ("setup", "motivation", "decode-bytes", "decode-checks", "decode-timing", "decode-bytes-time",
+                  "decode-numbers", "nsight", "roofs", "prefill-numbers", "field-numbers")
+
+
+def _code_lines(function) -> set[str]:
+    source = inspect.getsource(getattr(function, "py_func", function))
+    return {line.split("  #")[0].strip() for line in source.splitlines()}
+
+
+def exercise_only_lines() -> list[str]:
+    """Lines of the exercise's kernels (and of the solution notebook, once it exists) that the lesson
+    must not contain. Short generic lines are left out."""
+    lines = set().union(*(_code_lines(f) for f in EXERCISE_KERNELS))
+    if SOLUTION.exists():
+        lines |= set(markers.secret_lines(nbformat.read(SOLUTION, as_version=4), "solution"))
+    return sorted(line for line in lines if len(line) > 12 and not line.startswith(("def ", '"""', "#")))
+
+
+def _lesson():
+    return nbformat.read(LESSON, as_version=4)
+
+
+def test_lesson_never_shows_the_exercise_kernels():
+    lesson = _lesson()
+    code = "\n".join(c.source for c in lesson.cells if c.cell_type == "code")
+    for name in EXERCISE_NAMES:
+        assert name not in code, f"the lesson's code uses {name}, which the exercise asks for"
+    text = "\n".join(c.source for c in lesson.cells)
+    assert len(exercise_only_lines()) > 60, "the exercise's kernels should have lines of their own"
+    leaked = [line for line in exercise_only_lines() if line in text]
+    assert not leaked, f"the lesson shows lines of the exercise's kernels: {leaked[:3]}"
+
+
+def test_measured_numbers_are_computed_not_typed():
+    """Times, rates and fractions of the recordings appear only in outputs computed from them."""
+    measured = re.compile(r"\d\s*(ms|µs|GB/s|TB/s|TFLOP/s)\b|\d\s*%(?!\s*\d)|\d(\.\d+)?\s*times (faster|as fast)")
+    for cell in _lesson().cells:
+        if cell.cell_type == "markdown":
+            found = measured.search(cell.source)
+            assert not found, f"cell {cell.id} types a measured number: {found[0]!r}"
+
+
+def test_the_exercise_is_announced_not_assumed():
+    """The lesson names the exercise's folder; until it exists, it must not tell students to open it."""
+    text = "\n".join(c.source for c in _lesson().cells if c.cell_type == "markdown")
+    assert f"exercises/{DAY}/" in text
+    if not (ROOT / "exercises" / DAY).exists():
+        assert "Open `exercises/" not in text
+
+
+def test_the_recorded_cells_are_the_ones_that_read_recordings():
+    cells = {c.id: c.source for c in _lesson().cells if c.cell_type == "code"}
+    reading = {cid for cid, source in cells.items() if "live_else_recorded" in source}
+    assert reading and reading <= set(RECORDED_CELLS) <= set(cells)
+
+
+# ----------------------------------------------------------------------------- the prose against the data
+
+def claims(recordings: dict) -> None:
+    """What the lesson's text says about the recordings without computing it (absent ones are skipped).
+
+    - decode: the narrow caches fall well short of their bytes (fp16 under 1.6 times the fp32 step's
+      speed, fp8 under 3.2), the float32 step reads near the copy bandwidth and the narrow ones at less
+      of it, torch's fp16 kernel reads at about the copy bandwidth, faster than ours;
+    - Nsight: DRAM moves the modelled bytes (within 15%), fp32 > fp16 > fp8, nothing read twice;
+    - prefill: fp16 storage does not speed our kernel up, which stays well under the float32 roof that
+      torch's float32 kernel gets much closer to; the tensor-core roof is an order of magnitude above the
+      float32 one, and torch's fp16 kernel gets most of the way there.
+    """
+    from course.models import low_precision as model
+
+    decode = recordings.get("day08_decode_timing")
+    if decode is not None:
+        best = {rung: max(r["fraction_of_copy"] for r in decode.rows if r["rung"] == rung)
+                for rung in ("decode_fp32", "decode_fp16", "decode_fp8", "torch_sdpa_fp16")}
+        for rung, limit in (("decode_fp16", 1.6), ("decode_fp8", 3.2)):
+            assert max(r["speedup_over_fp32"] for r in decode.rows if r["rung"] == rung) < limit, rung
+        assert best["decode_fp32"] > 0.7 and best["decode_fp16"] < best["decode_fp32"], best
+        assert best["decode_fp8"] < best["decode_fp32"] and best["torch_sdpa_fp16"] > 0.85, best
+        assert all(r["kernel_speedup_over_torch"] < 1 for r in decode.rows if r["rung"] == "decode_fp16")
+    nsight = recordings.get("day08_dram_bytes")
+    if nsight is not None:
+        dram = {}
+        for r in nsight.rows:
+            fmt = {"decode_fp32": "float32", "decode_fp16": "float16", "decode_fp8": "fp8_e4m3"}[r["label"]]
+            lens = [r["context"]] * r["num_seqs"]
+            least = model.compulsory_bytes_decode(lens, r["heads"], r["kv_heads"], r["d"], fmt)
+            assert 0.95 < r["dram_bytes"] / least < 1.15, r
+            dram[fmt] = r["dram_bytes"]
+        assert dram["float32"] > dram["float16"] > dram["fp8_e4m3"], dram
+    prefill, roofs = recordings.get("day08_prefill_timing"), recordings.get("day08_matmul_roofs")
+    if prefill is not None:
+        ms = {r["rung"]: r["median_ms"] for r in prefill.rows}
+        rate = {r["rung"]: r["tflops"] for r in prefill.rows}
+        assert ms["prefill_fp16"] > 0.9 * ms["prefill_fp32"] and ms["prefill_bf16"] > 0.9 * ms["prefill_fp32"], ms
+        assert rate["torch_sdpa_fp32_repeated_kv"] > 2 * rate["prefill_fp32"], rate
+        if roofs is not None:
+            tc = {r["fmt"]: r["tflops"] for r in roofs.rows}
+            assert max(rate[r] for r in rate if not r.startswith("torch")) < 0.5 * tc["float32"], (rate, tc)
+            assert tc["float16"] > 8 * tc["float32"] and rate["torch_sdpa_fp16"] > 0.5 * tc["float16"], (rate, tc)
+
+
+def _shipped() -> dict:
+    return {name: load_recording(name) for name in recorded_names() if name.startswith("day08_")}
+
+
+def test_the_recordings_support_the_prose():
+    shipped = _shipped()
+    if not shipped:
+        pytest.skip("the day-8 GPU recordings are not installed yet")
+    claims(shipped)
+
+
+def test_the_fake_recordings_cover_every_recording_and_tell_the_lesson_s_story():
+    fakes = {rec.name: rec for rec in fake_recordings()}
+    read = set(re.findall(r'live_else_recorded\("(day08_\w+)"', "\n".join(c.source for c in _lesson().cells)))
+    assert read and read <= set(fakes), f"recordings the lesson reads without a fake: {sorted(read - set(fakes))}"
+    for name in set(fakes) & set(recorded_names()):          # the fakes have the real recordings' columns
+        real = load_recording(name)
+        assert {k for r in real.rows for k in r} <= {k for r in fakes[name].rows for k in r}, name
+    claims(fakes)
+
+
+# ----------------------------------------------------------------------------- running the lesson
+
+# Lines every run prints, whatever the recordings say.
+ALWAYS = ("derived from the bits, checked against ml_dtypes.finfo", "5,000 ones added one by one in fp16 give 2,048",
+          "fp16 sums: the largest error is", "cache, against the float32 cache: OK", "bf16: OK (bf16")
+WITH_RECORDINGS = ("Half the bytes made the step", "reads its compulsory bytes at up to", "times the fp16 step's time",
+                   "decode_fp16 runs at", "our fp16 prefill takes", "the tensor cores' fp16 roof is",
+                   "FlashAttention-3, fp16 forward, as reported", "DRAM / compulsory")
+
+
+def _leaks(shown: str) -> list[str]:
+    return [line for line in exercise_only_lines() if line in shown]
+
+
+def _rule_rows(shown: str) -> dict:
+    """The verdicts of the rule's table: {(computation, keys): 'passes' or 'FAILS'}."""
+    found = re.findall(r"\| ((?:fp16|bf16) storage[^|]*) \| ([\d,]+) \| [^|]+ \| (passes|FAILS) \|", shown)
+    return {(what.strip(), int(keys.replace(",", ""))): verdict for what, keys, verdict in found}
+
+
+def test_lesson_runs_with_the_shipped_recordings(tmp_path):
+    for path in (ROOT / "course" / "data").glob("*.json"):
+        shutil.copy(path, tmp_path)
+    shown = output_text(execute_lesson(LESSON, data_dir=tmp_path))
+    for line in ALWAYS:
+        assert line in shown, f"the lesson no longer prints {line!r}"
+    if {"day08_decode_timing", "day08_prefill_timing", "day08_matmul_roofs", "day08_dram_bytes",
+            "day08_full_size_checks"} <= set(recorded_names()):
+        for line in WITH_RECORDINGS:
+            assert line in shown, f"the lesson no longer prints {line!r}"
+    verdicts = _rule_rows(shown)
+    longest = max(keys for _, keys in verdicts)
+    assert verdicts[("fp16 storage, fp32 sums", longest)] == verdicts[("bf16 storage, fp32 sums", longest)] == "passes"
+    assert verdicts[("fp16 storage, fp16 sums", longest)] == "FAILS"
+    assert verdicts[("bf16 storage where fp16 was asked", longest)] == "FAILS"
+    assert not _leaks(shown), f"the lesson's outputs show lines of the exercise's kernels: {_leaks(shown)[:3]}"
+
+
+def run_cells(cell_ids, data_dir) -> str:
+    """Run the lesson's cells ``cell_ids`` in order, in this process, with the recordings of ``data_dir``;
+    check every figure they leave open; return what they printed and displayed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import course.records
+
+    cells = {c.id: c.source for c in _lesson().cells if c.cell_type == "code"}
+    shown = io.StringIO()
+
+    def display(*objects):
+        for obj in objects:
+            shown.write(getattr(obj, "data", repr(obj)) + "\n")
+
+    namespace = {}
+    saved = course.records.DATA_DIR
+    course.records.DATA_DIR = data_dir
+    plt.close("all")
+    problems = []
+    try:
+        with contextlib.redirect_stdout(shown):
+            for cid in cell_ids:
+                exec(compile(cells[cid], f"<cell {cid}>", "exec"), namespace)
+                namespace["display"] = display              # the setup cell imports IPython's
+                namespace["plt"].show = lambda *args, **kwargs: None
+                for number in plt.get_fignums():
+                    figure = plt.figure(number)
+                    figure.canvas.draw()
+                    problems += [f"cell {cid}: {p}" for p in figure_problems(figure)]
+                plt.close("all")
+    finally:
+        course.records.DATA_DIR = saved
+        plt.close("all")
+    assert not problems, "\n".join(problems)
+    return shown.getvalue()
+
+
+def test_the_recorded_cells_run_with_fake_recordings(tmp_path):
+    for rec in fake_recordings():
+        rec.save(tmp_path / f"{rec.name}.json")
+    shown = run_cells(RECORDED_CELLS, tmp_path)
+    assert "recorded on Fake GPU" in shown and "No recording" not in shown
+    for line in WITH_RECORDINGS:
+        assert line in shown, f"the recorded cells no longer print {line!r}"
+    # the branches the fakes take: fp8 still follows its bytes against fp16, torch stays under the copy bandwidth
+    assert "the time still follows the bytes" in shown and "above 1.0 is possible" not in shown
+    assert "fp8 roof" not in shown                          # no fp8 matrix product in the fakes
