@@ -197,6 +197,7 @@ def _config(task: dict, paths: dict):
     from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 
     from grader.execute import GuardedExecute
+    from grader.markers import example_cells, read_notebook
     from grader.feedback import ClearHiddenTestsOfGradeCells, SanitizeFeedback
     from grader.nbgrader_api import load_config
     from grader.restore import RestoreDeletedCells
@@ -230,6 +231,7 @@ def _config(task: dict, paths: dict):
         "GuardedExecute.events_file": str(paths["events"]),
         "GuardedExecute.launch_checks": paths.get("launch_checks", True),
         "GuardedExecute.compile_service": service,
+        "GuardedExecute.examples": json.dumps(example_cells(read_notebook(paths["release_nb"]))),
         "GuardedExecute.working_dir": str(paths["autograded_dir"]),
         "GuardedExecute.sandbox": json.dumps({"scratch": str(paths["autograded_dir"]),
                                               "writable_files": [str(paths["guard_report"])],

@@ -18,6 +18,8 @@
 - a grade cell that raised keeps only its error as a score-bearing output: its ``execute_result``
   outputs become ``display_data`` (nbgrader scores a grade cell by its first ``execute_result``
   when that comes before the error, so a cell that failed could otherwise score);
+- the release's example cells (``grader.markers.example_cells``: visible tests, plots, tables of
+  bytes; the student runs them, no grade depends on them) are not run: each gets a line saying so;
 - with ``sandbox`` set, the kernel runs inside a bubblewrap sandbox (``grader.guard.sandbox_command``)
   where only its scratch folder is writable and no grader secret exists;
 - events go to ``events_file`` (JSON) for the grader to turn into a status.
@@ -47,6 +49,16 @@ def _label(cell, index: int) -> str:
 
 def _is_grade(cell) -> bool:
     return bool(cell.metadata.get("nbgrader", {}).get("grade"))
+
+
+EXAMPLE_NOTE = "(an example for you to run: not run when graded; the graded cells test the same kernel)\n"
+
+
+def _is_example(cell, examples: set) -> bool:
+    """A cell of the release's examples, still locked and not graded (as the sanitized notebook has it)."""
+    meta = cell.metadata.get("nbgrader", {})
+    return (cell.cell_type == "code" and meta.get("grade_id") in examples and bool(meta.get("locked"))
+            and not meta.get("grade") and not meta.get("solution"))
 
 
 def demote_results_of_failed_cell(cell) -> bool:
@@ -143,6 +155,8 @@ class GuardedExecute(Execute):
                                "empty: no sandbox").tag(config=True)
     launch_checks = Bool(True, help="check every launch of the submission's kernels (course.gates): GPU "
                                     "compile first, inputs unchanged after").tag(config=True)
+    examples = Unicode("[]", help="JSON list of the grade_ids of the example cells (grader.markers.example_cells "
+                                  "of the release): not run when graded").tag(config=True)
     compile_service = Unicode("", help="socket of the grading run's GPU compile service (grader.compile_service) "
                                        "for the launch checks; empty: the kernel starts a helper of its own"
                               ).tag(config=True)
@@ -174,6 +188,8 @@ class GuardedExecute(Execute):
         self._check_assign_resources(resources)
         self.events: list[dict] = []
         self._failed: set[int] = set()     # cells that timed out or crashed: never run again
+        examples = set(json.loads(self.examples))
+        self._examples = {index for index, cell in enumerate(self.nb.cells) if _is_example(cell, examples)}
         start, restarts = 0, 0
         while start is not None:
             kwargs = {"cwd": self.working_dir} if self.working_dir else {}
@@ -226,6 +242,9 @@ class GuardedExecute(Execute):
         """Execute cells from ``start``; return the index to resume from after a restart, or None."""
         for index in range(start, len(self.nb.cells)):
             cell = self.nb.cells[index]
+            if index in self._examples:
+                cell.outputs = [NotebookNode(output_type="stream", name="stdout", text=EXAMPLE_NOTE)]
+                continue
             try:
                 self.preprocess_cell(cell, resources, index)
             except DeadKernelError:
@@ -254,7 +273,7 @@ class GuardedExecute(Execute):
         (``cells_to_rebuild``); False when that fails."""
         earlier = []
         for index, cell in enumerate(self.nb.cells[:upto]):
-            if cell.cell_type != "code":
+            if cell.cell_type != "code" or index in self._examples:
                 earlier.append(("", False))
             elif index in self._failed:
                 # A grade cell that hung may have defined helpers for the hidden tests below before

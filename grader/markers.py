@@ -71,6 +71,27 @@ def secret_lines(nb, kind: str) -> list[str]:
     return result
 
 
+# Locked cells that neither hold an answer nor are graded: those the graded cells need (the set-up,
+# the launchers, given constants) by their grade_id; every other one is an example for the student
+# (a visible test, a plot, a table of bytes), not run when graded (``grader.execute``: that halves the
+# grading time of a notebook). ``course release`` refuses a later cell that reads a name only an
+# example binds (``grader.release``).
+NEEDED_WHEN_GRADED = re.compile(r"^setup|_launcher$|_constants$")
+
+
+def example_cells(nb) -> list[str]:
+    """grade_ids of the example cells of a notebook: locked code cells, neither graded nor answered,
+    whose grade_id does not say the graded cells need them (``NEEDED_WHEN_GRADED``)."""
+    found = []
+    for cell in nb["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        gid = meta.get("grade_id")
+        if (cell.get("cell_type") == "code" and gid and meta.get("locked") and not meta.get("grade")
+                and not meta.get("solution") and not NEEDED_WHEN_GRADED.search(gid)):
+            found.append(gid)
+    return found
+
+
 def read_notebook(path) -> nbformat.NotebookNode:
     """Read a notebook as nbformat 4 without validation errors stopping us."""
     return nbformat.read(str(path), as_version=4)

@@ -90,6 +90,7 @@ def verify_release(name: str, *, root: pathlib.Path, release_dir: pathlib.Path |
             if line in released_lines:
                 problems.append(f"{name}: the release shows {what}: {line!r}")
     problems += _check_cells(name, released)
+    problems += _check_examples(name, released)
     problems += _check_files(name, root, release_dir)
     return problems
 
@@ -116,6 +117,33 @@ def _check_cells(name: str, nb) -> list[str]:
             problems.append(f"{name}: cell {gid} has no checksum")
         elif meta.get("locked") and meta["checksum"] != compute_checksum(cell):
             problems.append(f"{name}: the checksum of locked cell {gid} does not match its content")
+    return problems
+
+
+def _check_examples(name: str, nb) -> list[str]:
+    """Example cells are not run when graded: no later cell may read a name that only an example binds."""
+    from grader.execute import _names
+    from grader.markers import example_cells
+
+    examples = set(example_cells(nb))
+    problems, only_examples = [], {}       # name -> the example that bound it last
+    for cell in nb["cells"]:
+        if cell.get("cell_type") != "code":
+            continue
+        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") or "a cell"
+        parsed = _names(_source(cell))
+        if parsed is None:
+            continue
+        bound, read = parsed
+        if gid in examples:
+            only_examples.update(dict.fromkeys(bound, gid))
+            continue
+        for used in sorted((read - bound) & set(only_examples)):     # (a cell that binds a name reads its own)
+            problems.append(f"{name}: cell {gid} reads {used!r}, which only the example cell {only_examples[used]} "
+                            "binds; examples are not run when graded (name the cell *_launcher, *_constants or "
+                            "setup*, or bind the name where it is used)")
+        for defined in bound:
+            only_examples.pop(defined, None)
     return problems
 
 

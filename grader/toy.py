@@ -55,7 +55,7 @@ assert square(-4) == 16, "square is wrong for a hidden negative input"
 
 # grade_id -> (cell type, source, nbgrader flags)
 CELLS = [
-    ("imports", "code", "import course\ncourse.use_device()\nimport numpy as np\nfrom numba import cuda", {}),
+    ("setup", "code", "import course\ncourse.use_device()\nimport numpy as np\nfrom numba import cuda", {}),
     ("intro", "markdown", "# Toy\nWrite `add_one` (one thread per element) and `square`.", {}),
     ("add_one_solution", "code", ADD_ONE_SOLUTION, {"solution": True, "locked": False}),
     ("add_one_visible", "code", '"""add_one adds one to a small vector."""\nx = np.arange(5, dtype=np.float32)\n'
@@ -64,6 +64,7 @@ CELLS = [
     ("add_one_hidden", "code", ADD_ONE_HIDDEN, {"grade": True, "points": 2}),
     ("square_solution", "code", SQUARE_SOLUTION, {"solution": True, "locked": False}),
     ("square_tests", "code", SQUARE_TESTS, {"grade": True, "points": 1}),
+    ("add_one_example", "code", 'ys = add_one(np.arange(3, dtype=np.float32))\nprint("the example ran:", ys)', {}),
 ]
 
 

@@ -75,6 +75,30 @@ def test_release_check_catches_leaks_and_unlocked_cells(toy, tmp_path):
         release.assert_release_matches(TOY, root=root)
 
 
+def test_release_check_refuses_a_cell_that_needs_an_example():
+    """Examples are not run when graded, so a later cell may not read a name only an example binds."""
+    def cell(gid, source, **flags):
+        meta = {"grade_id": gid, "locked": True, "grade": False, "solution": False, **flags}
+        return {"cell_type": "code", "source": source, "metadata": {"nbgrader": meta}}
+
+    nb = {"cells": [cell("setup", "import numpy as np"), cell("f_launcher", "def f(x):\n    return x"),
+                    cell("f_visible_test", "x = np.ones(3)\nhelper = f(x)\nprint(helper)"),
+                    cell("f_matches", "y = np.ones(2)\nassert f(y).sum() == 2\nassert helper is not None",
+                         grade=True, points=1)]}
+    problems = release._check_examples("demo", nb)
+    assert len(problems) == 1 and "reads 'helper', which only the example cell f_visible_test binds" in problems[0]
+    nb["cells"][3]["source"] = "helper = f(np.ones(2))\nassert helper.sum() == 2"     # binds its own
+    assert release._check_examples("demo", nb) == []
+
+
+def test_examples_are_not_run_when_graded(toy):
+    from grader.execute import EXAMPLE_NOTE
+
+    graded = json.loads((toy["out"] / "autograded" / "good" / TOY / f"{TOY}.ipynb").read_text())
+    example = next(c for c in graded["cells"] if c["metadata"]["nbgrader"]["grade_id"] == "add_one_example")
+    assert ["".join(o.get("text", "")) for o in example["outputs"]] == [EXAMPLE_NOTE]
+
+
 @pytest.mark.parametrize("student, status, points, detail", [
     ("good", "graded", 4, ""),
     ("blank", "graded", 0, ""),

@@ -152,11 +152,11 @@ def test_compare_with_release_reports_edits_and_deletions():
     sub = json.loads(json.dumps(release))
     sub["cells"] = [c for c in sub["cells"] if c["metadata"]["nbgrader"]["grade_id"] != "square_tests"]
     sub["cells"][3]["source"] = "pass"                                  # add_one_visible, locked
-    sub["cells"][0]["metadata"]["nbgrader"]["locked"] = False           # imports
+    sub["cells"][0]["metadata"]["nbgrader"]["locked"] = False           # setup
     report = tamper.compare_with_release(sub, release)
     assert report["deleted_grade"] == ["square_tests"]
     assert report["edited_locked"] == ["add_one_visible"]
-    assert report["metadata_changed"] == ["imports"]
+    assert report["metadata_changed"] == ["setup"]
 
 
 def test_scan_code_tells_tampering_from_review():
