@@ -76,7 +76,7 @@ def secret_lines(nb, kind: str) -> list[str]:
 # (a visible test, a plot, a table of bytes), not run when graded (``grader.execute``: that halves the
 # grading time of a notebook). ``course release`` refuses a later cell that reads a name only an
 # example binds (``grader.release``).
-NEEDED_WHEN_GRADED = re.compile(r"^setup|_launcher$|_constants$")
+NEEDED_WHEN_GRADED = re.compile(r"(^|_)setup($|_)|_launcher$|_constants$")
 
 
 def example_cells(nb) -> list[str]:
