@@ -594,12 +594,17 @@ _WARM_MODULES = ("jupyter_client.manager", "nbclient", "nbformat", "nbconvert", 
 
 
 def _warm_up() -> None:
-    """Import what grading a submission uses, and render a page once (lazy imports of nbconvert)."""
+    """Import what grading a submission uses, fingerprint the course's kernels, and render a page once
+    (lazy imports of nbconvert)."""
     import nbformat
     from nbconvert import HTMLExporter
 
     for name in _WARM_MODULES:
         importlib.import_module(name)
+    from grader import cleanroom
+
+    # The fingerprints of the course's kernels and host code: seconds of parsing in every process otherwise.
+    cleanroom.course_kernels(), cleanroom.course_host_functions(), cleanroom.course_kernel_names()
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# *warm* `up`"),
                                          nbformat.v4.new_code_cell("x = 1", outputs=[nbformat.v4.new_output(
                                              "stream", text="1\n")])])
