@@ -182,8 +182,12 @@ def _numba_type(described):
     import numpy as np
 
     if "array" in described:
-        return numba.types.Array(numba.from_dtype(np.dtype(described["array"])), described["ndim"],
-                                 described["layout"])
+        if described["array"] == "bfloat16":      # ml_dtypes' bf16: numba.from_dtype does not know it
+            from numba.cuda import types as cuda_types
+            element = cuda_types.bfloat16
+        else:
+            element = numba.from_dtype(np.dtype(described["array"]))
+        return numba.types.Array(element, described["ndim"], described["layout"])
     if "scalar" in described:
         return numba.types.boolean if described["scalar"] == "bool" else numba.from_dtype(np.dtype(described["scalar"]))
     raise TypeError(f"a launch argument of type {described['unsupported']} cannot be passed to a GPU kernel")

@@ -6,11 +6,23 @@ maximum and sum, the accumulator) is float32, and a result is rounded to its sto
 when it is stored. Half the bytes (fp16, bf16) or about a quarter (fp8) are stored, and the error
 is the storage format's rounding, not an accumulation of it (``DESIGN.md`` §6). The rungs:
 
+- ``gqa_prefill_mixed_tiles``: day 7's ``gqa_prefill_tiles`` (head_dim read at run time) with q, k,
+  v and o stored in fp16 or bf16 (or float32): q converted to float32 and then scaled, K and V
+  converted into float32 tiles as they are loaded, o rounded once when it is stored. The day's
+  exercise. On an H100 (B = 1, 32 query heads over 8, N = 1,024, head_dim 128, causal, fp16) it
+  takes 15.6 ms, what day 7's float32 rung takes, 8.6 times the next rung: half the bytes change
+  nothing in a kernel whose time is its arithmetic and its local memory.
 - ``gqa_prefill_mixed_precision``: day 7's ``gqa_prefill_flash`` (day 5's v5 extended to a block of
   ``positions`` query positions times the heads of a group, head_dim fixed at compile time, every
   group size) with q, k, v and o stored in fp16 or bf16 (or float32): each query row is converted
   into registers and scaled there, each K and V tile is converted into float32 shared memory as it
   is loaded, and o is rounded once when it is stored. Causal masking and ``kv_lens`` as day 7.
+- ``gqa_decode_mixed_group``: day 7's ``gqa_decode_group`` (one token per warp at a time, arrays for
+  ``GROUP_MAX`` heads) over a paged cache stored in fp16 (or float32): each element converted to
+  float32 once, as its token is loaded, for every head of the block; q, the partials and out are
+  float32. The day's exercise. On an H100 (16 sequences of 2,048 tokens, 32 query heads over 8,
+  head_dim 128) it takes 0.56 ms, 2.0 times the next rung, and more than day 7's
+  ``gqa_decode_group`` on a float32 cache in the same run (0.34 ms).
 - ``gqa_decode_mixed_precision``: day 7's ``gqa_decode_split_k`` over a paged cache stored in fp16
   (or float32), or as fp8 e4m3 codes with a float32 scale per (block, kv_head) (``fp8_quantize``):
   each warp keeps the next batch of tokens in registers as stored and loads it while it computes the
@@ -23,7 +35,8 @@ ladder: their outputs are bits, checked bit for bit, where the registry's check 
 
 - ``fp8_quantize``: float32 to e4m3 codes (uint8) with one scale per group (a page of a KV head):
   the given scales, or ``amax / 448`` per group (one block per group reduces its amax); round to
-  nearest even, subnormals included, saturating to +-448 (as ``cvt.rn.satfinite``)
+  nearest even, subnormals included, saturating to +-448 (as ``cvt.rn.satfinite``). The day's
+  exercise.
 - ``fp8_dequantize``: codes and scales back to float32, ``code value * scale``
 
 Storage formats and numba (``DESIGN.md`` §4). fp16 arrays are ``np.float16``: ``float32(x)`` of an
@@ -79,23 +92,25 @@ from numba import cuda, float32, int32, uint32
 from numba import types as numba_types
 
 from kernels.flash_attention import prepare_kv_lens
-from kernels.gqa_attention import (GROUP_MAX, HEAD_DIM_MAX, ROWS_MAX, TILE_KV, decode_grid, decode_partition_size,
-                                   prefill_block, prefill_grid, subgroups_for)
+from kernels.gqa_attention import (GROUP_MAX, HEAD_DIM_MAX, ROWS_MAX, TILE_KV, TILE_POS, decode_grid,
+                                   decode_partition_size, prefill_block, prefill_grid, subgroups_for)
 # Day 7's device functions: the butterfly that sums many scores at once and the walk along a block table.
 from kernels.gqa_attention import _exchange, _next_pages, _prefill_tiling
-from kernels.launching import (cdiv, default_scale, is_device_array, output_array, require_array, require_bool,
-                               require_dtype, require_int, require_int32, require_kv_heads, require_same_kind)
+from kernels.launching import (cdiv, default_scale, is_device_array, note_output, output_array, require_array,
+                               require_bool, require_dtype, require_int, require_int32, require_kv_heads,
+                               require_same_kind)
 from kernels.paged_attention import (CHANNELS, FULL_MASK, THREADS, WARP, WARPS, longest_context,
                                      paged_attention_v2_merge_kernel, partitions_for)
 # Day 6's block-table check, partial buffers (reused by shape on a GPU) and SM count, as day 7 uses them.
 from kernels.paged_attention import _check_tables, _partials, _sm_count
 from kernels.registry import Rung, ladder
 
-__all__ = ["E4M3_MAX", "PREFILL_DTYPES", "CACHE_FORMATS", "TOKENS_IN_FLIGHT", "check_prefill_inputs",
-           "gqa_prefill_mixed_precision_kernel", "gqa_prefill_mixed_precision", "cache_format",
-           "check_decode_inputs", "decode_tiling", "fp8_words",
-           "gqa_decode_mixed_precision_kernel", "gqa_decode_mixed_precision", "FP8_THREADS", "fp8_quantize_kernel",
-           "fp8_quantize", "fp8_dequantize_kernel", "fp8_dequantize", "RUNGS"]
+__all__ = ["E4M3_MAX", "E4M3_MIN_NORMAL", "PREFILL_DTYPES", "CACHE_FORMATS", "TOKENS_IN_FLIGHT",
+           "check_prefill_inputs", "gqa_prefill_mixed_tiles_kernel", "gqa_prefill_mixed_tiles",
+           "gqa_prefill_mixed_precision_kernel", "gqa_prefill_mixed_precision", "cache_format", "check_decode_inputs",
+           "decode_tiling", "fp8_words", "gqa_decode_mixed_group_kernel", "gqa_decode_mixed_group",
+           "gqa_decode_mixed_precision_kernel", "gqa_decode_mixed_precision", "FP8_THREADS", "FP8_WARPS",
+           "fp8_quantize_kernel", "fp8_quantize", "fp8_dequantize_kernel", "fp8_dequantize", "RUNGS"]
 
 E4M3_MAX = 448.0
 # Storage dtypes of the prefill (all four tensors share one) and of the decode cache.
@@ -116,7 +131,7 @@ TOKENS_IN_FLIGHT = {
     "fp8_e4m3": (16, 8, 8, 8, 4, 4, 4, 4),
 }
 _TWO_TO_MINUS_9 = 2.0 ** -9     # an e4m3 value is its integer _e4m3_integer times 2**-9
-_SMALLEST_NORMAL = 2.0 ** -6    # e4m3: below it the codes step by 2**-9
+E4M3_MIN_NORMAL = 2.0 ** -6     # e4m3's smallest normal number: below it the codes step by 2**-9
 
 
 # ----------------------------------------------------------------------------------------------
@@ -156,7 +171,7 @@ def _e4m3_code(y):
         code = int32(0x7F)
     elif a >= E4M3_MAX:
         code = int32(0x7E)
-    elif a < _SMALLEST_NORMAL:
+    elif a < E4M3_MIN_NORMAL:
         code = _round_half_even(a * float32(512.0))        # multiples of 2**-9; 8 is the smallest normal
     else:
         f, e = math.frexp(a)                                # a = f * 2**e, f in [0.5, 1), e in [-5, 9]
@@ -191,6 +206,88 @@ def check_prefill_inputs(q, k, v) -> tuple[int, int, int, int, int, int]:
     require_kv_heads(heads, kv_heads, q_name="q", kv_name="k")
     require_same_kind(q=q, k=k, v=v)
     return batch, heads, kv_heads, n_queries, n_keys, head_dim
+
+
+@cuda.jit
+def gqa_prefill_mixed_tiles_kernel(q, k, v, kv_lens, o, scale, causal):
+    """Day 7's ``gqa_prefill_tiles_kernel`` (its blocks, rows and tiles) on q, k, v and o stored in fp16
+    or bf16. Every element is converted to float32 as it is loaded (q scaled after the conversion, K
+    and V into float32 tiles), everything computed from it is float32, and o is rounded to its format
+    once, when it is stored."""
+    group = q.shape[1] // k.shape[1]
+    subgroups = (group + ROWS_MAX - 1) // ROWS_MAX
+    heads_per_block = (group + subgroups - 1) // subgroups
+    positions = min(TILE_POS, ROWS_MAX // heads_per_block)
+    kv_head = cuda.blockIdx.y // subgroups
+    first = (cuda.blockIdx.y - kv_head * subgroups) * heads_per_block
+    b = cuda.blockIdx.z
+    t = cuda.threadIdx.x
+    rows = cuda.blockDim.x
+    n_queries = q.shape[2]
+    d = q.shape[3]
+    tile_start = cuda.blockIdx.x * positions
+    local_position = t // heads_per_block
+    position = tile_start + local_position
+    head_in_group = first + (t - local_position * heads_per_block)
+    h = kv_head * group + head_in_group
+    k_tile = cuda.shared.array((TILE_KV, HEAD_DIM_MAX), float32)
+    v_tile = cuda.shared.array((TILE_KV, HEAD_DIM_MAX), float32)
+    scores = cuda.shared.array((TILE_KV, ROWS_MAX), float32)
+    q_row = cuda.local.array(HEAD_DIM_MAX, float32)
+    acc = cuda.local.array(HEAD_DIM_MAX, float32)
+
+    active = position < n_queries and head_in_group < group
+    for c in range(d):
+        # Converted first, then scaled: the product of two fp16 numbers may pass fp16's 65504, and
+        # q . k even more so; in float32 neither comes near its range.
+        q_row[c] = float32(q[b, h, position, c]) * scale if active else float32(0.0)
+        acc[c] = float32(0.0)
+    row_max = float32(-math.inf)
+    row_sum = float32(0.0)
+
+    kv_end = min(kv_lens[b], k.shape[2])
+    if causal:
+        kv_end = min(kv_end, tile_start + positions, n_queries)
+    for kv_start in range(0, kv_end, TILE_KV):
+        n_tile = min(TILE_KV, kv_end - kv_start)
+        for idx in range(t, n_tile * d, rows):
+            j = idx // d
+            c = idx - j * d
+            k_tile[j, c] = float32(k[b, kv_head, kv_start + j, c])
+            v_tile[j, c] = float32(v[b, kv_head, kv_start + j, c])
+        cuda.syncthreads()
+
+        n_valid = n_tile
+        if causal:
+            n_valid = min(n_tile, position - kv_start + 1)
+        if active and n_valid > 0:
+            tile_max = float32(-math.inf)
+            for j in range(n_valid):
+                score = float32(0.0)
+                for c in range(d):
+                    score += q_row[c] * k_tile[j, c]
+                scores[j, t] = score
+                tile_max = max(tile_max, score)
+            new_max = max(row_max, tile_max)
+            correction = math.exp(row_max - new_max)
+            row_sum *= correction
+            for c in range(d):
+                acc[c] *= correction
+            # The sums of many keys stay float32: an fp16 accumulator would round at every key.
+            for j in range(n_valid):
+                p = math.exp(scores[j, t] - new_max)
+                row_sum += p
+                for c in range(d):
+                    acc[c] += p * v_tile[j, c]
+            row_max = new_max
+        cuda.syncthreads()
+
+    if active:
+        inv_sum = float32(0.0)
+        if row_sum > 0:
+            inv_sum = float32(1.0) / row_sum
+        for c in range(d):
+            o[b, h, position, c] = acc[c] * inv_sum       # the one rounding to the format of o
 
 
 _PREFILL_KERNELS: dict = {}
@@ -294,6 +391,37 @@ def _build_prefill_kernel(D: int):
     return gqa_prefill_mixed_precision_kernel
 
 
+def _launch_prefill(q, k, v, causal, kv_lens, scale, out, kernel_for):
+    """Validate, then launch ``kernel_for(head_dim)`` with day 7's prefill grid: both prefill rungs.
+    NumPy bf16 arrays travel to a GPU as uint16 (``_bf16_to_device``)."""
+    batch, heads, kv_heads, n_queries, n_keys, head_dim = check_prefill_inputs(q, k, v)
+    causal = require_bool("causal", causal)
+    lens = prepare_kv_lens(kv_lens, batch, n_keys, like=q)
+    scale = default_scale(head_dim, scale)
+    out = output_array("out", out, (batch, heads, n_queries, head_dim), like=q, dtype=np.dtype(q.dtype))
+    if batch and heads and n_queries:
+        launch = kernel_for(head_dim)[prefill_grid(batch, heads, kv_heads, n_queries), prefill_block(heads, kv_heads)]
+        if _is_host_bf16(q):
+            device_out = note_output(cuda.device_array(out.shape, np.uint16).view(out.dtype))
+            launch(_bf16_to_device(q), _bf16_to_device(k), _bf16_to_device(v), lens, device_out, scale, causal)
+            device_out.view(np.uint16).copy_to_host(out.view(np.uint16))
+        else:
+            launch(q, k, v, lens, out, scale, causal)
+    return out
+
+
+def gqa_prefill_mixed_tiles(q, k, v, *, causal=False, kv_lens=None, scale=None, out=None,
+                            kernel=gqa_prefill_mixed_tiles_kernel):
+    """Grouped-query flash attention on fp16, bf16 or float32 tensors with head_dim read at run time;
+    returns out (B, H, N, d) in the dtype of q.
+
+    The arguments and the grid of ``gqa_prefill_mixed_precision``; ``kernel`` is launched as it is
+    (the day's exercise). Its query row and accumulator are arrays of ``HEAD_DIM_MAX`` floats, as in
+    day 7's ``gqa_prefill_tiles``: the next rung fixes head_dim at compile time.
+    """
+    return _launch_prefill(q, k, v, causal, kv_lens, scale, out, lambda head_dim: kernel)
+
+
 def gqa_prefill_mixed_precision(q, k, v, *, causal=False, kv_lens=None, scale=None, out=None,
                                 kernel=gqa_prefill_mixed_precision_kernel):
     """Grouped-query flash attention on fp16, bf16 or float32 tensors; returns out (B, H, N, d) in
@@ -306,20 +434,7 @@ def gqa_prefill_mixed_precision(q, k, v, *, causal=False, kv_lens=None, scale=No
     that returns the kernel to launch; blocks and grid are day 7's (``prefill_block``,
     ``prefill_grid``).
     """
-    batch, heads, kv_heads, n_queries, n_keys, head_dim = check_prefill_inputs(q, k, v)
-    causal = require_bool("causal", causal)
-    lens = prepare_kv_lens(kv_lens, batch, n_keys, like=q)
-    scale = default_scale(head_dim, scale)
-    out = output_array("out", out, (batch, heads, n_queries, head_dim), like=q, dtype=np.dtype(q.dtype))
-    if batch and heads and n_queries:
-        launch = kernel(head_dim)[prefill_grid(batch, heads, kv_heads, n_queries), prefill_block(heads, kv_heads)]
-        if _is_host_bf16(q):
-            device_out = cuda.device_array(out.shape, np.uint16).view(out.dtype)
-            launch(_bf16_to_device(q), _bf16_to_device(k), _bf16_to_device(v), lens, device_out, scale, causal)
-            device_out.view(np.uint16).copy_to_host(out.view(np.uint16))
-        else:
-            launch(q, k, v, lens, out, scale, causal)
-    return out
+    return _launch_prefill(q, k, v, causal, kv_lens, scale, out, kernel)
 
 
 def _is_host_bf16(a) -> bool:
@@ -386,6 +501,133 @@ def check_decode_inputs(q, k_cache, v_cache, block_tables, context_lens) -> tupl
     if not is_device_array(q):
         _check_tables(block_tables, context_lens, block_size, max_blocks, num_blocks)
     return fmt, num_seqs, heads, head_dim, kv_heads
+
+
+@cuda.jit
+def gqa_decode_mixed_group_kernel(q, k_cache, v_cache, block_tables, context_lens, scale, partition_size,
+                                  partial_max, partial_sum, partial_acc):
+    """Day 7's ``gqa_decode_group_kernel`` over a cache stored in fp16: block (x, s, p) serves the
+    query heads first ... of KV head x // subgroups over partition p of sequence s, warp w takes tokens
+    start + w, start + w + WARPS, ... Each element of a token's K and V rows is converted to float32
+    once, as it is loaded, and serves every head of the block; scores, statistics and accumulators
+    are float32, and so are q and the partials."""
+    group = q.shape[1] // k_cache.shape[1]
+    subgroups = (group + GROUP_MAX - 1) // GROUP_MAX
+    heads_per_block = (group + subgroups - 1) // subgroups
+    kv_head = cuda.blockIdx.x // subgroups
+    first = kv_head * group + (cuda.blockIdx.x - kv_head * subgroups) * heads_per_block
+    n_heads = min(heads_per_block, (kv_head + 1) * group - first)
+    s = cuda.blockIdx.y
+    p = cuda.blockIdx.z
+    tid = cuda.threadIdx.x
+    warp = tid // WARP
+    lane = tid % WARP
+    d = q.shape[2]
+    block_size = k_cache.shape[2]
+    start = p * partition_size
+    end = min(start + partition_size, context_lens[s])
+
+    q_lane = cuda.local.array((GROUP_MAX, CHANNELS), float32)
+    acc = cuda.local.array((GROUP_MAX, CHANNELS), float32)
+    running_max = cuda.local.array(GROUP_MAX, float32)
+    running_sum = cuda.local.array(GROUP_MAX, float32)
+    k_row = cuda.local.array(CHANNELS, float32)
+    v_row = cuda.local.array(CHANNELS, float32)
+    for i in range(GROUP_MAX):
+        for ch in range(CHANNELS):
+            c = lane + ch * WARP
+            q_lane[i, ch] = q[s, first + i, c] * scale if i < n_heads and c < d else float32(0.0)
+            acc[i, ch] = float32(0.0)
+        running_max[i] = float32(-math.inf)
+        running_sum[i] = float32(0.0)
+    for ch in range(CHANNELS):
+        k_row[ch] = float32(0.0)
+        v_row[ch] = float32(0.0)
+
+    for t in range(start + warp, end, WARPS):
+        page = block_tables[s, t // block_size]
+        slot = t % block_size
+        for ch in range(CHANNELS):
+            c = lane + ch * WARP
+            if c < d:
+                k_row[ch] = float32(k_cache[page, kv_head, slot, c])
+                v_row[ch] = float32(v_cache[page, kv_head, slot, c])
+        for i in range(GROUP_MAX):
+            if i < n_heads:
+                partial = float32(0.0)
+                for ch in range(CHANNELS):
+                    partial += q_lane[i, ch] * k_row[ch]
+                for offset in (16, 8, 4, 2, 1):
+                    partial += cuda.shfl_xor_sync(FULL_MASK, partial, offset)
+                new_max = max(running_max[i], partial)
+                correction = math.exp(running_max[i] - new_max)
+                weight = math.exp(partial - new_max)
+                # A context of thousands of tokens is summed here: float32, never the cache's fp16.
+                running_sum[i] = running_sum[i] * correction + weight
+                for ch in range(CHANNELS):
+                    acc[i, ch] = acc[i, ch] * correction + weight * v_row[ch]
+                running_max[i] = new_max
+
+    warp_max = cuda.shared.array((WARPS, GROUP_MAX), float32)
+    warp_sum = cuda.shared.array((WARPS, GROUP_MAX), float32)
+    warp_acc = cuda.shared.array((WARPS, GROUP_MAX, HEAD_DIM_MAX), float32)
+    for i in range(GROUP_MAX):
+        if lane == 0:
+            warp_max[warp, i] = running_max[i]
+            warp_sum[warp, i] = running_sum[i]
+        for ch in range(CHANNELS):
+            c = lane + ch * WARP
+            if c < d:
+                warp_acc[warp, i, c] = acc[i, ch]
+    cuda.syncthreads()
+    for idx in range(tid, n_heads * d, THREADS):
+        i = idx // d
+        c = idx - i * d
+        block_max = float32(-math.inf)
+        for w in range(WARPS):
+            block_max = max(block_max, warp_max[w, i])
+        block_sum = float32(0.0)
+        channel = float32(0.0)
+        if block_max > -math.inf:
+            for w in range(WARPS):
+                factor = math.exp(warp_max[w, i] - block_max)
+                block_sum += warp_sum[w, i] * factor
+                channel += warp_acc[w, i, c] * factor
+        if c == 0:
+            partial_max[s, first + i, p] = block_max
+            partial_sum[s, first + i, p] = block_sum
+        partial_acc[s, first + i, p, c] = channel
+
+
+def gqa_decode_mixed_group(q, k_cache, v_cache, block_tables, context_lens, *, scale=None, out=None,
+                           partition_size=None, max_context=None, kernel=gqa_decode_mixed_group_kernel,
+                           merge_kernel=paged_attention_v2_merge_kernel):
+    """Decode attention over a paged cache stored in fp16 (or float32), one block per (KV head,
+    sequence, partition), then day 6's merge; returns out (num_seqs, heads, head_dim) float32.
+
+    The arguments, grid and partials of day 7's ``gqa_decode_group``, with ``k_cache`` and ``v_cache``
+    float16 or float32 (fp8 caches and their scales: ``gqa_decode_mixed_precision``). ``kernel`` is
+    launched as it is (the day's exercise); ``merge_kernel`` is day 6's.
+    """
+    fmt, num_seqs, heads, head_dim, kv_heads = check_decode_inputs(q, k_cache, v_cache, block_tables, context_lens)
+    if fmt == "fp8_e4m3":
+        raise TypeError("k_cache must have dtype float16 or float32 for gqa_decode_mixed_group, got uint8 (fp8 "
+                        "codes): an fp8 cache and its scales go to gqa_decode_mixed_precision")
+    scale = default_scale(head_dim, scale)
+    longest = longest_context(context_lens, max_context)
+    if partition_size is None:
+        partition_size = decode_partition_size(num_seqs, kv_heads * subgroups_for(heads // kv_heads), longest,
+                                               _sm_count(q))
+    partition_size = require_int("partition_size", partition_size, minimum=1)
+    partitions = partitions_for(longest, partition_size)
+    out = output_array("out", out, (num_seqs, heads, head_dim), like=q)
+    if not (num_seqs and heads):
+        return out
+    partial_max, partial_sum, partial_acc = _partials(q, num_seqs, heads, partitions, head_dim)
+    kernel[decode_grid(num_seqs, heads, kv_heads, partitions), THREADS](
+        q, k_cache, v_cache, block_tables, context_lens, scale, partition_size, partial_max, partial_sum, partial_acc)
+    merge_kernel[(heads, num_seqs), HEAD_DIM_MAX](partial_max, partial_sum, partial_acc, out)
+    return out
 
 
 _DECODE_KERNELS: dict = {}
@@ -744,7 +986,7 @@ def gqa_decode_mixed_precision(q, k_cache, v_cache, block_tables, context_lens, 
 # ----------------------------------------------------------------------------------------------
 
 FP8_THREADS = 128       # threads of a quantize block (one block per group) and of a dequantize block
-_FP8_WARPS = FP8_THREADS // WARP
+FP8_WARPS = FP8_THREADS // WARP    # warps of a quantize block
 
 
 @cuda.jit
@@ -757,7 +999,7 @@ def fp8_quantize_kernel(x, scales, codes, compute_scales):
     g = cuda.blockIdx.x
     tid = cuda.threadIdx.x
     n = x.shape[1]
-    warp_amax = cuda.shared.array(_FP8_WARPS, float32)
+    warp_amax = cuda.shared.array(FP8_WARPS, float32)
     if compute_scales:
         amax = float32(0.0)
         for i in range(tid, n, FP8_THREADS):
@@ -767,7 +1009,7 @@ def fp8_quantize_kernel(x, scales, codes, compute_scales):
         if tid % WARP == 0:
             warp_amax[tid // WARP] = amax
         cuda.syncthreads()
-        for w in range(_FP8_WARPS):
+        for w in range(FP8_WARPS):
             amax = max(amax, warp_amax[w])
         scale = amax / float32(E4M3_MAX) if amax > 0 else float32(1.0)
         if tid == 0:
@@ -818,8 +1060,11 @@ def fp8_quantize(x, *, scales=None, group_ndim=2, out=None, out_scales=None, ker
             raise ValueError("scales must be positive and finite")
     codes = output_array("out", out, shape, like=x, dtype=np.uint8)
     if groups and group_size:
-        kernel[groups, FP8_THREADS](x.reshape(groups, group_size), scales.reshape(groups),
-                                    codes.reshape(groups, group_size), compute)
+        # The kernel sees (groups, group_size) views; those of the outputs are outputs too.
+        group_scales = scales.reshape(groups)
+        kernel[groups, FP8_THREADS](x.reshape(groups, group_size),
+                                    note_output(group_scales) if compute else group_scales,
+                                    note_output(codes.reshape(groups, group_size)), compute)
     return codes, scales
 
 
@@ -849,13 +1094,17 @@ def fp8_dequantize(codes, scales, *, group_ndim=2, out=None, kernel=fp8_dequanti
     total = groups * group_size
     if total:
         kernel[cdiv(total, FP8_THREADS), FP8_THREADS](codes.reshape(groups, group_size), scales.reshape(groups),
-                                                      out.reshape(groups, group_size))
+                                                      note_output(out.reshape(groups, group_size)))
     return out
 
 
 RUNGS = ladder(
+    Rung("gqa_prefill_mixed_tiles", gqa_prefill_mixed_tiles,
+         "day 7's tiles on q, k, v and o stored in fp16 or bf16, converted on load; head_dim read at run time"),
     Rung("gqa_prefill_mixed_precision", gqa_prefill_mixed_precision,
-         "q, k, v and o stored in fp16 or bf16, converted on load, computed and accumulated in float32"),
+         "head_dim fixed at compile time: each row's query and accumulator in registers, as day 7's flash rung"),
+    Rung("gqa_decode_mixed_group", gqa_decode_mixed_group,
+         "day 7's one block per (KV head, sequence, partition) over an fp16 cache, each element converted once"),
     Rung("gqa_decode_mixed_precision", gqa_decode_mixed_precision,
-         "a paged cache of fp16 or of fp8 e4m3 codes with a scale per page, dequantized as each token is loaded"),
+         "day 7's fast kernel with tokens in flight; a cache of fp16 or of fp8 e4m3 codes with a scale per page"),
 )

@@ -251,6 +251,65 @@ DAYS = (
         wrong_fails=frozenset({"prefill_every_group", "decode_traffic"}),
         constants={"prefill_constants": "gqa_attention", "decode_constants": "gqa_attention"},
     ),
+    Day(
+        assignment="day08_mixed_precision",
+        points=10,
+        solution_code={"prefill_kernel": "low_precision_attention.gqa_prefill_mixed_tiles_kernel",
+                       "decode_kernel": "low_precision_attention.gqa_decode_mixed_group_kernel",
+                       "quantize_kernel": ("low_precision_attention._round_half_even",
+                                           "low_precision_attention._e4m3_code",
+                                           "low_precision_attention.fp8_quantize_kernel")},
+        launchers=(
+            Launcher("prefill_launcher", "gqa_prefill", "low_precision_attention", "gqa_prefill_mixed_tiles",
+                     {"kernel": "gqa_prefill_mixed_tiles_kernel"}),
+            Launcher("decode_launcher", "gqa_decode", "low_precision_attention", "gqa_decode_mixed_group",
+                     {"kernel": "gqa_decode_mixed_group_kernel"}),
+            Launcher("quantize_launcher", "fp8_quantize", "low_precision_attention", "fp8_quantize",
+                     {"kernel": "fp8_quantize_kernel"}),
+        ),
+        wrong=(
+            # q·k stored in fp16 shared memory before the scale is applied: five lines of one mistake
+            Mutation("prefill_kernel", "@cuda.jit\ndef gqa_prefill_mixed_tiles_kernel",
+                     "from numba.types import float16\n\n\n@cuda.jit\ndef gqa_prefill_mixed_tiles_kernel",
+                     "the scores are kept in fp16 and scaled when they are read: q·k rounded to fp16, unscaled"),
+            Mutation("prefill_kernel", "q_row[c] = float32(q[b, h, position, c]) * scale if active",
+                     "q_row[c] = float32(q[b, h, position, c]) if active", "q is not scaled as it is loaded"),
+            Mutation("prefill_kernel", "scores = cuda.shared.array((TILE_KV, ROWS_MAX), float32)",
+                     "scores = cuda.shared.array((TILE_KV, ROWS_MAX), float16)",
+                     "the unscaled scores are stored in fp16"),
+            Mutation("prefill_kernel", "tile_max = max(tile_max, score)", "tile_max = max(tile_max, score * scale)",
+                     "the scale is applied to the score afterwards"),
+            Mutation("prefill_kernel", "p = math.exp(scores[j, t] - new_max)",
+                     "p = math.exp(scores[j, t] * scale - new_max)",
+                     "the scale is applied to the fp16 score when it is read"),
+            Mutation("decode_kernel",
+                     """        for ch in range(CHANNELS):
+            c = lane + ch * WARP
+            if c < d:
+                k_row[ch] = float32(k_cache[page, kv_head, slot, c])
+                v_row[ch] = float32(v_cache[page, kv_head, slot, c])
+        for i in range(GROUP_MAX):
+            if i < n_heads:
+""",
+                     """        for i in range(GROUP_MAX):
+            if i < n_heads:
+                for ch in range(CHANNELS):
+                    c = lane + ch * WARP
+                    if c < d:
+                        k_row[ch] = float32(k_cache[page, kv_head, slot, c])
+                        v_row[ch] = float32(v_cache[page, kv_head, slot, c])
+""",
+                     "the token's fp16 K and V rows are loaded again for every head of the group"),
+            Mutation("quantize_kernel", "    if rest > 0.5 or (rest == 0.5 and q & 1):\n        q += 1\n", "",
+                     "the e4m3 mantissa is truncated instead of rounded to nearest even"),
+        ),
+        # fp16 scores lose precision only where the logits are large or sharp (long rows of small logits pass);
+        # K and V loaded per head give the right values; truncated codes come with the right scales.
+        wrong_fails=frozenset({"prefill_matches_reference", "prefill_large_logits", "decode_traffic",
+                               "quantize_rounds_to_nearest_even"}),
+        constants={"prefill_constants": "low_precision_attention", "decode_constants": "low_precision_attention",
+                   "quantize_constants": "low_precision_attention"},
+    ),
 )
 
 BY_NAME = {day.assignment: day for day in DAYS}

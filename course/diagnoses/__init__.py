@@ -34,7 +34,9 @@ Keys of the detectors (``hints=`` of ``check`` takes any of them): see ``DETECTO
 
 Day 6's paged KV cache has diagnoses of its own (``course.diagnoses.paged``): its context (a cache,
 block tables, context lengths) is not one ``check`` takes, so ``course.exercise_checks`` calls them on
-a failure and puts their findings first.
+a failure and puts their findings first. So do day 7's head maps (``course.diagnoses.gqa``) and day 8's
+mixed-precision mistakes (``course.diagnoses.precision``: a sum kept in fp16, q·k rounded to fp16 before
+the scale, fp8 codes truncated or rounded away from even).
 """
 
 from course.diagnoses.barriers import kernel_findings
