@@ -26,6 +26,10 @@ traffic. :func:`install` adds both, by patching a few simulator classes once per
 - **traffic hooks**: while a listener is registered (``course.traffic.count_traffic`` is the
   public face), every element load and store of a kernel argument or of shared memory is counted.
 
+Left as numba's simulator has them: the atomics (``cuda.atomic.add`` ..., under a lock) and
+``cuda.threadfence`` (a no-op, which is exact here: blocks run one after another, so every store of
+a block is visible to the blocks after it, as a fence makes it on a GPU).
+
 Warp model
     A warp is 32 consecutive linear thread ids of a block (x fastest, then y, then z); the last
     warp of a block whose size is not a multiple of 32 simply lacks its upper lanes. A call of a

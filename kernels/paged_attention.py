@@ -24,6 +24,10 @@ its KV head once per query head of the group (day 7 reads it once per group).
   the GPU (flash-decoding); each block writes its partial maximum, sum and accumulator, and a second
   kernel merges the partitions with day 3's algebra. A partition past the end of its sequence's
   context writes an empty partial (maximum -inf, sum 0).
+- ``paged_attention_v3_one_launch``: v2 in one launch. Each block writes its partial as v2's
+  partition kernel does, then takes a ticket from a counter of its (query head, sequence); the
+  block that draws the last ticket merges that pair's partials into ``out`` (v2's merge) and sets
+  the counter back to 0. A decode step pays the host's cost of one launch instead of two.
 
 ``kv_cache_write`` (in ``kernels.kv_cache``) stores the new tokens' keys and values into the cache;
 ``kernels.block_manager`` is the host-side allocator that hands out the blocks.
@@ -35,9 +39,10 @@ grid, launch the kernels given as ``kernel=`` (and ``merge_kernel=``) and return
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, int32
 
 from kernels.launching import (cdiv, default_scale, is_device_array, note_output, output_array, require_array,
                                require_int, require_int32, require_kv_heads, require_same_kind)
@@ -46,7 +51,8 @@ from kernels.registry import Rung, ladder
 __all__ = ["WARP", "WARPS", "THREADS", "HEAD_DIM_MAX", "PARTITION_SIZE", "TOKENS_IN_FLIGHT", "check_paged_inputs",
            "paged_attention_v1_block_per_head_kernel", "paged_attention_v1_block_per_head",
            "paged_attention_v2_partition_kernel", "paged_attention_v2_merge_kernel",
-           "paged_attention_v2_split_k", "partitions_for", "choose_partition_size", "RUNGS"]
+           "paged_attention_v2_split_k", "paged_attention_v3_one_launch_kernel", "paged_attention_v3_one_launch",
+           "partitions_for", "choose_partition_size", "RUNGS"]
 
 WARP = 32
 # Warps per block: each walks every WARPS-th token of the context (or of the partition).
@@ -397,9 +403,151 @@ def paged_attention_v2_split_k(q, k_cache, v_cache, block_tables, context_lens, 
     return out
 
 
+# ----------------------------------------------------------------------------------------------
+# v3: v2 in one launch; the last block of each (query head, sequence) merges its partials
+# ----------------------------------------------------------------------------------------------
+
+@cuda.jit(device=True, inline=True)
+def _merge_partitions(partial_max, partial_sum, partial_acc, s, h, c):
+    """Channel c of out[s, h] from the partials of all partitions, with day 3's algebra (v2's merge):
+    weights exp(m_p - m) under the largest maximum m, so an empty partition (-inf, 0, 0) weighs 0;
+    0 where every partition is empty (an empty context)."""
+    partitions = partial_max.shape[2]
+    m = float32(-math.inf)
+    for p in range(partitions):
+        m = max(m, partial_max[s, h, p])
+    total = float32(0.0)
+    channel = float32(0.0)
+    if m > -math.inf:
+        for p in range(partitions):
+            weight = math.exp(partial_max[s, h, p] - m)
+            total += partial_sum[s, h, p] * weight
+            channel += partial_acc[s, h, p, c] * weight
+    return channel / total if total > 0 else float32(0.0)
+
+
+@cuda.jit
+def paged_attention_v3_one_launch_kernel(q, k_cache, v_cache, block_tables, context_lens, scale, partition_size,
+                                         partial_max, partial_sum, partial_acc, tickets, out):
+    """Block (h, s, p) writes partition p's partial as v2's partition kernel does, then takes a ticket
+    from tickets[s, h]; the block that draws the last one (of gridDim.z) merges the partials of
+    (s, h) into out[s, h] and sets tickets[s, h] back to 0 for the next launch.
+
+    Why the last block may read every partial: each block writes its partial, fences it (visible at
+    device scope) and only then takes its ticket, so a block that draws ticket gridDim.z - 1 knows
+    that every block of (s, h) has written and fenced its partial; its own fence after the ticket
+    orders its reads after theirs. No block waits for another, so any number of blocks may be resident.
+    """
+    h = cuda.blockIdx.x
+    s = cuda.blockIdx.y
+    p = cuda.blockIdx.z
+    kv_head = h // (q.shape[1] // k_cache.shape[1])
+    warp = cuda.threadIdx.x // WARP
+    acc = cuda.local.array(CHANNELS, float32)
+    warp_max = cuda.shared.array(WARPS, float32)
+    warp_sum = cuda.shared.array(WARPS, float32)
+    warp_acc = cuda.shared.array((WARPS, HEAD_DIM_MAX), float32)
+    merges = cuda.shared.array(1, int32)        # 1 in the block that drew the last ticket of (s, h)
+    d = q.shape[2]
+    start = p * partition_size
+    end = min(start + partition_size, context_lens[s])    # end <= start: a partition with no token
+    running_max, running_sum = _warp_attend(q, k_cache, v_cache, block_tables, s, h, kv_head, scale,
+                                            start + warp, end, WARPS, acc)
+    block_max, block_sum, channel = _merge_warps(running_max, running_sum, acc, warp_max, warp_sum,
+                                                 warp_acc, d)
+    tid = cuda.threadIdx.x
+    if tid == 0:
+        partial_max[s, h, p] = block_max
+        partial_sum[s, h, p] = block_sum
+    if tid < d:
+        partial_acc[s, h, p, tid] = channel
+    cuda.threadfence()          # this thread's stores reach device scope before the ticket below
+    cuda.syncthreads()          # every thread of the block has fenced its stores
+    if tid == 0:
+        ticket = cuda.atomic.add(tickets, (s, h), 1)
+        merges[0] = 0
+        if ticket == cuda.gridDim.z - 1:       # every other block of (s, h) took its ticket before
+            tickets[s, h] = 0                   # no block of this launch touches it again
+            merges[0] = 1
+            cuda.threadfence()                  # the merge's loads come after the other blocks' stores
+    cuda.syncthreads()
+    if merges[0] == 1 and tid < d:
+        out[s, h, tid] = _merge_partitions(partial_max, partial_sum, partial_acc, s, h, tid)
+
+
+# The ticket counters of v3 on the GPU, kept by shape like v2's partials: zeros when made, and
+# zeros again after every launch (the last block of each (s, h) resets its own).
+_TICKETS: dict = {}
+
+
+def _tickets(like, num_seqs: int, heads: int):
+    """int32 zeros (num_seqs, heads) for v3's tickets: a new NumPy array, or a device array reused by shape."""
+    if not is_device_array(like):
+        return note_output(np.zeros((num_seqs, heads), np.int32))
+    key = (num_seqs, heads)
+    if key not in _TICKETS:
+        if len(_TICKETS) >= 8:
+            _TICKETS.pop(next(iter(_TICKETS)))
+        _TICKETS[key] = cuda.to_device(np.zeros((num_seqs, heads), np.int32))
+    return note_output(_TICKETS[key])
+
+
+# The device arrays (q, k_cache, v_cache, block_tables, context_lens, out) that v3's last call
+# checked, as weak references, and what check_paged_inputs returned for them.
+_CHECKED: list = [(), None]
+
+
+def _check_once(q, k_cache, v_cache, block_tables, context_lens, out) -> tuple:
+    """``check_paged_inputs`` and the check of ``out`` (None: allocated here), skipped when the arrays
+    are the very device arrays that the last call checked: a device array's shape, dtype and layout
+    never change, and its values are not checked (``check_paged_inputs``). A decode loop passes the
+    same arrays at every step, and the checks are most of a launcher's own Python time (numba's
+    launch is the rest). NumPy arrays are checked every time (their block tables and lengths are read)."""
+    arrays = (q, k_cache, v_cache, block_tables, context_lens, out)
+    refs, sizes = _CHECKED
+    if out is not None and len(refs) == 6 and all(ref() is a for ref, a in zip(refs, arrays)):
+        return sizes, note_output(out)
+    sizes = check_paged_inputs(q, k_cache, v_cache, block_tables, context_lens)
+    out = output_array("out", out, sizes[:3], like=q)
+    if is_device_array(q):                      # then all of them are (check_paged_inputs)
+        try:
+            _CHECKED[:] = [tuple(weakref.ref(a) for a in arrays[:5] + (out,)), sizes]
+        except TypeError:                       # an array type without weak references: check every call
+            _CHECKED[:] = [(), None]
+    return sizes, out
+
+
+def paged_attention_v3_one_launch(q, k_cache, v_cache, block_tables, context_lens, *, scale=None, out=None,
+                                  partition_size=None, max_context=None,
+                                  kernel=paged_attention_v3_one_launch_kernel):
+    """Decode attention with v3: v2's partitions and merge in one launch; returns out (num_seqs, heads, head_dim).
+
+    ``partition_size`` and ``max_context`` as in ``paged_attention_v2_split_k``. The partials and
+    the ticket counters are reused by shape on the GPU, so two launches of one shape must not run
+    at once on two streams (the course launches on the default stream only). Device arrays that
+    the previous call checked are not checked again (``_check_once``).
+    """
+    (num_seqs, heads, head_dim, _, _), out = _check_once(q, k_cache, v_cache, block_tables, context_lens, out)
+    scale = default_scale(head_dim, scale)
+    longest = longest_context(context_lens, max_context)
+    if partition_size is None:
+        partition_size = choose_partition_size(num_seqs, heads, longest, _sm_count(q))
+    partition_size = require_int("partition_size", partition_size, minimum=1)
+    partitions = partitions_for(longest, partition_size)
+    if not (num_seqs and heads):
+        return out
+    partial_max, partial_sum, partial_acc = _partials(q, num_seqs, heads, partitions, head_dim)
+    kernel[(heads, num_seqs, partitions), THREADS](q, k_cache, v_cache, block_tables, context_lens, scale,
+                                                    partition_size, partial_max, partial_sum, partial_acc,
+                                                    _tickets(q, num_seqs, heads), out)
+    return out
+
+
 RUNGS = ladder(
     Rung("paged_attention_v1_block_per_head", paged_attention_v1_block_per_head,
          "one block per (query head, sequence) walks the context through the block table; warps merge in shared memory"),
     Rung("paged_attention_v2_split_k", paged_attention_v2_split_k,
          "contexts cut into partitions, one block each, and a second kernel that merges the partials"),
+    Rung("paged_attention_v3_one_launch", paged_attention_v3_one_launch,
+         "v2 in one launch: the last block of each (query head, sequence), found by an atomic ticket, merges"),
 )

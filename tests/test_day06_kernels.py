@@ -28,7 +28,7 @@ from kernels.kv_cache import kv_cache_write
 from kernels.launching import cdiv
 from kernels.paged_attention import (HEAD_DIM_MAX, THREADS, paged_attention_v1_block_per_head,
                                      paged_attention_v2_merge_kernel, paged_attention_v2_partition_kernel,
-                                     paged_attention_v2_split_k)
+                                     paged_attention_v2_split_k, paged_attention_v3_one_launch)
 
 DIMS = ("seq", "head", "channel")
 
@@ -65,9 +65,13 @@ def run_v1(case, **kwargs):
                                              out=poison(np.empty_like(case.q)), **kwargs)
 
 
-def run_v2(case, partition_size, **kwargs):
-    return paged_attention_v2_split_k(case.q, case.k_cache, case.v_cache, case.tables, case.lens,
-                                      out=poison(np.empty_like(case.q)), partition_size=partition_size, **kwargs)
+def run_v2(case, partition_size, *, launcher=paged_attention_v2_split_k, **kwargs):
+    return launcher(case.q, case.k_cache, case.v_cache, case.tables, case.lens,
+                    out=poison(np.empty_like(case.q)), partition_size=partition_size, **kwargs)
+
+
+def run_v3(case, partition_size, **kwargs):
+    return run_v2(case, partition_size, launcher=paged_attention_v3_one_launch, **kwargs)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -114,6 +118,17 @@ def test_v2_matches_reference_and_its_traffic_model(block_size, lens, kv_heads, 
     assert "k_cache" not in merge.global_loads and merge.global_stores["out"] == len(lens) * case.heads * d
 
 
+def test_v3_matches_reference_and_its_traffic_model_in_one_launch():
+    # Contexts 0, 1, 16 and 21 in partitions of 11: two partitions each, empty ones among them; the
+    # large logits give partitions maxima thousands apart, which the last block's merge must rescale.
+    case = decode_case([0, 1, 16, 21], 16, large_logits=True)
+    with count_traffic() as t:
+        out = run_v3(case, 11)
+    check_decode(out, case, "v3 out, contexts [0, 1, 16, 21], partitions of 11")
+    assert t.kernel_names == ["paged_attention_v3_one_launch_kernel"]
+    assert counted(t) == model.requested_v3(case.lens, case.heads, case.d, 11)
+
+
 @pytest.mark.parametrize("rung, d", [("v1", HEAD_DIM_MAX), ("v2", 1)])
 def test_head_dim_at_its_limits(rung, d):
     # 128: every lane holds 4 channels, all in use; 1: one lane of 32 holds the only channel.
@@ -155,14 +170,16 @@ def test_v2_partitions_that_saw_no_key_write_an_empty_partial_and_merge_to_nothi
     assert (out[1] == 0).all()                     # an empty context gives zeros, not NaN
 
 
-def test_v2_with_device_arrays_a_generous_max_context_and_reused_partial_buffers():
+@pytest.mark.parametrize("launcher", [paged_attention_v2_split_k, paged_attention_v3_one_launch], ids=["v2", "v3"])
+def test_split_k_with_device_arrays_a_generous_max_context_and_reused_buffers(launcher):
     # max_context 12 sizes the grid for 3 partitions of 4: the last sees no key of either context.
-    # The second call needs partial buffers of the first call's shape: it gets the first call's back.
+    # The second call needs partial buffers (and v3 ticket counters) of the first call's shape: it
+    # gets the first call's back, so v3's counters must be back at 0 after each launch.
     for lens in ([5, 0], [0, 2]):
         case = decode_case(lens, 2, group=1, d=3)
         device = [cuda.to_device(a) for a in (case.q, case.k_cache, case.v_cache, case.tables, case.lens)]
-        out = paged_attention_v2_split_k(*device, partition_size=4, max_context=12)
-        check_decode(out.copy_to_host(), case, f"v2 out from device arrays, contexts {lens}, max_context 12")
+        out = launcher(*device, partition_size=4, max_context=12)
+        check_decode(out.copy_to_host(), case, f"{launcher.__name__} out from device arrays, contexts {lens}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -259,8 +276,8 @@ DECODE_ERROR_IDS = ["q float64", "k_cache float16", "v_cache shape", "block_tabl
 
 
 @pytest.mark.parametrize("change, error, words", DECODE_ERRORS, ids=DECODE_ERROR_IDS)
-@pytest.mark.parametrize("launcher", [paged_attention_v1_block_per_head, paged_attention_v2_split_k],
-                         ids=["v1", "v2"])
+@pytest.mark.parametrize("launcher", [paged_attention_v1_block_per_head, paged_attention_v2_split_k,
+                                      paged_attention_v3_one_launch], ids=["v1", "v2", "v3"])
 def test_decode_launchers_reject_bad_input_naming_the_argument(launcher, change, error, words):
     change = change() if callable(change) else change
     with count_traffic() as t, pytest.raises(error, match=words):
@@ -280,17 +297,34 @@ def test_decode_launchers_accept_padding_past_the_pages_in_use():
     (dict(partition_size=2.0), TypeError, "partition_size must be an int"),
     (dict(max_context=4), ValueError, "max_context must be an int >= 5"),
 ], ids=["partition_size 0", "partition_size float", "max_context too small"])
-def test_v2_rejects_bad_partitioning(change, error, words):
+@pytest.mark.parametrize("launcher", [paged_attention_v2_split_k, paged_attention_v3_one_launch], ids=["v2", "v3"])
+def test_split_k_rejects_bad_partitioning(launcher, change, error, words):
     with count_traffic() as t, pytest.raises(error, match=words):
-        paged_attention_v2_split_k(**decode_args(), **change)
+        launcher(**decode_args(), **change)
     assert t.launches == 0
 
 
-def test_v2_needs_max_context_with_device_arrays():
+@pytest.mark.parametrize("launcher", [paged_attention_v2_split_k, paged_attention_v3_one_launch], ids=["v2", "v3"])
+def test_split_k_needs_max_context_with_device_arrays(launcher):
     device = {name: cuda.to_device(a) for name, a in decode_args().items()}
     with count_traffic() as t, pytest.raises(ValueError, match="max_context must be given with device arrays"):
-        paged_attention_v2_split_k(**device)
+        launcher(**device)
     assert t.launches == 0
+
+
+def test_v3_checks_every_array_that_differs_from_those_its_last_call_checked():
+    # v3 does not check again the very device arrays its last call checked (their shape, dtype and
+    # layout cannot have changed); an array that is not one of them is checked, and named.
+    device = {name: cuda.to_device(a) for name, a in decode_args().items()}
+    out = cuda.to_device(np.zeros((2, 2, 4), np.float32))
+    for _ in range(2):
+        paged_attention_v3_one_launch(**device, out=out, max_context=5)
+    wrong = {"q": cuda.to_device(np.zeros((2, 2, 4), np.float64)), "out": cuda.to_device(np.zeros((2, 2, 3), np.float32)),
+             "context_lens": cuda.to_device(np.array([5, 3], np.int64))}
+    for name, array in wrong.items():
+        with count_traffic() as t, pytest.raises((TypeError, ValueError), match=f"^{name} must"):
+            paged_attention_v3_one_launch(**{**device, "out": out, name: array}, max_context=5)
+        assert t.launches == 0
 
 
 def write_args(**change):

@@ -79,6 +79,8 @@ def claims(timing, dram) -> None:
     - v1's fraction of copy bandwidth climbs with the number of sequences at a fixed context;
     - with the fewest sequences, at their longest context, v2 is faster than v1;
     - with the most sequences, at the shortest context, v2 is not clearly faster (ratio near or below 1);
+    - v3 (where recorded) is faster than torch at every point, back to back; at the fewest sequences
+      and the shortest context it is faster than v2 back to back; its GPU time is close to v2's;
     - v1's DRAM bytes come close to the compulsory bytes.
     """
     if timing is not None:
@@ -98,6 +100,14 @@ def claims(timing, dram) -> None:
         many = batch_sizes[-1]
         shortest = min(c for (rung, s, c) in rows if s == many and rung == "v2_split_k")
         assert ratio(many, shortest) < 1.1, (many, shortest, ratio(many, shortest))
+        v3 = [r for r in timing.rows if r["rung"] == "v3_one_launch"]
+        if v3:
+            slowest = min(v3, key=lambda r: r["speedup_over_torch"])
+            assert slowest["speedup_over_torch"] > 1, slowest
+            first = min(c for (rung, s, c) in rows if s == few and rung == "v3_one_launch")
+            assert rows[("v3_one_launch", few, first)]["median_ms"] < rows[("v2_split_k", few, first)]["median_ms"]
+            gpu = [r["kernel_ms"] / rows[("v2_split_k", r["num_seqs"], r["context"])]["kernel_ms"] for r in v3]
+            assert 0.9 < min(gpu) and max(gpu) < 1.15, (min(gpu), max(gpu))
     if dram is not None:
         v1_rows = [r for r in dram.rows if r["label"] == "v1_block_per_head"]
         big = max(v1_rows, key=lambda r: (r["context"], r["num_seqs"]))
@@ -128,6 +138,7 @@ def test_lesson_runs_with_recordings_and_shows_no_solution(tmp_path):
     assert "recorded on Fake GPU" in shown and "No recording" not in shown
     assert "8 sequences: v2 is faster from a context of" in shown and "best v1_block_per_head:" in shown
     assert "DRAM / compulsory" in shown
-    assert "| v2_split_k | 8 x 1,024 |" in shown and "v1 and v2 are at least" in shown      # the launch cost
+    assert "| v2_split_k | 8 x 1,024 |" in shown and "v1, v2 and v3 are at least" in shown      # the launch cost
+    assert "v3 is faster than torch at every one of the" in shown                                 # one launch
     leaked = [line for line in exercise_only_lines() if line in shown]
     assert not leaked, f"the lesson's outputs show lines of the exercise's kernels: {leaked[:3]}"

@@ -17,7 +17,7 @@ from __future__ import annotations
 from kernels.launching import cdiv
 
 __all__ = ["kv_bytes_per_token", "compulsory_bytes_decode", "flops_decode", "requested_v1", "requested_v2",
-           "requested_cache_write", "decode_arithmetic_intensity"]
+           "requested_v3", "requested_cache_write", "decode_arithmetic_intensity"]
 
 
 def _check(**sizes) -> None:
@@ -100,6 +100,17 @@ def requested_v2(context_lens, heads: int, d: int, partition_size: int, warps: i
             "partial_sum": (merge_reads, blocks),
             "partial_acc": (merge_reads, blocks * d),
             "out": (0, len(lens) * heads * d)}
+
+
+def requested_v3(context_lens, heads: int, d: int, partition_size: int, warps: int = 4, warp: int = 32) -> dict:
+    """``paged_attention_v3_one_launch``: ``requested_v2`` (the same partitions and the same merge, now
+    done by the last block of each (query head, sequence) instead of a second kernel), plus the
+    tickets: each block's atomic add (one load, one store) and one store per (query head, sequence),
+    the last block's reset to 0."""
+    requested = requested_v2(context_lens, heads, d, partition_size, warps, warp)
+    pairs = len(_lens(context_lens)) * heads
+    blocks = pairs * max(1, cdiv(max(_lens(context_lens), default=0), partition_size))
+    return {**requested, "tickets": (blocks, blocks + pairs)}
 
 
 def requested_cache_write(num_tokens: int, kv_heads: int, d: int, threads_per_token: int | None = None) -> dict:

@@ -3,16 +3,17 @@
 A declaration for ``course.record.harness`` over the registry ``kernels.paged_attention.RUNGS``.
 Shapes a serving engine meets: 32 query heads and 32 KV heads, head_dim 128, blocks of 16 tokens in
 a shuffled block table, float32 cache, ``num_seqs`` sequences of ``context`` tokens each. The
-checks run first (v1 and v2 against the float64 reference at 8 sequences of mixed lengths up to
-4096, and the cache write against NumPy), then ``record(out_dir)`` writes:
+checks run first (every rung against the float64 reference at 8 sequences of mixed lengths up to
+4096, launched twice with the output poisoned between, so that buffers a rung keeps between calls
+must be ready for the next one; and the cache write against NumPy), then ``record(out_dir)`` writes:
 
 - ``day06_full_size_checks.json``: one row per check: rung, num_seqs, longest context, errors, seed.
-- ``day06_paged_timing.json``: v1, v2 and a torch baseline against (num_seqs, context); rows:
-  rung (``v1_block_per_head``, ``v2_split_k``, ``torch_sdpa``), num_seqs, context, heads, kv_heads,
-  d, block_size, median_ms, p10_ms, p90_ms, repeat, gbps (compulsory bytes: every context's K and V
-  read once per query head, q read and out written, per second), ``fraction_of_copy`` (gbps over the
-  copy bandwidth measured in the same run) and ``speedup_over_torch`` (torch's median time over the
-  rung's). The torch baseline is ``scaled_dot_product_attention`` on the same K and V gathered into
+- ``day06_paged_timing.json``: v1, v2, v3 and a torch baseline against (num_seqs, context); rows:
+  rung (``v1_block_per_head``, ``v2_split_k``, ``v3_one_launch``, ``torch_sdpa``), num_seqs, context,
+  heads, kv_heads, d, block_size, median_ms, p10_ms, p90_ms, repeat, gbps (compulsory bytes: every
+  context's K and V read once per query head, q read and out written, per second),
+  ``fraction_of_copy`` (gbps over the copy bandwidth measured in the same run) and
+  ``speedup_over_torch`` (torch's median time over the rung's). The torch baseline is ``scaled_dot_product_attention`` on the same K and V gathered into
   a contiguous (num_seqs, kv_heads, context, d) tensor; the gather is not timed.
 - ``day06_kernel_resources.json``: registers, local and shared memory of each kernel.
 
@@ -116,13 +117,22 @@ def checks(longest: int = CHECK_CONTEXT) -> list[Check]:
                                                     host["block_tables"], host["context_lens"])
         return host["ref"]
 
+    def twice(rung, extra):
+        """The rung, then again on an output poisoned in between: the second call runs on whatever
+        state the first left (v2's partial buffers, v3's ticket counters)."""
+        from course.checking import poison
+
+        args = (device["q"], device["k_cache"], device["v_cache"], device["block_tables"], device["context_lens"])
+        rung(*args, out=out, **extra)
+        poison(out)
+        rung(*args, out=out, **extra)
+
     found = []
     for name, rung in paged_attention.RUNGS.items():
         extra = {"max_context": longest} if "max_context" in inspect.signature(rung.launcher).parameters else {}
         found.append(Check(
-            f"out of {label(name)}, contexts {lens}",
-            lambda rung=rung, extra=extra: rung(device["q"], device["k_cache"], device["v_cache"],
-                                                device["block_tables"], device["context_lens"], out=out, **extra),
+            f"out of {label(name)} (second call), contexts {lens}",
+            lambda rung=rung, extra=extra: twice(rung, extra),
             out.copy_to_host, want, seed=6, poisoned=(out,),
             columns=dict(rung=label(name), num_seqs=CHECK_SEQS, context=longest, **SHAPE)))
     found.append(_cache_write_check())
@@ -173,6 +183,9 @@ def _timed(point) -> list[Timed]:
               lambda: paged_attention.paged_attention_v1_block_per_head(*args, out=out), moved, flops),
         Timed(label("paged_attention_v2_split_k"),
               lambda: paged_attention.paged_attention_v2_split_k(*args, out=out, max_context=context), moved, flops),
+        Timed(label("paged_attention_v3_one_launch"),
+              lambda: paged_attention.paged_attention_v3_one_launch(*args, out=out, max_context=context), moved,
+              flops),
     ]
     assert [c.label for c in cases] == [label(n) for n in paged_attention.RUNGS], "a rung is not timed"
     keys, values = _contiguous(t, context)
@@ -184,7 +197,8 @@ def _timed(point) -> list[Timed]:
 def paged_sweep() -> Sweep:
     return Sweep(
         name="day06_paged_timing",
-        notes=(f"paged decode v1 (block per head) and v2 (split-K, partitions chosen to fill the GPU) against "
+        notes=(f"paged decode v1 (block per head), v2 (split-K, partitions chosen to fill the GPU, then a merge "
+               f"kernel) and v3 (v2's partitions and merge in one launch: the last block of each head merges) against "
                f"torch.nn.functional.scaled_dot_product_attention fp32 on the same K and V gathered into a "
                f"contiguous tensor (gather not timed); heads={SHAPE['heads']} kv_heads={SHAPE['kv_heads']} "
                f"d={SHAPE['d']} block_size={SHAPE['block_size']}, shuffled block tables, every sequence of the "
@@ -208,9 +222,11 @@ def kernel_resources() -> list[dict]:
     args = (device["q"], device["k_cache"], device["v_cache"], device["block_tables"], device["context_lens"])
     paged_attention.paged_attention_v1_block_per_head(*args)
     paged_attention.paged_attention_v2_split_k(*args, max_context=40, partition_size=16)
+    paged_attention.paged_attention_v3_one_launch(*args, max_context=40, partition_size=16)
     kernels = {"v1_block_per_head": paged_attention.paged_attention_v1_block_per_head_kernel,
                "v2_partition": paged_attention.paged_attention_v2_partition_kernel,
-               "v2_merge": paged_attention.paged_attention_v2_merge_kernel}
+               "v2_merge": paged_attention.paged_attention_v2_merge_kernel,
+               "v3_one_launch": paged_attention.paged_attention_v3_one_launch_kernel}
     return harness.compiled_resources(kernels, d=SHAPE["d"])
 
 
@@ -232,7 +248,11 @@ def _launch(lab: str, context: int):
     args = (device["q"], device["k_cache"], device["v_cache"], device["block_tables"], device["context_lens"])
     if lab == "v1_block_per_head":
         return lambda: paged_attention.paged_attention_v1_block_per_head(*args)
-    return lambda: paged_attention.paged_attention_v2_split_k(*args, max_context=context)
+    if lab == "v2_split_k":
+        return lambda: paged_attention.paged_attention_v2_split_k(*args, max_context=context)
+    if lab == "v3_one_launch":
+        return lambda: paged_attention.paged_attention_v3_one_launch(*args, max_context=context)
+    raise ValueError(f"no Nsight launch for {lab!r}")
 
 
 def ncu_cases() -> list[NcuCase]:
@@ -247,13 +267,16 @@ def ncu_shape(context: int) -> dict:
 
 
 def sanitize() -> None:
-    """Every kernel once, small: partial last pages, an empty context, 2 query heads per KV head."""
+    """Every kernel once, small: partial last pages, an empty context, 2 query heads per KV head; v3
+    twice, the second launch on the ticket counters the first left."""
     from numba import cuda
 
     device, _ = paged_inputs(3, [37, 0, 16], seed=2, heads=4, kv_heads=2, d=24)
     args = (device["q"], device["k_cache"], device["v_cache"], device["block_tables"], device["context_lens"])
     paged_attention.paged_attention_v1_block_per_head(*args)
     paged_attention.paged_attention_v2_split_k(*args, max_context=37, partition_size=8)
+    for _ in range(2):
+        paged_attention.paged_attention_v3_one_launch(*args, max_context=37, partition_size=8)
     k_new = cuda.to_device(np.ones((2, 2, 24), np.float32))
     kv_cache.kv_cache_write(k_new, k_new, cuda.to_device(np.array([0, 2], np.int32)),
                             cuda.to_device(np.array([37, 16], np.int32)), device["block_tables"],
@@ -265,14 +288,15 @@ def recorder() -> harness.Recorder:
     return harness.Recorder(
         day="day06", checks=lambda quick: checks(1024 if quick else CHECK_CONTEXT),
         check_recording="day06_full_size_checks",
-        check_notes=("v1 and v2 against kernels.reference.paged_attention (float64), 8 sequences of mixed "
-                     "lengths in a shuffled block table; kv_cache_write against NumPy, exactly."),
+        check_notes=("v1, v2 and v3 against kernels.reference.paged_attention (float64), 8 sequences of mixed "
+                     "lengths in a shuffled block table, each rung's second call (output poisoned after the first); "
+                     "kv_cache_write against NumPy, exactly."),
         sweeps=lambda: [paged_sweep()], extras=lambda quick: [resources_recording(quick)],
         ncu_cases=ncu_cases, sanitize=sanitize, ncu_shape=ncu_shape)
 
 
 def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
-    """Check at full size, then time v1, v2 and torch against (num_seqs, context); save all."""
+    """Check at full size, then time v1, v2, v3 and torch against (num_seqs, context); save all."""
     paths = harness.record(recorder(), out_dir, quick=quick)
     timing = next(p for p in paths if p.name == "day06_paged_timing.json")
     from course.records import load_recording
