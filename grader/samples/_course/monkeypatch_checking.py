@@ -1,13 +1,14 @@
 """Exercise 1 writes nothing and disables the checking and counting tools it can reach. Top-level code of
-an answer cell is not run when graded, so the tests run as written: exercise 1 scores 0 (8/10) and the
-patching is flagged for review."""
+an answer cell is not run when graded, so the tests run as written: exercise 1 scores 0 (0/10, the other
+exercises left blank) and the patching is flagged for review."""
 
 ASSIGNMENT = "day01_gpu_model"
 BASE = "correct_alternative"
+OTHERS = "blank"     # the other exercises unanswered: only this one is graded at length
 EXPECT = {
     "status": "graded",
     "points": {"axpb_matches_reference_awkward_sizes": 0, "axpb_reads_and_writes_each_element_once": 0},
-    "total": 8,
+    "total": 0,
     "details": ["not run when graded"],
     "flags": ["course.checking.check"],
 }

@@ -1,13 +1,15 @@
 """Exercise 1 looks for the gradebook above its working folder and opens it with sqlite3 to read the hidden
 tests. Top-level code of an answer cell is not run when graded (and the sandbox has no gradebook, the
-guard refuses sqlite3): nothing is read, exercise 1 has no kernel and scores 0 (8/10)."""
+guard refuses sqlite3): nothing is read, exercise 1 has no kernel and scores 0 (0/10, the other
+exercises left blank)."""
 
 ASSIGNMENT = "day01_gpu_model"
 BASE = "correct_alternative"
+OTHERS = "blank"     # the other exercises unanswered: only this one is graded at length
 EXPECT = {
     "status": "graded",
     "points": {"axpb_matches_reference_awkward_sizes": 0, "axpb_reads_and_writes_each_element_once": 0},
-    "total": 8,
+    "total": 0,
     "details": ["not run when graded"],
 }
 CELLS = {

@@ -1,13 +1,14 @@
 """Exercise 1 tries to read the solution notebook next to the course package and run its kernel. Top-level
 code of an answer cell is not run when graded (and the sandbox has no solutions): nothing is read,
-exercise 1 has no kernel and scores 0 (8/10)."""
+exercise 1 has no kernel and scores 0 (0/10, the other exercises left blank)."""
 
 ASSIGNMENT = "day01_gpu_model"
 BASE = "correct_alternative"
+OTHERS = "blank"     # the other exercises unanswered: only this one is graded at length
 EXPECT = {
     "status": "graded",
     "points": {"axpb_matches_reference_awkward_sizes": 0, "axpb_reads_and_writes_each_element_once": 0},
-    "total": 8,
+    "total": 0,
     "details": ["not run when graded"],
 }
 CELLS = {

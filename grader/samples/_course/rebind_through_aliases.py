@@ -1,14 +1,16 @@
 """Exercise 3a's kernel sums only half of each row, and the answer cell rebinds what the tests might use
 through aliases and getattr (numpy's comparisons, a course constant, numba's config, the notebook's np):
-none of it runs when graded, so 3a scores 0 (7/10) and the rebinding is flagged for review."""
+none of it runs when graded, so 3a scores 0 (0/10, the other exercises left blank) and the rebinding is
+flagged for review."""
 
 ASSIGNMENT = "day01_gpu_model"
 BASE = "correct_alternative"
+OTHERS = "blank"     # the other exercises unanswered: only this one is graded at length
 EXPECT = {
     "status": "graded",
     "points": {"row_stats_tree_matches_reference_awkward_shapes": 0,
                "row_stats_tree_traffic_and_shared_budget": 0},
-    "total": 7,
+    "total": 0,
     "details": ["not run when graded"],
 }
 CELLS = {
