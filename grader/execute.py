@@ -55,10 +55,10 @@ EXAMPLE_NOTE = "(an example for you to run: not run when graded; the graded cell
 
 
 def _is_example(cell, examples: set) -> bool:
-    """A cell of the release's examples, still locked and not graded (as the sanitized notebook has it)."""
-    meta = cell.metadata.get("nbgrader", {})
-    return (cell.cell_type == "code" and meta.get("grade_id") in examples and bool(meta.get("locked"))
-            and not meta.get("grade") and not meta.get("solution"))
+    """A cell of the release's examples that is still one in the sanitized notebook (the same rule)."""
+    from grader.markers import example_cells
+
+    return cell.metadata.get("nbgrader", {}).get("grade_id") in examples and bool(example_cells({"cells": [cell]}))
 
 
 def demote_results_of_failed_cell(cell) -> bool:
