@@ -115,7 +115,7 @@ def _notebook_gate(kernel, args):
     if _gate in simulator._GATES or _unavailable or not _in_a_notebook(kernel):
         return None
     try:
-        check_compiles(kernel, *args)
+        check_compiles(kernel, *args, on_disk=True)
     except CompilerUnavailable as exc:
         _unavailable.append(exc)
         print(f"(kernels are not checked for a GPU here: {exc})")
@@ -127,8 +127,9 @@ def check_notebook_kernels() -> None:
 
     ``course.use_device()`` calls this (``COURSE_GPU_CHECK=0`` turns it off): a kernel the
     simulator would run but no GPU could fails at once, with the compiler's reason, instead of
-    on the first GPU it meets. Results are remembered per kernel source and argument types, so
-    only a kernel's first launch pays (about a second for the helper, a fraction for a kernel).
+    on the first GPU it meets. Results are remembered per kernel source and argument types, in the
+    process and on disk (``course.gpu_compile.cache_dir``), so only a kernel's first launch ever pays
+    (about a second for the helper, a fraction for a kernel).
     Where the compiler is not installed it says so once and checks nothing.
     """
     from course import simulator

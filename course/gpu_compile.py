@@ -10,7 +10,14 @@ process uses either the simulator or the real compiler, never both::
     check_compiles(my_kernel, x, y)       # raises GpuCompileError naming the line that failed
 
 The helper is started once per process and answers every later check; results are remembered per
-kernel source, constants and argument types. What the helper gets is rebuilt from the kernel:
+kernel source, constants and argument types. A student's checks (``course.gates.check_notebook_kernels``)
+are also remembered on disk, so a restarted kernel or a second notebook that launches the same kernel
+with the same argument types asks no compiler at all: in ``$COURSE_COMPILE_CACHE`` (``off`` turns
+it off), else ``$XDG_CACHE_HOME/course/gpu-compile`` or ``~/.cache/course/gpu-compile``, one small
+JSON file per kernel that compiled, named after the SHA-256 of the request (less its comment lines
+and the file names a notebook gives its cells, which change with every kernel process) and of the
+compiler's versions and this module's source. A kernel that fails is asked again, so its message names its own cell. Grading
+never reads or writes that folder: a file there is the student's own. What the helper gets is rebuilt from the kernel:
 its source (decorators dropped), and each global name it uses that is a module, a number, a
 string, a tuple of those, a numba type or a device function (``@cuda.jit(device=True)``, checked
 the same way). Any other global is left out, so a kernel that uses it fails to compile, as it
@@ -480,6 +487,81 @@ _helper: _Helper | _Service | None = None
 _results: dict[str, list] = {}
 
 
+def cache_dir() -> pathlib.Path | None:
+    """The folder where a student's compile answers are remembered across processes (None: off)."""
+    chosen = os.environ.get("COURSE_COMPILE_CACHE", "")
+    if chosen.strip().lower() in ("off", "0", "no", "false"):
+        return None
+    if chosen:
+        return pathlib.Path(chosen)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(base) / "course" / "gpu-compile"
+
+
+_salt: list[str] = []
+
+
+def _compiler_salt() -> str:
+    """What else decides an answer: numba's and numba-cuda's versions and this module's source."""
+    if not _salt:
+        from importlib import metadata
+
+        versions = []
+        for package in ("numba", "numba-cuda"):
+            try:
+                versions.append(f"{package} {metadata.version(package)}")
+            except metadata.PackageNotFoundError:
+                versions.append(f"{package} none")
+        source = hashlib.sha256(pathlib.Path(__file__).read_bytes()).hexdigest()
+        _salt.append(" ".join(versions) + " " + source)
+    return _salt[0]
+
+
+def _what_compiles(value):
+    """The request less what cannot change whether it compiles: each bundle's ``file`` and ``first_line``
+    (a notebook names its cells per kernel process) and the source's comment lines (an exercise's
+    ``### BEGIN SOLUTION`` markers)."""
+    if isinstance(value, dict):
+        return {k: ("\n".join(line for line in v.splitlines() if not line.lstrip().startswith("#"))
+                    if k == "source" and isinstance(v, str) else _what_compiles(v))
+                for k, v in value.items() if k not in ("file", "first_line")}
+    if isinstance(value, list):
+        return [_what_compiles(v) for v in value]
+    return value
+
+
+def _disk_key(request: dict) -> str:
+    text = json.dumps(_what_compiles(request), sort_keys=True)
+    return hashlib.sha256(f"{_compiler_salt()}\n{text}".encode()).hexdigest()
+
+
+def _compiled_before(request: dict) -> bool:
+    """Whether the cache folder says this request compiled (a file of it, naming its key)."""
+    folder = cache_dir()
+    if folder is None:
+        return False
+    key = _disk_key(request)
+    try:
+        answer = json.loads((folder / f"{key}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(answer, dict) and answer.get("key") == key and answer.get("errors") == []
+
+
+def _remember_compiled(request: dict) -> None:
+    folder = cache_dir()
+    if folder is None:
+        return
+    key = _disk_key(request)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        partial = folder / f"{key}.json.{os.getpid()}.tmp"
+        partial.write_text(json.dumps({"key": key, "errors": []}), encoding="utf-8")
+        os.replace(partial, folder / f"{key}.json")
+    except OSError:
+        pass        # a read-only home: the answer is still remembered in this process
+
+
 def _get_helper() -> _Helper | _Service:
     global _helper
     if _helper is None or (isinstance(_helper, _Helper) and _helper.process.poll() is not None):
@@ -487,18 +569,27 @@ def _get_helper() -> _Helper | _Service:
     return _helper
 
 
-def compile_errors(kernel, *args) -> list[dict]:
-    """``[]`` when ``kernel`` compiles for sm_80 and sm_90 with these arguments; else the errors."""
+def compile_errors(kernel, *args, on_disk: bool = False) -> list[dict]:
+    """``[]`` when ``kernel`` compiles for sm_80 and sm_90 with these arguments; else the errors.
+
+    on_disk: also look the answer up in (and add it to) the student's cache folder (:func:`cache_dir`);
+    never while grading."""
     request = {"bundle": kernel_bundle(kernel), "args": describe_args(args), "ccs": COMPUTE_CAPABILITIES}
     key = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
     if key not in _results:
-        _results[key] = _get_helper().ask(request)["errors"]
+        if on_disk and _compiled_before(request):
+            _results[key] = []
+        else:
+            _results[key] = _get_helper().ask(request)["errors"]
+            if on_disk and not _results[key]:
+                _remember_compiled(request)
     return _results[key]
 
 
-def check_compiles(kernel, *args) -> None:
-    """Raise GpuCompileError, naming the line, when ``kernel`` would not compile for a GPU."""
-    errors = compile_errors(kernel, *args)
+def check_compiles(kernel, *args, on_disk: bool = False) -> None:
+    """Raise GpuCompileError, naming the line, when ``kernel`` would not compile for a GPU (on_disk:
+    as for :func:`compile_errors`)."""
+    errors = compile_errors(kernel, *args, on_disk=on_disk)
     if errors:
         name = getattr(getattr(kernel, "py_func", kernel), "__name__", "the kernel")
         first = errors[0]

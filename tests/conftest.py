@@ -28,6 +28,16 @@ import pytest
 
 os.environ.setdefault("COURSE_DEVICE", "simulator")
 os.environ.setdefault("MPLBACKEND", "Agg")
+if "COURSE_COMPILE_CACHE" not in os.environ:
+    # The notebooks a run executes share one folder of remembered GPU compiles (course.gpu_compile),
+    # fresh for the run, so a run never starts with what an earlier run (or the student) compiled. The
+    # pytest-xdist workers inherit it from the process that starts them.
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["COURSE_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="course-compile-cache-")
+    atexit.register(shutil.rmtree, os.environ["COURSE_COMPILE_CACHE"], True)
 
 import course  # noqa: E402
 

@@ -232,6 +232,82 @@ def test_students_get_the_compile_check_on_their_first_launch(cell):
         cell["python_list"][1, 8](x, np.empty_like(x))
 
 
+class _Counting:
+    """A stand-in for the compiler's helper: counts the requests it is asked, answers ``answer``."""
+
+    def __init__(self, answer):
+        self.answer, self.asked = answer, 0
+
+    def ask(self, request):
+        self.asked += 1
+        return {"errors": self.answer}
+
+
+@pytest.fixture
+def fresh_compile_memory(monkeypatch, tmp_path):
+    """course.gpu_compile with nothing remembered in this process and an empty cache folder."""
+    from course import gpu_compile
+
+    monkeypatch.setattr(gpu_compile, "_results", {})
+    monkeypatch.setenv("COURSE_COMPILE_CACHE", str(tmp_path / "cache"))
+    return gpu_compile
+
+
+def test_a_students_compile_is_remembered_on_disk_for_the_next_process(cell, fresh_compile_memory, monkeypatch):
+    g = fresh_compile_memory
+    x = np.arange(5, dtype=np.float32)
+    helper = _Counting([])
+    monkeypatch.setattr(g, "_get_helper", lambda: helper)
+    assert g.compile_errors(cell["good"], x, np.empty_like(x), on_disk=True) == []
+    assert helper.asked == 1 and len(list(g.cache_dir().glob("*.json"))) == 1
+    monkeypatch.setattr(g, "_results", {})          # a new kernel process: nothing in memory
+    assert g.compile_errors(cell["good"], x, np.empty_like(x), on_disk=True) == []
+    assert helper.asked == 1, "the answer on disk is used; no compiler is asked"
+    # other argument types are another request; a failure is never written down
+    assert g.compile_errors(cell["good"], x.astype(np.float64), np.empty(5), on_disk=True) == []
+    assert helper.asked == 2
+    failing = _Counting([{"cc": "sm_80", "message": "no"}])
+    monkeypatch.setattr(g, "_get_helper", lambda: failing)
+    assert g.compile_errors(cell["python_list"], x, np.empty_like(x), on_disk=True)
+    assert len(list(g.cache_dir().glob("*.json"))) == 2
+
+
+def test_the_disk_key_ignores_comments_and_cell_file_names_but_not_code():
+    from course.gpu_compile import _disk_key
+
+    request = _request(COPY)
+    moved = {**request, "bundle": {**request["bundle"], "file": "/tmp/ipykernel_9/1.py", "first_line": 7}}
+    marked = {**request, "bundle": {**request["bundle"],
+                                    "source": COPY.replace("    i = cuda", "    ### BEGIN SOLUTION\n    i = cuda")}}
+    assert _disk_key(request) == _disk_key(moved) == _disk_key(marked)
+    assert _disk_key(request) != _disk_key(_request(COPY.replace("y[i] = x[i]", "y[i] = 2 * x[i]")))
+    assert _disk_key(request) != _disk_key({**request, "ccs": [[9, 0]]})
+
+
+def test_grading_and_a_broken_or_forged_cache_file_never_skip_the_compiler(cell, fresh_compile_memory, monkeypatch):
+    g = fresh_compile_memory
+    x = np.arange(5, dtype=np.float32)
+    request = {"bundle": g.kernel_bundle(cell["python_list"]), "args": g.describe_args((x, np.empty_like(x))),
+               "ccs": g.COMPUTE_CAPABILITIES}
+    folder = g.cache_dir()
+    folder.mkdir(parents=True)
+    key = g._disk_key(request)
+    (folder / f"{key}.json").write_text('{"key": "%s", "errors": []}' % key)     # "it compiled", forged
+    failing = _Counting([{"cc": "sm_80", "message": "a list"}])
+    monkeypatch.setattr(g, "_get_helper", lambda: failing)
+    with pytest.raises(g.GpuCompileError):             # the grading gate's call: no disk
+        g.check_compiles(cell["python_list"], x, np.empty_like(x))
+    assert failing.asked == 1
+    for broken in ("not json", '{"key": "another", "errors": []}', '{"key": "%s", "errors": "none"}' % key):
+        monkeypatch.setattr(g, "_results", {})
+        (folder / f"{key}.json").write_text(broken)
+        with pytest.raises(g.GpuCompileError):
+            g.check_compiles(cell["python_list"], x, np.empty_like(x), on_disk=True)
+    assert failing.asked == 4
+    monkeypatch.setenv("COURSE_COMPILE_CACHE", "off")
+    assert g.cache_dir() is None
+
+
 # ---------------------------------------------------------------------------------------------
 # The compile service a grading run shares between its submissions (grader.compile_service)
 # ---------------------------------------------------------------------------------------------
