@@ -3,7 +3,7 @@ times out and the kernel is restarted each time; exercise 1 scores 0, the rest i
 
 ASSIGNMENT = "day01_gpu_model"
 BASE = "correct_alternative"
-TIMEOUT = 20
+TIMEOUT = 12
 EXPECT = {
     "status": "timed_out",
     "points": {"axpb_matches_reference_awkward_sizes": 0, "axpb_reads_and_writes_each_element_once": 0},
