@@ -1,6 +1,7 @@
 """Day 5 kernels (kernels/flash_attention.py): correctness on awkward shapes, counted traffic, bad input.
 
-Sizes are small for the simulator: head_dim 4 to 12, one or two query tiles per head.
+Sizes are small for the simulator: head_dim 4 to 16, one or two query tiles per head. v6 runs with its
+default tiling for these head dims (blocks of 8 threads), and once with each tiling the GPU uses.
 """
 
 import math
@@ -16,13 +17,21 @@ from course.checking import check, poison, random_inputs
 from course.models import attention as model
 from course.traffic import count_traffic
 from kernels import reference
-from kernels.flash_attention import (HEAD_DIM_MAX, TILE_KV, TILE_Q, attention_v3_tiled, attention_v4_flash,
+from kernels.flash_attention import (HEAD_DIM_MAX, SHARED_BYTES_MAX, TILE_KV, TILE_Q, V6_HEAD_DIM_MAX, V6_TILING_64,
+                                     V6_TILING_128, Tiling, attention_v3_tiled, attention_v4_flash,
                                      attention_v5_flash_registers, attention_v5_flash_registers_kernel,
-                                     flash_grid, shared_bytes_per_block)
+                                     attention_v6_register_tiles, attention_v6_register_tiles_kernel, flash_grid,
+                                     shared_bytes_per_block, v6_grid, v6_shared_bytes, v6_tiling)
 
-# v5 is v4 with head_dim fixed at compile time: every v4 check holds for it too.
-FLASH_RUNGS = pytest.mark.parametrize("flash", [attention_v4_flash, attention_v5_flash_registers],
-                                      ids=["v4", "v5"])
+# v5 is v4 with head_dim fixed at compile time, v6 the same algorithm in register tiles: every v4
+# check holds for them too.
+FLASH_RUNGS = pytest.mark.parametrize("flash", [attention_v4_flash, attention_v5_flash_registers,
+                                                attention_v6_register_tiles], ids=["v4", "v5", "v6"])
+
+
+def tile_q(flash, head_dim):
+    """Query rows per block of a flash rung: TILE_Q, or v6's block_q for this head_dim."""
+    return v6_tiling(head_dim).block_q if flash is attention_v6_register_tiles else TILE_Q
 
 DIMS = ("batch", "head", "row", "col")
 
@@ -41,17 +50,17 @@ def qkv(B, H, N, M, d, seed=None, large_logits=False):
     return q, k, v, seed
 
 
-def keys_loaded_per_head(N, M, kv_len, causal):
+def keys_loaded_per_head(N, M, kv_len, causal, tile=TILE_Q):
     """Key rows a (batch, head) of the tiled kernels loads: each query tile loads its key range once.
 
     Causal: up to the tile's last query row that exists, so the last, partial tile of N rows stops
     at key N - 1 even when M > N.
     """
     total = 0
-    for tile_start in range(0, N, TILE_Q):
+    for tile_start in range(0, N, tile):
         end = min(kv_len, M)
         if causal:
-            end = min(end, tile_start + TILE_Q, N)
+            end = min(end, tile_start + tile, N)
         total += max(end, 0)
     return total
 
@@ -62,22 +71,32 @@ def test_v3_matches_reference_on_awkward_shapes():
     check(out, reference.attention(q, k, v), name="O of v3", dims=DIMS, tile={"row": TILE_Q}, seed=seed)
 
 
-@pytest.mark.parametrize("B, H, N, M, d, causal, kv_lens", [
+SHAPES = [
     (2, 1, 70, 50, 8, False, None),            # more queries than keys, neither a multiple of a tile
     (1, 2, 100, 100, 8, True, None),           # the diagonal crosses two key tiles per query tile
     (3, 1, 70, 70, 5, True, [0, 1, 45]),       # empty, length-1 and off-tile sequences, causal
     (3, 1, 40, 90, 6, False, [0, 33, 90]),     # kv_lens with more keys than queries
     (1, 1, 40, 70, 4, True, None),             # causal with N != M is top-left aligned
     (1, 1, 1, 1, 4, True, None),               # a single query and key
-])
-@FLASH_RUNGS
+]
+# v6 skips the two largest shapes (its simulated blocks are the slowest): with its default tiling here
+# (32 rows, 16 keys) the third already crosses two key tiles per query tile, and the registry's test
+# (tests/test_kernels_pattern.py) runs it with more queries than keys.
+V6_SHAPES = SHAPES[2:]
+
+
+@pytest.mark.parametrize("flash, B, H, N, M, d, causal, kv_lens", [
+    pytest.param(flash, *shape, id=f"{rung}-{i}")
+    for rung, flash, shapes in (("v4", attention_v4_flash, SHAPES), ("v5", attention_v5_flash_registers, SHAPES),
+                                ("v6", attention_v6_register_tiles, V6_SHAPES))
+    for i, shape in enumerate(shapes, start=len(SHAPES) - len(shapes))])
 def test_flash_matches_reference(flash, B, H, N, M, d, causal, kv_lens):
     q, k, v, seed = qkv(B, H, N, M, d)
     lens = None if kv_lens is None else np.array(kv_lens, dtype=np.int32)
     out = flash(q, k, v, causal=causal, kv_lens=lens, out=poison(np.empty_like(q)))
     ref = reference.attention(q, k, v, causal=causal, kv_lens=lens)
     check(out, ref, name=f"O of {flash.__name__} causal={causal} kv_lens={kv_lens}", dims=DIMS,
-          tile={"row": TILE_Q}, seed=seed)
+          tile={"row": tile_q(flash, d)}, seed=seed)
     if lens is not None:
         assert np.all(out[lens == 0] == 0.0), "rows of an empty sequence must be exactly 0"
 
@@ -115,20 +134,38 @@ def test_v3_traffic_equals_the_flash_model():
 
 @pytest.mark.parametrize("causal, kv_lens, M", [(False, None, 130), (True, None, 130), (True, [97], 130),
                                                 (False, [0], 130), (True, None, 170)])
-@FLASH_RUNGS
+@pytest.mark.parametrize("flash", [attention_v4_flash, attention_v5_flash_registers], ids=["v4", "v5"])
 def test_flash_loads_only_the_key_tiles_it_needs(flash, causal, kv_lens, M):
     B, H, N, d = 1, 2, 130, 4
     q, k, v, _ = qkv(B, H, N, M, d)
     lens = None if kv_lens is None else np.array(kv_lens, dtype=np.int32)
     with count_traffic() as t:
         flash(q, k, v, causal=causal, kv_lens=lens)
-    kv_len = M if kv_lens is None else kv_lens[0]
-    expected = B * H * keys_loaded_per_head(N, M, kv_len, causal) * d
+    check_key_tiles_loaded(t, B, H, N, M, d, TILE_Q, causal, lens)
+
+
+def check_key_tiles_loaded(t, B, H, N, M, d, tile, causal, lens):
+    """The loads counted in ``t`` are those of a flash kernel with query tiles of ``tile`` rows."""
+    kv_len = M if lens is None else lens[0]
+    expected = B * H * keys_loaded_per_head(N, M, kv_len, causal, tile) * d
     assert t.global_loads["k"] == t.global_loads["v"] == expected
     assert t.global_loads["q"] == B * H * N * d
     assert t.global_stores["o"] == B * H * N * d
+    moved = sum(t.global_loads[a] for a in "qkv") + t.global_stores["o"]
+    assert moved * 4 == model.bytes_flash_tiles(B, H, N, d, tile, M, causal=causal, kv_lens=lens)
     if causal:  # tile skipping: fewer keys than every query tile reading all N (half, for large N)
-        assert expected < B * H * math.ceil(N / TILE_Q) * N * d
+        assert expected < B * H * math.ceil(N / tile) * N * d
+
+
+@pytest.mark.parametrize("causal, kv_lens, M", [(True, [61], 90), (False, None, 45)])
+def test_v6_loads_only_the_key_tiles_it_needs(causal, kv_lens, M):
+    """v6's counted traffic, on fewer and smaller cases than v4's (the simulator counts every access)."""
+    B, H, N, d = 1, 1, 70, 4
+    q, k, v, _ = qkv(B, H, N, M, d)
+    lens = None if kv_lens is None else np.array(kv_lens, dtype=np.int32)
+    with count_traffic() as t:
+        attention_v6_register_tiles(q, k, v, causal=causal, kv_lens=lens)
+    check_key_tiles_loaded(t, B, H, N, M, d, v6_tiling(d).block_q, causal, lens)
 
 
 def test_grid_and_shared_memory_sizes():
@@ -222,3 +259,48 @@ def test_v5_types_and_lowers_for_the_gpu():
     done = subprocess.run([sys.executable, "-c", program], cwd=root, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["64", "24", "1"]
+
+
+@pytest.mark.parametrize("tiling, d, B, N, M, causal, kv_lens", [
+    # 2 chunks of 4 rows and of 4 keys per thread, 8 lanes per row group (3 shuffles), swizzle over 8
+    # channels; partial query and key tiles, the causal mask, an empty sequence
+    (V6_TILING_64, 8, 2, 60, 60, True, [57, 0]),
+    # d=128's tiling: blocks of 32 x 32, channels padded to 32 (8 lanes x 4), two key tiles
+    (V6_TILING_128, 12, 1, 30, 40, False, [35]),
+], ids=["tiling_64", "tiling_128"])
+def test_v6_gpu_tilings_match_reference(tiling, d, B, N, M, causal, kv_lens):
+    """The tilings the GPU runs (``v6_tiling(64)`` and ``v6_tiling(128)``), at a head_dim the simulator affords."""
+    q, k, v, seed = qkv(B, 1, N, M, d)
+    lens = np.array(kv_lens, dtype=np.int32)
+    out = attention_v6_register_tiles(q, k, v, causal=causal, kv_lens=lens, tiling=tiling,
+                                      out=poison(np.empty_like(q)))
+    check(out, reference.attention(q, k, v, causal=causal, kv_lens=lens), name=f"O of v6 {tiling}", dims=DIMS,
+          tile={"row": tiling.block_q}, seed=seed)
+
+
+def test_v6_compiles_one_kernel_per_head_dim_and_tiling_and_rejects_others():
+    small = Tiling(4, 4, 4, 4)
+    assert attention_v6_register_tiles_kernel(8) is attention_v6_register_tiles_kernel(8, v6_tiling(8))
+    assert attention_v6_register_tiles_kernel(8) is not attention_v6_register_tiles_kernel(8, small)
+    assert attention_v6_register_tiles_kernel(8) is not attention_v6_register_tiles_kernel(12)
+    for bad, error in ((0, ValueError), (V6_HEAD_DIM_MAX + 1, ValueError), (8.0, TypeError), (True, TypeError)):
+        with pytest.raises(error, match="head_dim"):
+            attention_v6_register_tiles_kernel(bad)
+    for bad, error, words in (((8, 8, 8, 8), TypeError, "must be a Tiling"),
+                              (Tiling(6, 8, 8, 8), ValueError, "multiples of 4"),
+                              (Tiling(8, 8, 4, 16), ValueError, "power of 2 up to 8"),
+                              (Tiling(4, 4, 1, 4), ValueError, "8 to 1024 threads"),
+                              (V6_TILING_64, ValueError, "shared memory")):
+        with pytest.raises(error, match=words):
+            attention_v6_register_tiles_kernel(128 if bad == V6_TILING_64 else 8, bad)
+    q, k, v, _ = qkv(1, 1, 4, 4, V6_HEAD_DIM_MAX + 1)
+    with pytest.raises(ValueError, match="V6_HEAD_DIM_MAX"):
+        attention_v6_register_tiles(q, k, v)
+
+
+def test_v6_tiles_fit_the_shared_memory_and_the_grid_covers_the_queries():
+    for d in (1, 16, 17, 64, 65, 128):
+        assert v6_shared_bytes(d, v6_tiling(d)) <= SHARED_BYTES_MAX
+    assert v6_shared_bytes(64, V6_TILING_64) == 3 * 64 * 64 * 4   # Q, K (then P) and V: 48 KiB
+    assert v6_grid(4, 16, 4096, V6_TILING_64) == (64, 16, 4)
+    assert v6_grid(1, 1, 33, V6_TILING_128) == (2, 1, 1)

@@ -34,7 +34,8 @@ def test_ladder_comes_from_the_registry():
     from kernels import flash_attention
 
     assert day05.NCU_RUNGS == ("v1_naive", "v2_fused_rows", "v3_tiled", "v4_flash", "v4_flash_causal",
-                               "v5_flash_registers", "v5_flash_registers_causal")
+                               "v5_flash_registers", "v5_flash_registers_causal", "v6_register_tiles",
+                               "v6_register_tiles_causal")
     assert list(day05.own_rungs()) == [n for n in flash_attention.RUNGS if n not in ("attention_v1_naive",
                                                                                        "attention_v2_fused_rows")]
 
@@ -44,8 +45,8 @@ def test_full_size_checks_run_on_the_simulator_and_carry_their_shapes(monkeypatc
     monkeypatch.setattr(day05, "SHAPE", {"B": 2, "H": 1, "d": 4})
     rows = day05.check_full_size(n=40)
     assert [(r["rung"], r["causal"]) for r in rows] == [
-        ("v3_tiled", False), ("v4_flash", False), ("v5_flash_registers", False),
-        ("v4_flash", True), ("v5_flash_registers", True)]
+        ("v3_tiled", False), ("v4_flash", False), ("v5_flash_registers", False), ("v6_register_tiles", False),
+        ("v4_flash", True), ("v5_flash_registers", True), ("v6_register_tiles", True)]
     assert all(r["rel_err"] <= 1e-4 and (r["N"], r["B"], r["H"], r["d"]) == (40, 2, 1, 4) for r in rows)
     assert rows[-1]["kv_lens"] == "[40, 3]"
 
@@ -104,11 +105,12 @@ def test_timing_recording_launches_every_rung_and_relates_it_to_torch(monkeypatc
     monkeypatch.setattr(baselines, "torch_sdpa", _fake_sdpa)
     rec = day05.timing_recording(quick=True, timer=_fake_timer(calls))
     assert [row["rung"] for row in rec.rows] == ["v1_naive", "v2_fused_rows", "v3_tiled", "v4_flash",
-                                                 "v5_flash_registers", "torch_sdpa", "v4_flash_causal",
-                                                 "v5_flash_registers_causal", "torch_sdpa_causal"]
-    assert len(calls) == 9
+                                                 "v5_flash_registers", "v6_register_tiles", "torch_sdpa",
+                                                 "v4_flash_causal", "v5_flash_registers_causal",
+                                                 "v6_register_tiles_causal", "torch_sdpa_causal"]
+    assert len(calls) == 11
     assert all((row["N"], row["B"], row["H"], row["d"]) == (8, 1, 1, 4) for row in rec.rows)
-    assert [row["causal"] for row in rec.rows] == [False] * 6 + [True] * 3
+    assert [row["causal"] for row in rec.rows] == [False] * 7 + [True] * 4
     fractions = {row["rung"]: row["fraction_of_sdpa"] for row in rec.rows}
     assert fractions["v4_flash"] == fractions["v4_flash_causal"] == 0.25 and fractions["torch_sdpa"] == 1.0
     flops = {row["rung"]: row["tflops"] for row in rec.rows}
@@ -130,7 +132,7 @@ def test_record_saves_checks_timing_and_resources_in_order(monkeypatch, tmp_path
     assert [p.name for p in paths] == ["day05_full_size_checks.json", "day05_flash_timing.json",
                                        "day05_kernel_resources.json"]
     checks, timing = load_recording(paths[0]), load_recording(paths[1])
-    assert len(checks.rows) == 5 and all(r["rel_err"] <= 1e-4 for r in checks.rows)
+    assert len(checks.rows) == 7 and all(r["rel_err"] <= 1e-4 for r in checks.rows)
     assert timing.ceilings == {"copy_gbps": 3000.0, "fp32_tflops": 50.0}
     assert {r["N"] for r in timing.rows} == {8}
 
@@ -148,13 +150,16 @@ def test_record_quick_checks_and_times_every_rung(tmp_path):
     paths = {p.stem: p for p in day05.record(tmp_path, quick=True)}
     checks = load_recording(paths["day05_full_size_checks"])
     assert checks.rows and all(row["rel_err"] <= 1e-4 for row in checks.rows)
-    assert {row["rung"] for row in checks.rows} == {"v3_tiled", "v4_flash", "v5_flash_registers"}
+    assert {row["rung"] for row in checks.rows} == {"v3_tiled", "v4_flash", "v5_flash_registers",
+                                                     "v6_register_tiles"}
     resources = {row["rung"]: row for row in load_recording(paths["day05_kernel_resources"]).rows}
     assert resources["v5_flash_registers"]["local_bytes"] == 0, resources
+    assert resources["v6_register_tiles"]["local_bytes"] == 0, resources
     timing = load_recording(paths["day05_flash_timing"])
     rungs = {row["rung"] for row in timing.rows}
     assert {"v1_naive", "v2_fused_rows", "v3_tiled", "v4_flash", "v4_flash_causal", "v5_flash_registers",
-            "v5_flash_registers_causal", "torch_sdpa", "torch_sdpa_causal"} <= rungs
+            "v5_flash_registers_causal", "v6_register_tiles", "v6_register_tiles_causal", "torch_sdpa",
+            "torch_sdpa_causal"} <= rungs
     assert all(row["fraction_of_sdpa"] > 0 for row in timing.rows)
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from kernels.launching import cdiv
 
 __all__ = ["bytes_scores", "bytes_softmax_rows", "bytes_softmax_online", "bytes_pv", "bytes_naive",
-           "bytes_fused_rows", "bytes_flash", "compulsory_bytes_naive", "compulsory_bytes_fused",
+           "bytes_fused_rows", "bytes_flash", "bytes_flash_tiles", "compulsory_bytes_naive", "compulsory_bytes_fused",
            "footprint_naive", "causal_pairs", "flops_attention"]
 
 
@@ -96,6 +96,27 @@ def bytes_flash(B: int, H: int, N: int, d: int, block_q: int, itemsize: int = 4)
         raise ValueError("block_q must be >= 1, got 0")
     query_tiles = cdiv(N, block_q)
     return B * H * (N * d + 2 * query_tiles * N * d + N * d) * itemsize
+
+
+def bytes_flash_tiles(B: int, H: int, N: int, d: int, block_q: int, M: int | None = None, *, causal: bool = False,
+                      kv_lens=None, itemsize: int = 4) -> int:
+    """The flash rungs with masks (``attention_v4_flash`` to ``attention_v6_register_tiles``) with query
+    tiles of ``block_q`` rows: Q read once, O written once, and each query tile reads once the K and V
+    rows it needs: the first ``kv_lens[b]`` keys (all M when ``kv_lens`` is None) and, when causal,
+    only keys up to the tile's last query row that exists (so the last, partial tile stops at key
+    N - 1 even when M > N). Equals ``bytes_flash`` when not causal, M = N and kv_lens is None."""
+    M = _keys(N, M)
+    _check(B=B, H=H, N=N, d=d, M=M, block_q=block_q, itemsize=itemsize)
+    if block_q == 0:
+        raise ValueError("block_q must be >= 1, got 0")
+    lens = [M] * B if kv_lens is None else [int(n) for n in kv_lens]
+    if len(lens) != B or any(not 0 <= n <= M for n in lens):
+        raise ValueError(f"kv_lens must hold B={B} lengths in [0, {M}], got {lens}")
+    keys = 0   # key rows read, summed over query tiles and batch elements (each head reads as many)
+    for kv_len in lens:
+        for tile_start in range(0, N, block_q):
+            keys += min(kv_len, tile_start + block_q, N) if causal else kv_len
+    return (B * H * 2 * N * d + H * 2 * keys * d) * itemsize
 
 
 def compulsory_bytes_naive(B: int, H: int, N: int, d: int, M: int | None = None, itemsize: int = 4) -> int:

@@ -1,22 +1,23 @@
 """GPU recordings of day 5: tiled and flash attention (``kernels.flash_attention``).
 
 A declaration for ``course.record.harness`` over the registry ``kernels.flash_attention.RUNGS``:
-the day's own rungs (v3 tiled, v4 flash, v5 flash registers) are checked at full size against the
-float64 reference (full attention, and causal with variable lengths where the rung takes them),
-then ``record(out_dir)`` writes:
+the day's own rungs (v3 tiled, v4 flash, v5 flash registers, v6 register tiles) are checked at full
+size against the float64 reference (full attention, and causal with variable lengths where the rung
+takes them), then ``record(out_dir)`` writes:
 
 - ``day05_full_size_checks.json``: one row per check: rung, causal, kv_lens (as text), N, B, H, d,
   rel_err, max_abs_err, seed.
-- ``day05_flash_timing.json``: every rung of the ladder (v1 naive to v5 flash registers, and the
+- ``day05_flash_timing.json``: every rung of the ladder (v1 naive to v6 register tiles, and the
   causal form of each rung that takes ``causal`` and ``kv_lens``) and torch SDPA fp32 (causal and
   not) against N; rows: rung, N, B, H, d, causal, median_ms, p10_ms, p90_ms, gbps, tflops, and
   ``fraction_of_sdpa`` (torch's median time over the rung's, same N and mask: 1.0 means as fast).
-- ``day05_kernel_resources.json``: registers, local and shared memory of the v3, v4 and v5 kernels.
+- ``day05_kernel_resources.json``: registers, local and shared memory of the v3 to v6 kernels.
 
 ``ncu_cases()`` gives the launches whose DRAM bytes Nsight Compute records as ``day05_dram_bytes``
 (labels ``v1_naive``, ``v2_fused_rows``, ``v3_tiled``, ``v4_flash``, ``v4_flash_causal``,
-``v5_flash_registers``, ``v5_flash_registers_causal`` at
-``NCU_SHAPE`` and each N of ``NCU_SIZES``); ``sanitize()`` launches v3, v4 and v5 once, small.
+``v5_flash_registers``, ``v5_flash_registers_causal``, ``v6_register_tiles``,
+``v6_register_tiles_causal`` at ``NCU_SHAPE`` and each N of ``NCU_SIZES``); ``sanitize()`` launches v3
+to v6 once, small.
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ def flash_fraction_summary(rec) -> str:
     rows = rec.rows if hasattr(rec, "rows") else rec
     lines = []
     for lab in NCU_RUNGS:
-        if not lab.startswith(("v4", "v5")):
+        if not lab.startswith(("v4", "v5", "v6")):
             continue
         mine = [r for r in rows if r["rung"] == lab]
         if mine:
@@ -169,7 +170,7 @@ def kernel_resources() -> list[dict]:
     for name, rung in own_rungs().items():
         rung(q, k, v)
         kernel = rung.kernels["kernel"]
-        if not hasattr(kernel, "overloads"):   # v5 registers a factory: one kernel per head_dim
+        if not hasattr(kernel, "overloads"):   # v5 and v6 register a factory: one kernel per head_dim
             kernel = kernel(SHAPE["d"])
         for arg_types, compiled in kernel.overloads.items():
             ptx = kernel.inspect_asm(arg_types)
