@@ -16,9 +16,12 @@ choose the device (``course.use_device()``) before a kernel module loads numba.
 - ``kernels.softmax``: day 2, row softmax, one block per row
 - ``kernels.attention``: days 2 and 3, attention from three kernels to one fused pass per query row
 - ``kernels.transpose``: day 4, a shared-memory tile transpose (barriers and bank conflicts)
-- ``kernels.gemm``: day 4, the GEMM ladder (naive, coalesced, shared tiles, register blocking)
+- ``kernels.gemm``: day 4, the GEMM ladder (naive, coalesced, shared tiles, register blocking), then
+  beyond the exercise: 128×128 tiles with 16-byte shared loads, an unrolled inner step, register
+  double buffering, and a tile shape chosen per GPU by timing
 - ``kernels.flash_attention``: day 5, tiled flash attention with causal masking and kv_lens, then
-  the same kernel with head_dim fixed at compile time so its per-thread arrays live in registers
+  the same kernel with head_dim fixed at compile time so its per-thread arrays live in registers,
+  then register tiles of scores and outputs per thread (day 4's blocking applied to both products)
 - ``kernels.gqa_attention``: day 7, grouped-query attention: flash prefill whose tiles fold the
   query heads of a group into their rows, and split-K paged decode with one block per KV head, so
   K and V are read once per group of query heads instead of once per query head

@@ -1,4 +1,4 @@
-"""GEMM ``C = A @ B`` in numba.cuda (day 4): a ladder of four rungs.
+"""GEMM ``C = A @ B`` in numba.cuda (day 4): a ladder of eight rungs.
 
 Shapes: a (M, K), b (K, N), c (M, N), all float32 and row-major (C-contiguous); the float64
 reference is ``kernels.reference.gemm``. The byte and FLOP models of each rung are in
@@ -14,26 +14,51 @@ reference is ``kernels.reference.gemm``. The byte and FLOP models of each rung a
 - ``gemm_v4_register_blocked``: a block computes a BLOCK_M×BLOCK_N tile of C, each thread a
   THREAD_M×THREAD_N sub-tile held in registers; global reads fall by BLOCK_N (A) and BLOCK_M (B), and
   shared reads per multiply-add fall from 2 to (THREAD_M + THREAD_N) / (THREAD_M·THREAD_N).
+- ``gemm_v5_wide_shared_loads``: 128×128 tiles of C, 8×8 of it per thread; A is stored transposed in
+  shared memory and each thread owns two runs of 4 rows and two of 4 columns, so its 16 operands of
+  a k are four 16-byte shared loads (ptxas merges 4 neighbouring loads it can prove aligned): one
+  shared load instruction per 16 multiply-adds instead of one per 2. Bigger tiles alone, with v4's
+  layout, are slower than v4 on an H100: 16 scalar loads and their address arithmetic per k.
+- ``gemm_v6_unrolled``: v5 with the k loop of a step written out (eight calls of a device function:
+  NVVM does not unroll a loop around 64 multiply-adds, and numba has no ``#pragma unroll``) and
+  unsigned indices computed once (a signed index costs a fix-up for negative values): shared
+  addresses become constants, and most instructions left are multiply-adds.
+- ``gemm_v7_double_buffered``: the next step's slices of A and B are loaded into registers before
+  this step's multiply-adds and stored into the other of two shared stages after them: one barrier
+  per step instead of two, and the loads' latency hides behind arithmetic. Its kernel is built per
+  block tile (``gemm_v7_double_buffered_kernel(block_m, block_n)``), 128×128 here.
+- ``gemm_v8_autotuned``: v7's kernel with the block tile picked per GPU and shape from
+  ``TILE_SHAPES``: the first launch on device arrays times each (``autotune``) and keeps the fastest;
+  untimed (NumPy inputs, the simulator) it takes ``untuned_tile_shape``. Smaller tiles win where
+  128×128 tiles make too few blocks to fill the GPU.
 
 Each rung is a ``<rung>_kernel`` plus the launcher ``<rung>(a, b, *, out=None, kernel=<rung>_kernel)``,
-which validates the inputs, sizes the grid, launches ``kernel`` and returns C; ``RUNGS`` registers
-the four in order. Launchers accept NumPy arrays or numba device arrays
-(``kernels.launching``); every kernel handles any M, N, K, including ones the tile does not divide.
+which validates the inputs, sizes the grid, launches ``kernel`` and returns C (v7 and v8: ``kernel``
+is a function of the block tile that returns the kernel); ``RUNGS`` registers the eight in order.
+Launchers accept NumPy arrays or numba device arrays (``kernels.launching``); every kernel handles any
+M, N, K, including ones the tile does not divide.
 """
 
 from __future__ import annotations
 
-from numba import cuda, float32
+import numpy as np
+from numba import config, cuda, float32
 
 from kernels.launching import cdiv, output_array, require_float32
 from kernels.registry import Rung, ladder
 
 __all__ = [
     "NAIVE_BLOCK", "TILE", "BLOCK_M", "BLOCK_N", "BLOCK_K", "THREAD_M", "THREAD_N", "THREADS_X",
-    "THREADS_Y", "RUNGS", "gemm_shape", "cdiv", "launch_gemm",
+    "THREADS_Y", "WIDE_BLOCK_M", "WIDE_BLOCK_N", "WIDE_THREAD_M", "WIDE_THREAD_N", "WIDE_THREADS_X",
+    "WIDE_THREADS_Y", "VECTOR", "TILE_PAD", "WIDE_ROW", "WIDE_A_ROW_STEP", "WIDE_A_LOADS", "WIDE_B_COL_STEP",
+    "WIDE_B_LOADS", "WIDE_ACC", "TILE_SHAPES", "BLOCKS_TO_FILL", "RUNGS", "gemm_shape", "cdiv", "launch_gemm",
     "gemm_v1_naive_kernel", "gemm_v1_naive", "gemm_v2_coalesced_kernel", "gemm_v2_coalesced",
     "gemm_v3_shared_tiles_kernel", "gemm_v3_shared_tiles",
     "gemm_v4_register_blocked_kernel", "gemm_v4_register_blocked",
+    "gemm_v5_wide_shared_loads_kernel", "gemm_v5_wide_shared_loads",
+    "gemm_v6_unrolled_kernel", "gemm_v6_unrolled",
+    "gemm_v7_double_buffered_kernel", "gemm_v7_double_buffered",
+    "gemm_v8_autotuned", "untuned_tile_shape", "tile_shape", "autotune", "tuned",
 ]
 
 # v1 and v2: 256 threads per block, 32 along x (one warp) and 8 along y.
@@ -229,6 +254,417 @@ def gemm_v4_register_blocked(a, b, *, out=None, kernel=gemm_v4_register_blocked_
     return launch_gemm(kernel, a, b, out=out, grid=grid, block=(THREADS_X, THREADS_Y))
 
 
+# ----------------------------------------------------------------------------------------------
+# v5 to v8 share a layout: 128×128 tiles of C (v8: other shapes too), 8×8 of it per thread, and
+# shared tiles stored k-major: tiles[0, kk, r] = A[row0 + r, k0 + kk] (A transposed on its way in)
+# and tiles[1, kk, c] = B[k0 + kk, col0 + c]. Thread (tx, ty) owns rows ty·4 + i and
+# block_m/2 + ty·4 + i, columns tx·4 + j and block_n/2 + tx·4 + j (i, j < 4): for each kk its 8
+# values of A and its 8 of B are four runs of VECTOR neighbouring words, four 16-byte loads.
+# ----------------------------------------------------------------------------------------------
+
+WIDE_BLOCK_M = 128
+WIDE_BLOCK_N = 128
+WIDE_THREAD_M = 8
+WIDE_THREAD_N = 8
+WIDE_THREADS_X = WIDE_BLOCK_N // WIDE_THREAD_N
+WIDE_THREADS_Y = WIDE_BLOCK_M // WIDE_THREAD_M
+VECTOR = 4            # float32 words in one 16-byte shared load
+TILE_PAD = 4          # words added to each shared row: see _wide_loader
+WIDE_ROW = WIDE_BLOCK_M + TILE_PAD
+
+
+def _wide_loader(block_m, block_n):
+    """How the block's threads share out one step's loads: (a_row_step, a_loads, b_col_step, b_loads).
+
+    Thread t loads A[row0 + t // BLOCK_K + u·a_row_step, k0 + t % BLOCK_K] for u < a_loads and
+    B[k0 + t // b_col_step, col0 + t % b_col_step + u·b_col_step] for u < b_loads: per load a warp
+    reads 4 rows × 8 neighbours of A and rows of b_col_step (at least 8) neighbours of B, whole
+    32-byte sectors. Stored transposed, A's 32 values of a warp land on words kk·row + r: with rows
+    of a multiple of 32 plus TILE_PAD = 4 words, that is 4·kk + r modulo 32, every bank once; without
+    the pad, 8 values in each of 4 banks. The pad keeps rows a multiple of 16 bytes, as the 16-byte
+    loads need.
+    """
+    threads = (block_m // WIDE_THREAD_M) * (block_n // WIDE_THREAD_N)
+    step = threads // BLOCK_K
+    return step, block_m // step, step, block_n // step
+
+
+# The load plan of a 128×128 tile, as constants a kernel can size its arrays with.
+WIDE_A_ROW_STEP, WIDE_A_LOADS, WIDE_B_COL_STEP, WIDE_B_LOADS = _wide_loader(WIDE_BLOCK_M, WIDE_BLOCK_N)
+
+
+@cuda.jit
+def gemm_v5_wide_shared_loads_kernel(a, b, c):
+    """One block per 128×128 tile of C; each thread accumulates 8×8 of it from 16-byte shared loads."""
+    # One array holds both tiles: the compiler then knows where each lies and may merge a
+    # thread's 4 neighbouring loads into one 16-byte load (two arrays: it could not prove B's alignment).
+    tiles = cuda.shared.array((2, BLOCK_K, WIDE_ROW), float32)
+    acc = cuda.local.array((WIDE_THREAD_M, WIDE_THREAD_N), float32)
+    a_frag = cuda.local.array(WIDE_THREAD_M, float32)
+    b_frag = cuda.local.array(WIDE_THREAD_N, float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    thread = ty * WIDE_THREADS_X + tx
+    row0 = cuda.blockIdx.y * WIDE_BLOCK_M
+    col0 = cuda.blockIdx.x * WIDE_BLOCK_N
+    m, k = a.shape
+    n = b.shape[1]
+    a_k = thread % BLOCK_K
+    a_r = thread // BLOCK_K
+    b_k = thread // WIDE_B_COL_STEP
+    b_c = thread % WIDE_B_COL_STEP
+    for i in range(WIDE_THREAD_M):
+        for j in range(WIDE_THREAD_N):
+            acc[i, j] = 0.0
+    for k0 in range(0, k, BLOCK_K):
+        for u in range(WIDE_A_LOADS):
+            r = a_r + u * WIDE_A_ROW_STEP
+            if row0 + r < m and k0 + a_k < k:
+                tiles[0, a_k, r] = a[row0 + r, k0 + a_k]
+            else:
+                tiles[0, a_k, r] = 0.0
+        for u in range(WIDE_B_LOADS):
+            cc = b_c + u * WIDE_B_COL_STEP
+            if k0 + b_k < k and col0 + cc < n:
+                tiles[1, b_k, cc] = b[k0 + b_k, col0 + cc]
+            else:
+                tiles[1, b_k, cc] = 0.0
+        cuda.syncthreads()
+        for kk in range(BLOCK_K):
+            for v in range(VECTOR):
+                a_frag[v] = tiles[0, kk, ty * VECTOR + v]
+                a_frag[VECTOR + v] = tiles[0, kk, WIDE_BLOCK_M // 2 + ty * VECTOR + v]
+                b_frag[v] = tiles[1, kk, tx * VECTOR + v]
+                b_frag[VECTOR + v] = tiles[1, kk, WIDE_BLOCK_N // 2 + tx * VECTOR + v]
+            for i in range(WIDE_THREAD_M):
+                for j in range(WIDE_THREAD_N):
+                    acc[i, j] += a_frag[i] * b_frag[j]
+        cuda.syncthreads()
+    for i in range(WIDE_THREAD_M):
+        row = row0 + (i // VECTOR) * (WIDE_BLOCK_M // 2) + ty * VECTOR + i % VECTOR
+        for j in range(WIDE_THREAD_N):
+            col = col0 + (j // VECTOR) * (WIDE_BLOCK_N // 2) + tx * VECTOR + j % VECTOR
+            if row < m and col < n:
+                c[row, col] = acc[i, j]
+
+
+def _wide_grid(m, n, block_m, block_n):
+    return (cdiv(n, block_n), cdiv(m, block_m)), (block_n // WIDE_THREAD_N, block_m // WIDE_THREAD_M)
+
+
+def gemm_v5_wide_shared_loads(a, b, *, out=None, kernel=gemm_v5_wide_shared_loads_kernel):
+    """C = A @ B, 8×8 per thread from 16-byte shared loads; grid (ceil(N/128), ceil(M/128)) of (16, 16)."""
+    m, n, _ = gemm_shape(a, b, out)
+    grid, block = _wide_grid(m, n, WIDE_BLOCK_M, WIDE_BLOCK_N)
+    return launch_gemm(kernel, a, b, out=out, grid=grid, block=block)
+
+
+# ----------------------------------------------------------------------------------------------
+# v6: v5 with the k loop written out and unsigned indices: fewer instructions that are not FMAs
+# ----------------------------------------------------------------------------------------------
+
+WIDE_ACC = WIDE_THREAD_M * WIDE_THREAD_N   # v6 to v8 keep the 8×8 accumulators flat: acc[i·8 + j]
+
+
+@cuda.jit(device=True, inline=True)
+def _k_slice(tiles, stage, kk, a_read, b_read, half_m, half_n, a_frag, b_frag, acc):
+    """One outer product: the thread's 8 values of A and 8 of B at ``kk`` (uint64), 64 multiply-adds.
+
+    One flat loop over the 64 accumulators instead of two nested ones: the same machine code,
+    and half the work for numba, which copies this function's code once per call.
+    """
+    for v in range(VECTOR):
+        a_frag[v] = tiles[stage, 0, kk, a_read + np.uint64(v)]
+        a_frag[VECTOR + v] = tiles[stage, 0, kk, a_read + np.uint64(half_m + v)]
+        b_frag[v] = tiles[stage, 1, kk, b_read + np.uint64(v)]
+        b_frag[VECTOR + v] = tiles[stage, 1, kk, b_read + np.uint64(half_n + v)]
+    for ij in range(WIDE_ACC):
+        acc[ij] += a_frag[ij // WIDE_THREAD_N] * b_frag[ij % WIDE_THREAD_N]
+
+
+@cuda.jit(device=True, inline=True)
+def _block_k_slices(tiles, stage, a_read, b_read, half_m, half_n, a_frag, b_frag, acc):
+    """The BLOCK_K = 8 outer products of one step, written out.
+
+    NVVM unrolls a loop only when the copies stay small, and numba has no ``#pragma unroll``: a
+    ``for kk in range(BLOCK_K)`` around 64 multiply-adds stays a loop, which recomputes its shared
+    addresses and keeps its loop counter every time round. Written out, every load is a constant
+    offset from one register.
+    """
+    _k_slice(tiles, stage, np.uint64(0), a_read, b_read, half_m, half_n, a_frag, b_frag, acc)
+    _k_slice(tiles, stage, np.uint64(1), a_read, b_read, half_m, half_n, a_frag, b_frag, acc)
+    _k_slice(tiles, stage, np.uint64(2), a_read, b_read, half_m, half_n, a_frag, b_frag, acc)
+    _k_slice(tiles, stage, np.uint64(3), a_read, b_read, half_m, half_n, a_frag, b_frag, acc)
+    _k_slice(tiles, stage, np.uint64(4), a_read, b_read, half_m, half_n, a_frag, b_frag, acc)
+    _k_slice(tiles, stage, np.uint64(5), a_read, b_read, half_m, half_n, a_frag, b_frag, acc)
+    _k_slice(tiles, stage, np.uint64(6), a_read, b_read, half_m, half_n, a_frag, b_frag, acc)
+    _k_slice(tiles, stage, np.uint64(7), a_read, b_read, half_m, half_n, a_frag, b_frag, acc)
+
+
+@cuda.jit
+def gemm_v6_unrolled_kernel(a, b, c):
+    """v5 with unsigned indices computed once (no negative-index fix-ups) and the k loop written out."""
+    tiles = cuda.shared.array((1, 2, BLOCK_K, WIDE_ROW), float32)
+    acc = cuda.local.array(WIDE_ACC, float32)
+    a_frag = cuda.local.array(WIDE_THREAD_M, float32)
+    b_frag = cuda.local.array(WIDE_THREAD_N, float32)
+    a_rows = cuda.local.array(WIDE_A_LOADS, np.uint64)
+    b_cols = cuda.local.array(WIDE_B_LOADS, np.uint64)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    thread = ty * WIDE_THREADS_X + tx
+    row0 = cuda.blockIdx.y * WIDE_BLOCK_M
+    col0 = cuda.blockIdx.x * WIDE_BLOCK_N
+    m, k = a.shape
+    n = b.shape[1]
+    # Unsigned indices: numba adds a fix-up for negative indices to every signed one.
+    um, un, uk = np.uint64(m), np.uint64(n), np.uint64(k)
+    a_k = thread % BLOCK_K
+    a_r = thread // BLOCK_K
+    b_k = thread // WIDE_B_COL_STEP
+    b_c = thread % WIDE_B_COL_STEP
+    for u in range(WIDE_A_LOADS):
+        a_rows[u] = np.uint64(row0 + a_r + u * WIDE_A_ROW_STEP)
+    for u in range(WIDE_B_LOADS):
+        b_cols[u] = np.uint64(col0 + b_c + u * WIDE_B_COL_STEP)
+    a_read = np.uint64(ty * VECTOR)
+    b_read = np.uint64(tx * VECTOR)
+    for ij in range(WIDE_ACC):
+        acc[ij] = 0.0
+    for k0 in range(0, k, BLOCK_K):
+        ka = np.uint64(k0 + a_k)
+        for u in range(WIDE_A_LOADS):
+            inside = a_rows[u] < um and ka < uk
+            tiles[0, 0, a_k, a_r + u * WIDE_A_ROW_STEP] = a[a_rows[u], ka] if inside else float32(0.0)
+        kb = np.uint64(k0 + b_k)
+        for u in range(WIDE_B_LOADS):
+            inside = kb < uk and b_cols[u] < un
+            tiles[0, 1, b_k, b_c + u * WIDE_B_COL_STEP] = b[kb, b_cols[u]] if inside else float32(0.0)
+        cuda.syncthreads()
+        _block_k_slices(tiles, np.uint64(0), a_read, b_read, WIDE_BLOCK_M // 2, WIDE_BLOCK_N // 2,
+                        a_frag, b_frag, acc)
+        cuda.syncthreads()
+    for i in range(WIDE_THREAD_M):
+        row = row0 + (i // VECTOR) * (WIDE_BLOCK_M // 2) + ty * VECTOR + i % VECTOR
+        for j in range(WIDE_THREAD_N):
+            col = col0 + (j // VECTOR) * (WIDE_BLOCK_N // 2) + tx * VECTOR + j % VECTOR
+            if row < m and col < n:
+                c[row, col] = acc[i * WIDE_THREAD_N + j]
+
+
+def gemm_v6_unrolled(a, b, *, out=None, kernel=gemm_v6_unrolled_kernel):
+    """C = A @ B as v5, the k loop written out; grid (ceil(N/128), ceil(M/128)) of (16, 16)."""
+    m, n, _ = gemm_shape(a, b, out)
+    grid, block = _wide_grid(m, n, WIDE_BLOCK_M, WIDE_BLOCK_N)
+    return launch_gemm(kernel, a, b, out=out, grid=grid, block=block)
+
+
+# ----------------------------------------------------------------------------------------------
+# v7: double buffering. Each step issues the loads of the next step into registers, multiplies
+# from one of two shared stages, then stores what arrived into the other: the loads' latency hides
+# behind the multiply-adds, and one barrier per step does instead of two.
+# ----------------------------------------------------------------------------------------------
+
+TILE_SHAPES = ((128, 128), (128, 64), (64, 128), (64, 64))   # (block_m, block_n) v7 can be built for
+_V7_KERNELS: dict = {}
+
+
+def gemm_v7_double_buffered_kernel(block_m: int = WIDE_BLOCK_M, block_n: int = WIDE_BLOCK_N):
+    """The v7 kernel for a block tile of C, one of ``TILE_SHAPES``, compiled on first use and kept.
+
+    The tile's sizes are constants inside the kernel, as in v5 and v6: they size the per-thread
+    arrays and bound the loops the compiler unrolls.
+    """
+    if (block_m, block_n) not in TILE_SHAPES:
+        raise ValueError(f"(block_m, block_n) must be one of {TILE_SHAPES}, got {(block_m, block_n)!r}")
+    if (block_m, block_n) not in _V7_KERNELS:
+        _V7_KERNELS[block_m, block_n] = _build_v7_kernel(block_m, block_n)
+    return _V7_KERNELS[block_m, block_n]
+
+
+def _build_v7_kernel(BM: int, BN: int):
+    """Compile-time constants BM, BN (the block tile) size the shared stages and the load plan.
+
+    Where the next step's loads end up is ptxas's choice, not the source's: for 128×128 it keeps
+    them ahead of the multiply-adds; for 64×128 and 128×64 it moves them below, where their latency
+    shows; other arrangements of the same steps had them moved at 128×128 too. On an H100 at 4096³
+    this kernel ran at 0.74 of torch, such a variant at 0.47. The SASS shows where they are
+    (nvdisasm: the LDG instructions against the FFMAs).
+    """
+    threads_x = BN // WIDE_THREAD_N
+    row = max(BM, BN) + TILE_PAD
+    a_row_step, a_loads, b_col_step, b_loads = _wide_loader(BM, BN)
+    half_m = BM // 2
+    half_n = BN // 2
+
+    @cuda.jit
+    def kernel(a, b, c):
+        tiles = cuda.shared.array((2, 2, BLOCK_K, row), float32)      # (stage, A or B, kk, r or c)
+        acc = cuda.local.array(WIDE_ACC, float32)
+        a_frag = cuda.local.array(WIDE_THREAD_M, float32)
+        b_frag = cuda.local.array(WIDE_THREAD_N, float32)
+        a_next = cuda.local.array(a_loads, float32)
+        b_next = cuda.local.array(b_loads, float32)
+        a_rows = cuda.local.array(a_loads, np.uint64)
+        b_cols = cuda.local.array(b_loads, np.uint64)
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        thread = ty * threads_x + tx
+        row0 = cuda.blockIdx.y * BM
+        col0 = cuda.blockIdx.x * BN
+        m, k = a.shape
+        n = b.shape[1]
+        um = np.uint64(m)
+        un = np.uint64(n)
+        uk = np.uint64(k)
+        for ij in range(WIDE_ACC):
+            acc[ij] = 0.0
+        a_k = thread % BLOCK_K
+        a_r = thread // BLOCK_K
+        b_k = thread // b_col_step
+        b_c = thread % b_col_step
+        for u in range(a_loads):
+            a_rows[u] = np.uint64(row0 + a_r + u * a_row_step)
+        for u in range(b_loads):
+            b_cols[u] = np.uint64(col0 + b_c + u * b_col_step)
+        a_read = np.uint64(ty * VECTOR)
+        b_read = np.uint64(tx * VECTOR)
+        steps = (k + BLOCK_K - 1) // BLOCK_K
+        # The first step's slices, into stage 0 (zeros when K is 0).
+        ka = np.uint64(a_k)
+        for u in range(a_loads):
+            a_next[u] = a[a_rows[u], ka] if ka < uk and a_rows[u] < um else float32(0.0)
+        kb = np.uint64(b_k)
+        for u in range(b_loads):
+            b_next[u] = b[kb, b_cols[u]] if kb < uk and b_cols[u] < un else float32(0.0)
+        for u in range(a_loads):
+            tiles[0, 0, a_k, a_r + u * a_row_step] = a_next[u]
+        for u in range(b_loads):
+            tiles[0, 1, b_k, b_c + u * b_col_step] = b_next[u]
+        cuda.syncthreads()
+        for step in range(steps):
+            stage = step % 2
+            k_next = (step + 1) * BLOCK_K
+            more = step + 1 < steps
+            if more:   # the next step's loads go out first; they arrive during the multiply-adds
+                ka = np.uint64(k_next + a_k)
+                for u in range(a_loads):
+                    a_next[u] = a[a_rows[u], ka] if ka < uk and a_rows[u] < um else float32(0.0)
+                kb = np.uint64(k_next + b_k)
+                for u in range(b_loads):
+                    b_next[u] = b[kb, b_cols[u]] if kb < uk and b_cols[u] < un else float32(0.0)
+            _block_k_slices(tiles, np.uint64(stage), a_read, b_read, half_m, half_n, a_frag, b_frag, acc)
+            if more:   # into the other stage: its last readers, a step ago, have all passed the barrier since
+                for u in range(a_loads):
+                    tiles[1 - stage, 0, a_k, a_r + u * a_row_step] = a_next[u]
+                for u in range(b_loads):
+                    tiles[1 - stage, 1, b_k, b_c + u * b_col_step] = b_next[u]
+            cuda.syncthreads()
+        for i in range(WIDE_THREAD_M):
+            r = row0 + (i // VECTOR) * half_m + ty * VECTOR + i % VECTOR
+            for j in range(WIDE_THREAD_N):
+                cc = col0 + (j // VECTOR) * half_n + tx * VECTOR + j % VECTOR
+                if r < m and cc < n:
+                    c[r, cc] = acc[i * WIDE_THREAD_N + j]
+
+    return kernel
+
+
+def gemm_v7_double_buffered(a, b, *, out=None, kernel=gemm_v7_double_buffered_kernel):
+    """C = A @ B, double-buffered, 128×128 tiles; ``kernel(block_m, block_n)`` returns the kernel."""
+    m, n, _ = gemm_shape(a, b, out)
+    grid, block = _wide_grid(m, n, WIDE_BLOCK_M, WIDE_BLOCK_N)
+    return launch_gemm(kernel(WIDE_BLOCK_M, WIDE_BLOCK_N), a, b, out=out, grid=grid, block=block)
+
+
+# ----------------------------------------------------------------------------------------------
+# v8: v7's kernel with the block tile chosen per GPU and shape, by timing every tile shape once
+# ----------------------------------------------------------------------------------------------
+
+# The untuned choice: the largest tile that still makes this many blocks (about one per SM of a
+# large GPU: a 128×128 tile at N = 1024 makes 64 blocks and leaves half an H100 idle).
+BLOCKS_TO_FILL = 128
+_TUNED: dict = {}   # (GPU name, M, N, K) -> {"choice": (block_m, block_n), "ms": {(block_m, block_n): ms}}
+
+
+def untuned_tile_shape(m: int, n: int) -> tuple[int, int]:
+    """The first of ``TILE_SHAPES`` (largest first) whose grid has at least BLOCKS_TO_FILL blocks, else the smallest."""
+    for shape in TILE_SHAPES:
+        if cdiv(m, shape[0]) * cdiv(n, shape[1]) >= BLOCKS_TO_FILL:
+            return shape
+    return TILE_SHAPES[-1]
+
+
+_GPU_NAME: list = []
+
+
+def _gpu_name() -> str:
+    """The name of this process's GPU, asked once (a launcher calls this on every launch)."""
+    if not _GPU_NAME:
+        name = cuda.get_current_device().name
+        _GPU_NAME.append(name.decode() if isinstance(name, bytes) else str(name))
+    return _GPU_NAME[0]
+
+
+def tile_shape(m: int, n: int, k: int) -> tuple[int, int]:
+    """The tile v8 launches for (M, N, K): the one ``autotune`` chose on this GPU, else ``untuned_tile_shape``."""
+    if not config.ENABLE_CUDASIM and _TUNED:
+        tuned = _TUNED.get((_gpu_name(), m, n, k))
+        if tuned is not None:
+            return tuned["choice"]
+    return untuned_tile_shape(m, n)
+
+
+def autotune(a, b, *, out=None, repeat: int = 5, kernel=gemm_v7_double_buffered_kernel) -> dict:
+    """Time v7's kernel at every tile of ``TILE_SHAPES`` on device arrays a, b (GPU only); remember the fastest.
+
+    Each shape is launched once to compile and warm up, then ``repeat`` times back to back between
+    two CUDA events: the mean time per launch counts. The choice is kept for this process, per GPU
+    name and (M, N, K), and used by ``gemm_v8_autotuned``. Returns
+    ``{"gpu", "M", "N", "K", "choice", "ms": {shape: ms per launch}}``.
+    """
+    if config.ENABLE_CUDASIM:
+        raise RuntimeError("autotune times kernels and needs a GPU; the simulator has no clock to time them by")
+    m, n, k = gemm_shape(a, b, out)
+    if not (hasattr(a, "copy_to_host") and hasattr(b, "copy_to_host")):
+        raise TypeError("autotune needs device arrays (cuda.to_device) for a and b: copies would be timed too")
+    out = output_array("out", out, (m, n), like=a)
+    times = {}
+    for shape in TILE_SHAPES:
+        grid, block = _wide_grid(m, n, *shape)
+        launch = kernel(*shape)[grid, block]
+        launch(a, b, out)
+        start, end = cuda.event(timing=True), cuda.event(timing=True)
+        start.record()
+        for _ in range(repeat):
+            launch(a, b, out)
+        end.record()
+        end.synchronize()
+        times[shape] = float(cuda.event_elapsed_time(start, end)) / repeat
+    choice = min(times, key=times.get)
+    gpu = _gpu_name()
+    _TUNED[gpu, m, n, k] = {"choice": choice, "ms": times}
+    return {"gpu": gpu, "M": m, "N": n, "K": k, "choice": choice, "ms": times}
+
+
+def tuned() -> list[dict]:
+    """Every choice ``autotune`` made in this process: one dict per (GPU, M, N, K), as it returned."""
+    return [{"gpu": gpu, "M": m, "N": n, "K": k, **entry} for (gpu, m, n, k), entry in _TUNED.items()]
+
+
+def gemm_v8_autotuned(a, b, *, out=None, kernel=gemm_v7_double_buffered_kernel):
+    """C = A @ B with v7's kernel at the tile ``tile_shape`` gives; device arrays on a GPU of an untuned
+    shape are tuned first (``autotune``), NumPy arrays and the simulator take ``untuned_tile_shape``."""
+    m, n, k = gemm_shape(a, b, out)
+    on_gpu_arrays = not config.ENABLE_CUDASIM and hasattr(a, "copy_to_host") and hasattr(b, "copy_to_host")
+    tuned = _TUNED.get((_gpu_name(), m, n, k)) if on_gpu_arrays else None
+    if on_gpu_arrays and m and n and tuned is None:
+        tuned = autotune(a, b, out=out, kernel=kernel)
+    shape = tuned["choice"] if tuned is not None else untuned_tile_shape(m, n)
+    grid, block = _wide_grid(m, n, *shape)
+    return launch_gemm(kernel(*shape), a, b, out=out, grid=grid, block=block)
+
+
 RUNGS = ladder(
     Rung("gemm_v1_naive", gemm_v1_naive, "one thread per element of C, threadIdx.x down a column: uncoalesced"),
     Rung("gemm_v2_coalesced", gemm_v2_coalesced, "threadIdx.x along a row of C: coalesced reads of B"),
@@ -236,4 +672,12 @@ RUNGS = ladder(
          "TILE×TILE tiles of A and B in shared memory: global reads fall by TILE"),
     Rung("gemm_v4_register_blocked", gemm_v4_register_blocked,
          "a THREAD_M×THREAD_N sub-tile of C per thread, in registers: fewer shared reads per multiply-add"),
+    Rung("gemm_v5_wide_shared_loads", gemm_v5_wide_shared_loads,
+         "128×128 tiles, 8×8 per thread, A stored transposed: each thread's operands are 16-byte shared loads"),
+    Rung("gemm_v6_unrolled", gemm_v6_unrolled,
+         "the k loop written out and unsigned indices: far fewer instructions that are not multiply-adds"),
+    Rung("gemm_v7_double_buffered", gemm_v7_double_buffered,
+         "the next step's tiles load into registers during the multiply-adds, two shared stages, one barrier"),
+    Rung("gemm_v8_autotuned", gemm_v8_autotuned,
+         "v7's kernel with the block tile chosen per GPU and shape by timing each of TILE_SHAPES once"),
 )

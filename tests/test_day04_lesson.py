@@ -33,12 +33,15 @@ def test_lesson_never_shows_the_exercise_kernels():
 
 
 def test_the_recorded_dram_bytes_support_the_prose():
-    """Section 10 says the Nsight squares sit far below each rung's model, close to the compulsory line."""
+    """Section 10 says the Nsight squares of the rungs it plots (v1 to v4) sit far below each rung's model,
+    close to the compulsory line; the later rungs stay close to it too."""
     dram = load_recording("day04_dram_bytes")
+    plotted = ("gemm_v1_naive", "gemm_v2_coalesced", "gemm_v3_shared_tiles", "gemm_v4_register_blocked")
     for row in dram.rows:
         if row["label"] in gemm.RUNGS:
             n = row["N"]
-            assert row["dram_bytes"] < 0.1 * model.traffic(row["label"], n, n, n).bytes(4), row
+            if row["label"] in plotted:
+                assert row["dram_bytes"] < 0.1 * model.traffic(row["label"], n, n, n).bytes(4), row
             assert 0.5 < row["dram_bytes"] / model.compulsory_bytes(n, n, n) < 1.5, row
 
 

@@ -116,3 +116,32 @@ def test_exact_count_catches_a_kernel_that_reads_outside_the_matrix():
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
     expected = model.traffic_v3_shared_tiles(m, n, k)
     assert t.global_loads["a"] > expected.a_loads and t.global_loads["b"] > expected.b_loads
+
+
+# v5 to v8: 128×128 tiles (v8 untuned at these sizes: 64×64). Shapes of two block rows, the second
+# one row deep, and a partial k-step; kept small, a block being 256 threads on the simulator.
+SHAPES_WIDE = [(129, 5, 9), (3, 130, 9), (2, 3, 0)]
+WIDE_RUNGS = list(gemm.RUNGS)[list(gemm.RUNGS).index("gemm_v5_wide_shared_loads"):]
+
+
+@pytest.mark.parametrize("rung", WIDE_RUNGS)
+@pytest.mark.parametrize("shape", SHAPES_WIDE, ids=lambda s: "x".join(map(str, s)))
+def test_wide_tiles_count_equals_model(rung, shape):
+    m, n, k = shape
+    a, b = _inputs(m, n, k)
+    t, c = _counted(gemm.RUNGS[rung], a, b)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    expected = model.traffic(rung, m, n, k)
+    assert (t.global_loads["a"], t.global_loads["b"], t.global_stores["c"]) == tuple(expected)
+    tile = model.untuned_tile_shape(m, n) if rung == "gemm_v8_autotuned" else (gemm.WIDE_BLOCK_M, gemm.WIDE_BLOCK_N)
+    assert t.shared_loads == model.shared_loads_wide(m, n, k, *tile)
+    double_buffered = rung in ("gemm_v7_double_buffered", "gemm_v8_autotuned")
+    assert t.shared_stores == model.shared_stores_wide(m, n, k, *tile, double_buffered=double_buffered)
+
+
+def test_v8_model_follows_the_tile():
+    """A 64×128 tile reads A twice as often as a 128×128 one, B as often."""
+    big = model.traffic_v8_autotuned(4096, 4096, 4096, (128, 128))
+    tall = model.traffic_v8_autotuned(4096, 4096, 4096, (64, 128))
+    assert tall.a_loads == big.a_loads and tall.b_loads == 2 * big.b_loads
+    assert model.traffic_v8_autotuned(4096, 4096, 4096) == big == model.traffic_v5_wide_shared_loads(4096, 4096, 4096)

@@ -11,13 +11,16 @@ Global traffic, exact for the kernels as written (``course.traffic`` counts the 
   v1 and v2 read a row of A and a column of B per element of C: ``2·M·N·K`` loads. v3 reads each
   element of A once per block column of C and each element of B once per block row:
   ``M·K·ceil(N/tile) + K·N·ceil(M/tile)``; tile slots outside the matrices are zero-filled without
-  a load, so the count is exact for shapes the tile does not divide. v4 likewise with its block tile.
+  a load, so the count is exact for shapes the tile does not divide. v4 likewise with its block tile,
+  and v5 to v8 with theirs (128×128 for v5 to v7; v8's tile depends on the shape and the GPU:
+  ``traffic_v8_autotuned`` takes it as ``tile``, by default the one v8 takes untuned).
 - ``compulsory_bytes(M, N, K)``: each input read once and C written once, the floor for DRAM.
 - ``intensity(rung, M, N, K)``: FLOPs per byte of global traffic (the x axis of a roofline).
 
-Shared-memory traffic of v3 and v4 (element counts, all shared arrays together), exact for the
+Shared-memory traffic of v3 to v8 (element counts, all shared arrays together), exact for the
 kernels as written: every thread of a block, also one outside C, fills tile slots and runs the
-full inner loop over the zero-padded tiles.
+full inner loop over the zero-padded tiles. (The simulator counts elements; on a GPU v5 to v8 read
+each run of 4 neighbouring words with one 16-byte load.)
 
 Banks: ``bank_of`` and ``bank_conflict_degree`` say which of the 32 four-byte banks each thread of
 a warp hits and how many passes the access takes.
@@ -33,13 +36,16 @@ import numpy as np
 
 from kernels.launching import cdiv
 
-__all__ = ["TILE", "BLOCK_M", "BLOCK_N", "BLOCK_K", "THREAD_M", "THREAD_N", "RUNGS", "ElementTraffic",
+__all__ = ["TILE", "BLOCK_M", "BLOCK_N", "BLOCK_K", "THREAD_M", "THREAD_N", "WIDE_BLOCK_M", "WIDE_BLOCK_N",
+           "WIDE_THREAD_M", "WIDE_THREAD_N", "TILE_SHAPES", "BLOCKS_TO_FILL", "RUNGS", "ElementTraffic",
            "flops_gemm", "compulsory_bytes", "traffic_v1_naive", "traffic_v2_coalesced",
-           "traffic_v3_shared_tiles", "traffic_v4_register_blocked", "bytes_v1_naive",
-           "bytes_v2_coalesced", "bytes_v3_shared_tiles", "bytes_v4_register_blocked", "traffic",
-           "intensity", "shared_loads_v3_shared_tiles", "shared_stores_v3_shared_tiles",
-           "shared_loads_v4_register_blocked", "shared_stores_v4_register_blocked", "BANKS",
-           "bank_of", "bank_conflict_degree"]
+           "traffic_v3_shared_tiles", "traffic_v4_register_blocked", "traffic_v5_wide_shared_loads",
+           "traffic_v6_unrolled", "traffic_v7_double_buffered", "traffic_v8_autotuned", "bytes_v1_naive",
+           "bytes_v2_coalesced", "bytes_v3_shared_tiles", "bytes_v4_register_blocked",
+           "bytes_v5_wide_shared_loads", "bytes_v6_unrolled", "bytes_v7_double_buffered", "bytes_v8_autotuned",
+           "untuned_tile_shape", "traffic", "intensity", "shared_loads_v3_shared_tiles",
+           "shared_stores_v3_shared_tiles", "shared_loads_v4_register_blocked", "shared_stores_v4_register_blocked",
+           "shared_loads_wide", "shared_stores_wide", "BANKS", "bank_of", "bank_conflict_degree"]
 
 # The tile sizes of kernels/gemm.py (a test keeps the two in step; this module imports no numba).
 TILE = 16
@@ -48,8 +54,17 @@ BLOCK_N = 64
 BLOCK_K = 8
 THREAD_M = 4
 THREAD_N = 4
+# v5 to v8: block tiles of C, 8×8 of it per thread; v8 chooses among TILE_SHAPES (kernels.gemm
+# times them); untuned, it takes the largest that makes BLOCKS_TO_FILL blocks.
+WIDE_BLOCK_M = 128
+WIDE_BLOCK_N = 128
+WIDE_THREAD_M = 8
+WIDE_THREAD_N = 8
+TILE_SHAPES = ((128, 128), (128, 64), (64, 128), (64, 64))
+BLOCKS_TO_FILL = 128
 
-RUNGS = ("gemm_v1_naive", "gemm_v2_coalesced", "gemm_v3_shared_tiles", "gemm_v4_register_blocked")
+RUNGS = ("gemm_v1_naive", "gemm_v2_coalesced", "gemm_v3_shared_tiles", "gemm_v4_register_blocked",
+         "gemm_v5_wide_shared_loads", "gemm_v6_unrolled", "gemm_v7_double_buffered", "gemm_v8_autotuned")
 
 
 class ElementTraffic(NamedTuple):
@@ -127,6 +142,43 @@ def traffic_v4_register_blocked(M: int, N: int, K: int, block_m: int = BLOCK_M,
                           c_stores=M * N)
 
 
+def traffic_v5_wide_shared_loads(M: int, N: int, K: int, block_m: int = WIDE_BLOCK_M,
+                                 block_n: int = WIDE_BLOCK_N) -> ElementTraffic:
+    """As v4 with 128×128 tiles: A is read ceil(N/128) times, B ceil(M/128) times."""
+    return traffic_v4_register_blocked(M, N, K, block_m, block_n)
+
+
+def traffic_v6_unrolled(M: int, N: int, K: int, block_m: int = WIDE_BLOCK_M,
+                        block_n: int = WIDE_BLOCK_N) -> ElementTraffic:
+    """The same elements as v5: v6 changes the instructions, not what they load."""
+    return traffic_v4_register_blocked(M, N, K, block_m, block_n)
+
+
+def traffic_v7_double_buffered(M: int, N: int, K: int, block_m: int = WIDE_BLOCK_M,
+                               block_n: int = WIDE_BLOCK_N) -> ElementTraffic:
+    """The same elements as v5: each step's slice is loaded once, one step ahead of its use."""
+    return traffic_v4_register_blocked(M, N, K, block_m, block_n)
+
+
+def untuned_tile_shape(M: int, N: int) -> tuple[int, int]:
+    """The tile v8 takes when it has not timed the shape: the first of TILE_SHAPES with at least
+    BLOCKS_TO_FILL blocks, else the smallest (``kernels.gemm.untuned_tile_shape``, kept in step)."""
+    _check(M=M, N=N)
+    for shape in TILE_SHAPES:
+        if cdiv(int(M), shape[0]) * cdiv(int(N), shape[1]) >= BLOCKS_TO_FILL:
+            return shape
+    return TILE_SHAPES[-1]
+
+
+def traffic_v8_autotuned(M: int, N: int, K: int, tile: tuple[int, int] | None = None) -> ElementTraffic:
+    """v7's traffic at the block tile v8 launched (``tile`` = (block_m, block_n); default: the untuned choice)."""
+    if tile is None:
+        tile = untuned_tile_shape(M, N)
+    if tuple(tile) not in TILE_SHAPES:
+        raise ValueError(f"tile must be one of {TILE_SHAPES}, got {tile!r}")
+    return traffic_v4_register_blocked(M, N, K, *tile)
+
+
 def bytes_v1_naive(M: int, N: int, K: int, itemsize: int = 4) -> int:
     """Global bytes of ``gemm_v1_naive``: (2·M·N·K + M·N) × itemsize."""
     return traffic_v1_naive(M, N, K).bytes(itemsize)
@@ -148,16 +200,41 @@ def bytes_v4_register_blocked(M: int, N: int, K: int, block_m: int = BLOCK_M, bl
     return traffic_v4_register_blocked(M, N, K, block_m, block_n).bytes(itemsize)
 
 
+def bytes_v5_wide_shared_loads(M: int, N: int, K: int, itemsize: int = 4) -> int:
+    """Global bytes of ``gemm_v5_wide_shared_loads``."""
+    return traffic_v5_wide_shared_loads(M, N, K).bytes(itemsize)
+
+
+def bytes_v6_unrolled(M: int, N: int, K: int, itemsize: int = 4) -> int:
+    """Global bytes of ``gemm_v6_unrolled``: the same as v5."""
+    return traffic_v6_unrolled(M, N, K).bytes(itemsize)
+
+
+def bytes_v7_double_buffered(M: int, N: int, K: int, itemsize: int = 4) -> int:
+    """Global bytes of ``gemm_v7_double_buffered``: the same as v5."""
+    return traffic_v7_double_buffered(M, N, K).bytes(itemsize)
+
+
+def bytes_v8_autotuned(M: int, N: int, K: int, tile: tuple[int, int] | None = None, itemsize: int = 4) -> int:
+    """Global bytes of ``gemm_v8_autotuned`` at ``tile`` (default: the untuned choice)."""
+    return traffic_v8_autotuned(M, N, K, tile).bytes(itemsize)
+
+
 _TRAFFIC = {
     "gemm_v1_naive": traffic_v1_naive,
     "gemm_v2_coalesced": traffic_v2_coalesced,
     "gemm_v3_shared_tiles": traffic_v3_shared_tiles,
     "gemm_v4_register_blocked": traffic_v4_register_blocked,
+    "gemm_v5_wide_shared_loads": traffic_v5_wide_shared_loads,
+    "gemm_v6_unrolled": traffic_v6_unrolled,
+    "gemm_v7_double_buffered": traffic_v7_double_buffered,
+    "gemm_v8_autotuned": traffic_v8_autotuned,
 }
 
 
 def traffic(rung: str, M: int, N: int, K: int) -> ElementTraffic:
-    """The element traffic of a rung by name (one of ``RUNGS``), with the kernels' tile sizes."""
+    """The element traffic of a rung by name (one of ``RUNGS``), with the kernels' tile sizes
+    (for v8 the untuned choice; ``traffic_v8_autotuned`` takes the tile a tuned launch used)."""
     if rung not in _TRAFFIC:
         raise ValueError(f"rung must be one of {RUNGS}, got {rung!r}")
     return _TRAFFIC[rung](M, N, K)
@@ -172,7 +249,7 @@ def intensity(rung: str, M: int, N: int, K: int, itemsize: int = 4) -> float:
 
 
 # ----------------------------------------------------------------------------------------------
-# Shared memory of v3 and v4
+# Shared memory of v3 to v8
 # ----------------------------------------------------------------------------------------------
 
 def _steps_and_blocks(M, N, K, block_m, block_n, block_k):
@@ -210,6 +287,24 @@ def shared_loads_v4_register_blocked(M: int, N: int, K: int, block_m: int = BLOC
     steps, blocks = _steps_and_blocks(M, N, K, block_m, block_n, block_k)
     threads = (block_m // thread_m) * (block_n // thread_n)
     return blocks * steps * threads * block_k * (thread_m + thread_n)
+
+
+def shared_stores_wide(M: int, N: int, K: int, block_m: int = WIDE_BLOCK_M, block_n: int = WIDE_BLOCK_N,
+                       double_buffered: bool = False) -> int:
+    """v5 to v8: per block and k-step, the block fills block_k slots of each of the block_m rows of the
+    transposed A tile and of the block_n columns of the B tile. ``double_buffered`` (v7, v8): the first
+    step's slots are filled before the loop, also when K = 0 (with zeros), so at least one step counts."""
+    steps, blocks = _steps_and_blocks(M, N, K, block_m, block_n, BLOCK_K)
+    if double_buffered:
+        steps = max(steps, 1)
+    return blocks * steps * BLOCK_K * (block_m + block_n)
+
+
+def shared_loads_wide(M: int, N: int, K: int, block_m: int = WIDE_BLOCK_M, block_n: int = WIDE_BLOCK_N) -> int:
+    """v5 to v8: per k inside a step, each of the (block_m/8)·(block_n/8) threads reads 8 values of A and 8 of B."""
+    steps, blocks = _steps_and_blocks(M, N, K, block_m, block_n, BLOCK_K)
+    threads = (block_m // WIDE_THREAD_M) * (block_n // WIDE_THREAD_N)
+    return blocks * steps * threads * BLOCK_K * (WIDE_THREAD_M + WIDE_THREAD_N)
 
 
 # ----------------------------------------------------------------------------------------------

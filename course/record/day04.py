@@ -4,9 +4,17 @@ A declaration for ``course.record.harness``: every rung of both registries is ch
 (and at an awkward size) against the references, then recorded:
 
 - ``day04_gemm_timing``: every GEMM rung and ``torch.matmul`` in fp32 with TF32 off, square
-  M = N = K for each N in ``GEMM_SIZES``. Rows: rung, N, M, K, median_ms, p10_ms, p90_ms, repeat,
-  gflops, tflops, gbps (the rung's modelled global bytes per second; compulsory bytes for torch),
-  intensity (modelled FLOPs per byte).
+  M = N = K for each N in ``GEMM_SIZES``, except the ``SLOW_RUNGS`` above ``SLOW_RUNGS_MAX_N`` (at
+  N = 8192 v1 takes about 2 s a call and v2 0.8 s: a minute of repeats for two flat lines). Rows:
+  rung, N, M, K, median_ms, p10_ms, p90_ms, repeat, gflops, tflops, gbps (the rung's modelled global
+  bytes per second; compulsory bytes for torch), intensity (modelled FLOPs per byte); v8's rows
+  also ``tile``, the block tile it chose (``"64x128"``), whose traffic the model then counts.
+- ``day04_gemm_autotune``: what ``gemm_v8_autotuned`` measured when it chose its tile, for each
+  square size timed. Rows: gpu, N, M, K, tile, block_m, block_n, ms (per launch, the mean of a few
+  back-to-back launches), chosen.
+- ``day04_kernel_resources``: registers, local memory and shared memory of every GEMM kernel (v7's at
+  each tile shape) and the local loads and stores of its PTX. Rows: rung, tile, registers, local_bytes,
+  shared_bytes, ptx_local_loads, ptx_local_stores.
 - ``day04_transpose_timing``: the transpose rungs and torch's ``out.copy_(x.t())`` for each N in
   ``TRANSPOSE_SIZES`` (square), L2 flushed. Rows: rung, N, median_ms, p10_ms, p90_ms, repeat, gbps
   (2·N²·4 bytes per second).
@@ -30,8 +38,10 @@ from course.record import baselines, harness
 from course.record.harness import Check, NcuCase, Sweep, Timed
 from course.record.inputs import gemm_inputs, to_device
 
-GEMM_SIZES = (256, 512, 1024, 2048, 4096)
+GEMM_SIZES = (256, 512, 1024, 2048, 4096, 8192)
 QUICK_GEMM_SIZES = (256, 1024)
+SLOW_RUNGS = ("gemm_v1_naive", "gemm_v2_coalesced")
+SLOW_RUNGS_MAX_N = 4096
 TRANSPOSE_SIZES = (1024, 2048, 4096, 8192)
 QUICK_TRANSPOSE_SIZES = (1024, 4096)
 CHECK_SHAPES = ((2048, 2048, 2048), (1000, 1531, 777))   # (M, N, K): square, and awkward for every tile
@@ -76,17 +86,31 @@ def check_full_size(shapes=CHECK_SHAPES, transpose_shape=TRANSPOSE_CHECK_SHAPE) 
     return harness.run_checks(checks(shapes, transpose_shape))
 
 
+def rungs_at(n: int) -> list[str]:
+    """The GEMM rungs timed at size N: all of them, less the slow ones above SLOW_RUNGS_MAX_N."""
+    from kernels import gemm
+
+    return [rung for rung in gemm.RUNGS if n <= SLOW_RUNGS_MAX_N or rung not in SLOW_RUNGS]
+
+
 def _gemm_cases(n: int) -> list[Timed]:
     from kernels import gemm
 
     a, b, c = to_device(*gemm_inputs(n, n, n, seed=n)[:2], np.empty((n, n), np.float32))
     flops = model.flops_gemm(n, n, n)
 
-    def timed(label, launch, moved):
-        return Timed(label, launch, moved, flops, columns={"intensity": flops / moved})
+    def timed(label, launch, moved, **columns):
+        return Timed(label, launch, moved, flops, columns={"intensity": flops / moved, **columns})
 
-    cases = [timed(rung, lambda launch=launch: launch(a, b, out=c), model.traffic(rung, n, n, n).bytes(4))
-             for rung, launch in gemm.RUNGS.items()]
+    cases = []
+    for rung in rungs_at(n):
+        launch = gemm.RUNGS[rung]
+        traffic, columns = model.traffic(rung, n, n, n), {}
+        if rung == "gemm_v8_autotuned":
+            launch(a, b, out=c)           # the first launch times the tiles and keeps the fastest
+            tile = gemm.tile_shape(n, n, n)
+            traffic, columns = model.traffic_v8_autotuned(n, n, n, tile), {"tile": "%dx%d" % tile}
+        cases.append(timed(rung, lambda launch=launch: launch(a, b, out=c), traffic.bytes(4), **columns))
     return cases + [timed(TORCH_LABEL, baselines.torch_matmul(a, b, out=c), model.compulsory_bytes(n, n, n))]
 
 
@@ -101,7 +125,8 @@ def gemm_sweep() -> Sweep:
         notes=("C = A @ B, float32, square M = N = K. torch.matmul with TF32 off "
                "(torch.backends.cuda.matmul.allow_tf32 = False). gflops/tflops: 2·M·N·K per second; "
                "gbps: the rung's global traffic from course.models.gemm per second (compulsory bytes "
-               "for torch); intensity: FLOPs per modelled byte."),
+               "for torch); intensity: FLOPs per modelled byte; tile: the block tile gemm_v8_autotuned chose. "
+               "gemm_v1_naive and gemm_v2_coalesced are not timed above N = 4096 (seconds per call)."),
         points=GEMM_SIZES, quick_points=QUICK_GEMM_SIZES, shape=lambda n: {"N": n, "M": n, "K": n},
         cases=_gemm_cases, finish=_add_gflops)
 
@@ -137,6 +162,31 @@ def transpose_timing(quick: bool = False):
     from course.timing import measure_ceilings
 
     return harness.record_sweep(transpose_sweep(), quick=quick, ceilings=measure_ceilings())
+
+
+def autotune_choices(sizes=GEMM_SIZES):
+    """The ``day04_gemm_autotune`` recording: v8's timings of each tile at each square size in ``sizes``.
+
+    Sizes the sweep already tuned are read from ``kernels.gemm.tuned()``; others are tuned here.
+    """
+    from course.records import new_recording
+    from kernels import gemm
+
+    rec = new_recording("day04_gemm_autotune")
+    rec.notes = ("gemm_v8_autotuned: ms per launch of v7's kernel at each block tile (block_m x block_n), "
+                 "the mean of back-to-back launches between CUDA events on random inputs; the fastest "
+                 "is chosen, per GPU and square size.")
+    for n in sizes:
+        found = [t for t in gemm.tuned() if (t["M"], t["N"], t["K"]) == (n, n, n)]
+        if not found:
+            a, b = to_device(*gemm_inputs(n, n, n, seed=n)[:2])
+            found = [gemm.autotune(a, b)]
+        tuned = found[-1]
+        for (block_m, block_n), ms in tuned["ms"].items():
+            rec.add(gpu=tuned["gpu"], N=n, M=n, K=n, tile=f"{block_m}x{block_n}", block_m=block_m, block_n=block_n,
+                    ms=ms, chosen=(block_m, block_n) == tuple(tuned["choice"]))
+        print(f"   autotune N={n}: chose {tuned['choice'][0]}x{tuned['choice'][1]}", flush=True)
+    return rec
 
 
 def missing_barrier_trials(trials: int = BARRIER_TRIALS, shape: tuple = BARRIER_SHAPE):
@@ -200,11 +250,61 @@ def sanitize() -> None:
     cuda.synchronize()
 
 
+RESOURCE_SIZE = 256      # the launch that compiles each GEMM kernel for the resource table
+
+
+def kernel_resources() -> list[dict]:
+    """Registers, local memory (bytes per thread) and static shared memory of every GEMM kernel, with the
+    ``ld.local`` / ``st.local`` instructions of its PTX; v7's kernel once per tile shape (v8 launches it)."""
+    from kernels import gemm
+
+    a, b, _ = gemm_inputs(RESOURCE_SIZE, RESOURCE_SIZE, RESOURCE_SIZE)
+    a_d, b_d, out = to_device(a, b, np.empty((RESOURCE_SIZE, RESOURCE_SIZE), np.float32))
+    kernels = []
+    for name, rung in gemm.RUNGS.items():
+        if name == "gemm_v8_autotuned":
+            continue                       # v7's kernels, at each tile shape below
+        rung(a_d, b_d, out=out)
+        kernel = rung.kernels["kernel"]
+        if hasattr(kernel, "overloads"):
+            kernels.append((name, "", kernel))
+        else:                              # a factory of one kernel per tile shape
+            for shape in gemm.TILE_SHAPES:
+                built = kernel(*shape)
+                grid, block = gemm._wide_grid(RESOURCE_SIZE, RESOURCE_SIZE, *shape)
+                gemm.launch_gemm(built, a_d, b_d, out=out, grid=grid, block=block)
+                kernels.append((name, f"{shape[0]}x{shape[1]}", built))
+    rows = []
+    for name, tile, kernel in kernels:
+        for arg_types, compiled in kernel.overloads.items():
+            ptx = kernel.inspect_asm(arg_types)
+            rows.append(dict(rung=name, tile=tile, registers=int(compiled.regs_per_thread),
+                             local_bytes=int(compiled.local_mem_per_thread),
+                             shared_bytes=int(compiled.shared_mem_per_block),
+                             ptx_local_loads=ptx.count("ld.local"), ptx_local_stores=ptx.count("st.local")))
+            print(f"   {name:<28} {tile:>8} {rows[-1]['registers']:>4} registers  {rows[-1]['local_bytes']:>5} B local  "
+                  f"{rows[-1]['shared_bytes']:>6} B shared", flush=True)
+    return rows
+
+
+def resources_recording(quick: bool = False):
+    from course.records import new_recording
+
+    rec = new_recording("day04_kernel_resources")
+    rec.notes = ("registers, local memory (bytes per thread) and static shared memory per block that the compiler "
+                 "gave each GEMM kernel (v7's at each tile shape), and the ld.local / st.local instructions in its PTX")
+    for row in kernel_resources():
+        rec.add(**row)
+    return rec
+
+
 def recorder() -> harness.Recorder:
     return harness.Recorder(
         day="day04", checks=lambda quick: checks(QUICK_CHECK_SHAPES if quick else CHECK_SHAPES),
         sweeps=lambda: [gemm_sweep(), transpose_sweep()],
-        extras=lambda quick: [missing_barrier_trials(QUICK_BARRIER_TRIALS if quick else BARRIER_TRIALS)],
+        extras=lambda quick: [missing_barrier_trials(QUICK_BARRIER_TRIALS if quick else BARRIER_TRIALS),
+                              autotune_choices(QUICK_GEMM_SIZES if quick else GEMM_SIZES),
+                              resources_recording(quick)],
         ncu_cases=ncu_cases, sanitize=sanitize, ncu_shape=lambda n: {"M": n, "K": n})
 
 
