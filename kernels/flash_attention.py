@@ -33,7 +33,8 @@ thread's 255 registers, and Q, K (then P) and V take the 48 KiB of shared memory
 allocate statically, so an SM holds 4 blocks of 2 warps. On an H100 (B=4, H=16, N=4,096, fp32) v6
 runs at 1.17 of torch SDPA fp32 at head_dim 64 and 1.11 causal (41.2 and 36.1 TFLOP/s; v5: 0.49;
 recording ``day05_flash_timing``), where torch runs 3xTF32 on tensor cores: 0.80 of cuBLAS's fp32
-FFMA rate (51.7 TFLOP/s). 82 % of its instructions are FFMA; Nsight Compute finds the schedulers issuing in 77 % of cycles (2 warps
+FFMA rate (51.7 TFLOP/s). 82 % of its instructions are FFMA; Nsight Compute finds the schedulers
+issuing in 77 % of cycles (2 warps
 each, so latency shows) and the FMA pipe 66 % busy. At head_dim 128 the 48 KiB allow only blocks of
 32 x 32 and 4 x 4 score tiles: 0.73 of torch, whose 46.7 TFLOP/s there is 0.90 of cuBLAS's FFMA
 rate, out of reach of FFMA code. ``_build_v6_kernel`` lists what the speed took.
