@@ -260,30 +260,21 @@ def kernel_resources() -> list[dict]:
 
     a, b, _ = gemm_inputs(RESOURCE_SIZE, RESOURCE_SIZE, RESOURCE_SIZE)
     a_d, b_d, out = to_device(a, b, np.empty((RESOURCE_SIZE, RESOURCE_SIZE), np.float32))
-    kernels = []
+    rows = []
     for name, rung in gemm.RUNGS.items():
         if name == "gemm_v8_autotuned":
             continue                       # v7's kernels, at each tile shape below
         rung(a_d, b_d, out=out)
         kernel = rung.kernels["kernel"]
         if hasattr(kernel, "overloads"):
-            kernels.append((name, "", kernel))
-        else:                              # a factory of one kernel per tile shape
-            for shape in gemm.TILE_SHAPES:
-                built = kernel(*shape)
-                grid, block = gemm._wide_grid(RESOURCE_SIZE, RESOURCE_SIZE, *shape)
-                gemm.launch_gemm(built, a_d, b_d, out=out, grid=grid, block=block)
-                kernels.append((name, f"{shape[0]}x{shape[1]}", built))
-    rows = []
-    for name, tile, kernel in kernels:
-        for arg_types, compiled in kernel.overloads.items():
-            ptx = kernel.inspect_asm(arg_types)
-            rows.append(dict(rung=name, tile=tile, registers=int(compiled.regs_per_thread),
-                             local_bytes=int(compiled.local_mem_per_thread),
-                             shared_bytes=int(compiled.shared_mem_per_block),
-                             ptx_local_loads=ptx.count("ld.local"), ptx_local_stores=ptx.count("st.local")))
-            print(f"   {name:<28} {tile:>8} {rows[-1]['registers']:>4} registers  {rows[-1]['local_bytes']:>5} B local  "
-                  f"{rows[-1]['shared_bytes']:>6} B shared", flush=True)
+            rows += harness.compiled_resources({name: kernel}, key="rung", ptx_locals=True, tile="")
+            continue
+        for shape in gemm.TILE_SHAPES:     # a factory of one kernel per tile shape
+            built = kernel(*shape)
+            grid, block = gemm._wide_grid(RESOURCE_SIZE, RESOURCE_SIZE, *shape)
+            gemm.launch_gemm(built, a_d, b_d, out=out, grid=grid, block=block)
+            rows += harness.compiled_resources({name: built}, key="rung", ptx_locals=True,
+                                               tile=f"{shape[0]}x{shape[1]}")
     return rows
 
 

@@ -172,14 +172,7 @@ def kernel_resources() -> list[dict]:
         kernel = rung.kernels["kernel"]
         if not hasattr(kernel, "overloads"):   # v5 and v6 register a factory: one kernel per head_dim
             kernel = kernel(SHAPE["d"])
-        for arg_types, compiled in kernel.overloads.items():
-            ptx = kernel.inspect_asm(arg_types)
-            rows.append(dict(rung=label(name), d=SHAPE["d"], registers=int(compiled.regs_per_thread),
-                             local_bytes=int(compiled.local_mem_per_thread),
-                             shared_bytes=int(compiled.shared_mem_per_block),
-                             ptx_local_loads=ptx.count("ld.local"), ptx_local_stores=ptx.count("st.local")))
-            print(f"   {rows[-1]['rung']:<20} {rows[-1]['registers']:>4} registers  {rows[-1]['local_bytes']:>5} B local  "
-                  f"{rows[-1]['shared_bytes']:>6} B shared", flush=True)
+        rows += harness.compiled_resources({label(name): kernel}, key="rung", ptx_locals=True, d=SHAPE["d"])
     return rows
 
 

@@ -205,17 +205,23 @@ def record_sweep(sweep: Sweep, *, quick: bool = False, ceilings: dict | None = N
     return rec
 
 
-def compiled_resources(kernels: dict, **columns) -> list[dict]:
-    """A row per compiled overload of each ``{name: kernel}`` (launched once already): registers, local
-    memory (bytes per thread) and static shared memory per block, plus ``columns``; printed too."""
+def compiled_resources(kernels: dict, *, key: str = "kernel", ptx_locals: bool = False, **columns) -> list[dict]:
+    """A row per compiled overload of each ``{name: kernel}`` (launched once already): the name under
+    ``key``, then ``columns``, registers, local memory (bytes per thread) and static shared memory per
+    block; with ``ptx_locals`` also the ``ld.local`` / ``st.local`` instructions of its PTX. Printed too."""
     rows = []
     for name, kernel in kernels.items():
-        for compiled in kernel.overloads.values():
-            rows.append(dict(kernel=name, **columns, registers=int(compiled.regs_per_thread),
-                             local_bytes=int(compiled.local_mem_per_thread),
-                             shared_bytes=int(compiled.shared_mem_per_block)))
-            print(f"   {name:<24} {rows[-1]['registers']:>4} registers  {rows[-1]['local_bytes']:>5} B local  "
-                  f"{rows[-1]['shared_bytes']:>6} B shared", flush=True)
+        for arg_types, compiled in kernel.overloads.items():
+            row = {key: name, **columns, "registers": int(compiled.regs_per_thread),
+                   "local_bytes": int(compiled.local_mem_per_thread),
+                   "shared_bytes": int(compiled.shared_mem_per_block)}
+            if ptx_locals:
+                ptx = kernel.inspect_asm(arg_types)
+                row.update(ptx_local_loads=ptx.count("ld.local"), ptx_local_stores=ptx.count("st.local"))
+            rows.append(row)
+            extra = "".join(f" {v}" for v in columns.values() if v != "")
+            print(f"   {name:<28}{extra:>9} {row['registers']:>4} registers  {row['local_bytes']:>5} B local  "
+                  f"{row['shared_bytes']:>6} B shared", flush=True)
     return rows
 
 
