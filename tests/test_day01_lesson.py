@@ -1,8 +1,9 @@
 """Day 1 lesson: it shows no exercise solution, runs on synthetic recordings, and its prose holds.
 
-The lesson runs as committed in ``test_lesson_figures.py``. Here it runs against synthetic
-recordings in a temporary folder, one of them left out, so that every table and plot cell runs,
-and so does the note for a recording that is missing. The relationships its prose states are
+The lesson runs once (``test_lesson_figures.run_lesson``): as committed, with the recordings
+``course/data`` ships, then the cells that read a recording run again against synthetic recordings,
+one of them left out, so that every table and plot cell runs, and so does the note for a recording
+that is missing. The relationships its prose states are
 checked against the recordings ``course/data`` ships.
 """
 
@@ -15,7 +16,7 @@ from course.models import reduction as model
 from course.records import load_recording, new_recording
 from grader import markers
 from kernels import elementwise, reduction
-from test_lesson_figures import execute_lesson, output_text
+from test_lesson_figures import run_lesson
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DAY = "day01_gpu_model"
@@ -52,7 +53,8 @@ def test_the_recorded_hierarchy_supports_the_prose():
 def test_lesson_runs_with_recordings_and_shows_no_solution(tmp_path):
     for rec in fake_recordings():
         rec.save(tmp_path / f"{rec.name}.json")
-    shown = output_text(execute_lesson(LESSON, data_dir=tmp_path))
+    run = run_lesson(LESSON, fake_dir=tmp_path)
+    shown = run.fake_text
     assert "No recording 'day01_normalize_rows_timing' is installed yet" in shown
     assert "Fake GPU" in shown and "ridge" in shown and "times the DRAM read bandwidth" in shown
     assert "93% of the 2,900 GB/s of torch's copy" in shown and "0.70x (faster)" in shown
@@ -62,7 +64,7 @@ def test_lesson_runs_with_recordings_and_shows_no_solution(tmp_path):
                      for line in inspect.getsource(rung).splitlines()}
     solution = nbformat.read(SOLUTION, as_version=4)
     leaked = [line for line in markers.secret_lines(solution, "solution")
-              if line in shown and line not in earlier_rungs]
+              if line in run.shipped_text + shown and line not in earlier_rungs]
     assert not leaked, f"the lesson's outputs show solution lines: {leaked[:3]}"
 
 

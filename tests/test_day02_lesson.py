@@ -1,7 +1,7 @@
 """The day-2 lesson never shows an exercise's code, runs on synthetic recordings, and its prose holds.
 
-The lesson runs as committed in ``test_lesson_figures.py``. Here it runs against synthetic
-recordings in a temporary folder, so that every table and plot cell that reads a recording runs,
+The lesson runs once (``test_lesson_figures.run_lesson``): as committed, with the recordings
+``course/data`` ships, then every cell that reads a recording runs again against synthetic ones,
 and the claims its prose makes are checked: against the simulator, and against the recordings
 ``course/data`` ships.
 """
@@ -19,7 +19,7 @@ import course
 from attention_fake_recordings import fake_recordings
 from course.records import load_recording
 from grader import markers
-from test_lesson_figures import execute_lesson
+from test_lesson_figures import run_lesson
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LESSON = ROOT / "lessons" / "day02_naive_attention.ipynb"
@@ -48,11 +48,12 @@ def test_lesson_never_shows_the_exercise_kernels():
 def test_lesson_runs_with_recordings(tmp_path):
     for rec in fake_recordings():
         rec.save(tmp_path / f"{rec.name}.json")
-    shown = _text(execute_lesson(LESSON, data_dir=tmp_path), outputs=True)
+    run = run_lesson(LESSON, fake_dir=tmp_path)
+    shown = run.fake_text
     assert "Nsight measured" in shown and "compulsory traffic" in shown
     assert "recorded on Fake GPU" in shown and "torch SDPA" in shown and "takes the most" in shown
     solution = nbformat.read(SOLUTION, as_version=4)
-    leaked = [line for line in markers.secret_lines(solution, "solution") if line in shown]
+    leaked = [line for line in markers.secret_lines(solution, "solution") if line in run.shipped_text + shown]
     assert not leaked, f"the lesson's outputs show solution lines: {leaked[:3]}"
 
 

@@ -1,9 +1,10 @@
 """Day 4 lesson: runs against synthetic recordings, shows no solution, and its prose holds.
 
-The lesson runs as committed in ``test_lesson_figures.py``. The synthetic run here leaves
-``day04_dram_bytes`` out on purpose, so the note for a missing recording runs too; every other
-recorded table and plot cell runs on made-up numbers shaped like an H100's, with the columns
-course/record/day04.py writes.
+The lesson runs once (``test_lesson_figures.run_lesson``): as committed, with the recordings
+``course/data`` ships, then the cells that read a recording again against synthetic ones. Those
+leave ``day04_dram_bytes`` out on purpose, so the note for a missing recording runs too; every
+other recorded table and plot cell runs on made-up numbers shaped like an H100's, with the
+columns course/record/day04.py writes.
 """
 
 import inspect
@@ -15,7 +16,7 @@ from course.models import gemm as model
 from course.records import load_recording, new_recording
 from grader import markers
 from kernels import gemm, transpose
-from test_lesson_figures import execute_lesson, output_text
+from test_lesson_figures import run_lesson
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LESSON = ROOT / "lessons" / "day04_tiled_gemm.ipynb"
@@ -48,13 +49,15 @@ def test_the_recorded_dram_bytes_support_the_prose():
 def test_lesson_runs_with_recordings_and_shows_no_solution(tmp_path):
     for rec in fake_recordings():
         rec.save(tmp_path / f"{rec.name}.json")
-    shown = output_text(execute_lesson(LESSON, data_dir=tmp_path))
+    run = run_lesson(LESSON, fake_dir=tmp_path)
+    shown = run.fake_text
     assert "No recording 'day04_dram_bytes' is installed yet" in shown
     assert "Fake GPU" in shown and "of torch" in shown and "wrong in 8 of 20 trials" in shown
     earlier = {line.split("#")[0].strip() for kernel in SHOWN_KERNELS
                for line in inspect.getsource(kernel.py_func).splitlines()}
     solution = nbformat.read(SOLUTION, as_version=4)
-    leaked = [line for line in markers.secret_lines(solution, "solution") if line in shown and line not in earlier]
+    leaked = [line for line in markers.secret_lines(solution, "solution")
+              if line in run.shipped_text + shown and line not in earlier]
     assert not leaked, f"the lesson's outputs show solution lines: {leaked[:3]}"
 
 

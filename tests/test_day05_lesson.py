@@ -1,7 +1,8 @@
 """Day 5 lesson: it never shows the kernel the exercise asks for, and its prose holds.
 
-The lesson runs as committed in ``test_lesson_figures.py``; here it runs against synthetic
-recordings in a temporary folder, so that the timing and Nsight cells run with other data too,
+The lesson runs once (``test_lesson_figures.run_lesson``): as committed, with the recordings
+``course/data`` ships, then the cells that read a recording again against synthetic ones, so that the
+timing and Nsight cells run with other data too,
 and the claims its prose makes are checked against the recordings ``course/data`` ships.
 """
 
@@ -15,7 +16,7 @@ from course.records import load_recording
 from day05_fake_recordings import fake_recordings
 from grader import markers
 from kernels import flash_attention
-from test_lesson_figures import execute_lesson, output_text
+from test_lesson_figures import run_lesson
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DAY = "day05_flash_attention"
@@ -71,9 +72,10 @@ def test_the_recordings_support_the_prose():
 def test_lesson_runs_with_recordings_and_shows_no_solution(tmp_path):
     for rec in fake_recordings():
         rec.save(tmp_path / f"{rec.name}.json")
-    shown = output_text(execute_lesson(LESSON, data_dir=tmp_path))
+    run = run_lesson(LESSON, fake_dir=tmp_path)
+    shown = run.fake_text
     assert "recorded on Fake GPU" in shown and "of torch SDPA fp32" in shown
     assert "No recording" not in shown and "REGISTERS_PER_THREAD = 50" in shown
-    leaked = [line for line in exercise_only_lines() if line in shown]
+    leaked = [line for line in exercise_only_lines() if line in run.shipped_text + shown]
     assert not leaked, f"the lesson's outputs show lines of the exercise's kernel: {leaked[:3]}"
 

@@ -1,8 +1,8 @@
 """Day 6 lesson: it never shows the kernels the exercise asks for, and its prose holds.
 
-The lesson runs as committed in ``test_lesson_figures.py`` (where the day-6 GPU recordings may not
-exist yet, and the cells that need them say so and skip); here it runs against synthetic recordings
-in a temporary folder, so that the timing and Nsight cells run too. The claims its prose makes about
+The lesson runs once (``test_lesson_figures.run_lesson``): as committed, with the recordings
+``course/data`` ships, then the cells that read a recording again against synthetic ones, so that the
+timing and Nsight cells run with other data too. The claims its prose makes about
 the H100 numbers are checked against the recordings ``course/data`` ships, once they exist.
 """
 
@@ -19,7 +19,7 @@ from course.records import load_recording, recorded_names
 from day06_fake_recordings import fake_recordings
 from grader import markers
 from kernels import kv_cache, paged_attention
-from test_lesson_figures import execute_lesson, output_text
+from test_lesson_figures import run_lesson
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DAY = "day06_paged_attention"
@@ -134,11 +134,12 @@ def test_lesson_runs_with_recordings_and_shows_no_solution(tmp_path):
         shutil.copy(path, tmp_path)
     for rec in fake_recordings():
         rec.save(tmp_path / f"{rec.name}.json")
-    shown = output_text(execute_lesson(LESSON, data_dir=tmp_path))
+    run = run_lesson(LESSON, fake_dir=tmp_path)
+    shown = run.fake_text
     assert "recorded on Fake GPU" in shown and "No recording" not in shown
     assert "8 sequences: v2 is faster from a context of" in shown and "best v1_block_per_head:" in shown
     assert "DRAM / compulsory" in shown
     assert "| v2_split_k | 8 x 1,024 |" in shown and "v1, v2 and v3 are at least" in shown      # the launch cost
     assert "v3 is faster than torch at every one of the" in shown                                 # one launch
-    leaked = [line for line in exercise_only_lines() if line in shown]
+    leaked = [line for line in exercise_only_lines() if line in run.shipped_text + shown]
     assert not leaked, f"the lesson's outputs show lines of the exercise's kernels: {leaked[:3]}"

@@ -1,11 +1,11 @@
 """Day 7 lesson: it never shows the kernels the exercise asks for, its numbers are computed, and its prose holds.
 
-``test_lesson_figures.py`` runs the lesson as committed. Here it runs twice more in a fresh kernel on
-the simulator: against synthetic recordings of every file it reads (``day07_fake_recordings``, which
-include the Nsight recording that may not exist yet and take the other branch of each computed
-sentence), and against the recordings ``course/data`` ships; both runs must print their computed
-statements. The few claims the lesson's prose makes about GPU numbers without computing them are
-checked against both sets of recordings.
+The lesson runs once (``test_lesson_figures.run_lesson``) in a fresh kernel on the simulator: as
+committed, with the recordings ``course/data`` ships, then the cells that read a recording again
+against synthetic recordings of every file they read (``day07_fake_recordings``, which include the
+Nsight recording that may not exist yet and take the other branch of each computed sentence); both
+must print their computed statements. The few claims the lesson's prose makes about GPU numbers
+without computing them are checked against both sets of recordings.
 """
 
 import inspect
@@ -21,7 +21,7 @@ from course.records import load_recording, recorded_names
 from day07_fake_recordings import fake_recordings
 from grader import markers
 from kernels import gqa_attention
-from test_lesson_figures import execute_lesson, output_text
+from test_lesson_figures import run_lesson
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DAY = "day07_grouped_query_attention"
@@ -146,32 +146,30 @@ def _leaks(shown: str) -> list[str]:
     return [line for line in exercise_only_lines() if line in shown]
 
 
-def test_lesson_runs_with_fake_recordings(tmp_path):
+def test_lesson_runs_with_the_shipped_and_fake_recordings(tmp_path):
     for path in (ROOT / "course" / "data").glob("*.json"):     # what other days recorded (day 5's and 6's resources)
         shutil.copy(path, tmp_path)
     for rec in fake_recordings():
         rec.save(tmp_path / f"{rec.name}.json")
-    shown = output_text(execute_lesson(LESSON, data_dir=tmp_path))
+    run = run_lesson(LESSON, fake_dir=tmp_path)
+
+    shipped = run.shipped_text
+    for line in ALWAYS:
+        assert line in shipped, f"the lesson no longer prints {line!r}"
+    names = set(recorded_names())
+    if {"day07_group_timing", "day07_decode_timing", "day07_prefill_timing"} <= names:
+        for line in WITH_TIMING:
+            assert line in shipped, f"the lesson no longer prints {line!r}"
+    assert ("DRAM / compulsory" in shipped) == ("day07_dram_bytes" in names)
+
+    shown = run.fake_text
     assert "recorded on Fake GPU" in shown and "No recording" not in shown
-    for line in ALWAYS + WITH_TIMING:
-        assert line in shown, f"the lesson no longer prints {line!r}"
+    for line in WITH_TIMING:
+        assert line in shown, f"with the fake recordings, the lesson no longer prints {line!r}"
     # the branches the fakes take: gqa_decode follows 1/g until the sub-groups of GROUP_MAX, v2 gets no help
     assert "from g = 8 on, each step saves less than 10% of the time" in shown
     assert "nothing shows the L2 cache saving it" in shown
     assert "| gqa_decode | 8 x 1,024 |" in shown                    # the launch cost table
     assert "DRAM / compulsory" in shown and "requested (model)" in shown  # both Nsight tables
-    assert not _leaks(shown), f"the lesson's outputs show lines of the exercise's kernels: {_leaks(shown)[:3]}"
-
-
-def test_lesson_runs_with_the_shipped_recordings(tmp_path):
-    for path in (ROOT / "course" / "data").glob("*.json"):
-        shutil.copy(path, tmp_path)
-    shown = output_text(execute_lesson(LESSON, data_dir=tmp_path))
-    for line in ALWAYS:
-        assert line in shown, f"the lesson no longer prints {line!r}"
-    names = set(recorded_names())
-    if {"day07_group_timing", "day07_decode_timing", "day07_prefill_timing"} <= names:
-        for line in WITH_TIMING:
-            assert line in shown, f"the lesson no longer prints {line!r}"
-    assert ("DRAM / compulsory" in shown) == ("day07_dram_bytes" in names)
-    assert not _leaks(shown)
+    leaked = _leaks(shipped + shown)
+    assert not leaked, f"the lesson's outputs show lines of the exercise's kernels: {leaked[:3]}"

@@ -1,19 +1,16 @@
 """Day 8 lesson: it never shows the kernels the exercise asks for, its numbers are computed, and its prose holds.
 
-``test_lesson_runs_with_the_shipped_recordings`` runs the lesson as committed, in a fresh kernel on the
-simulator, with the recordings ``course/data`` ships (``test_lesson_figures.py`` leaves it to this file),
-and every figure is checked. The cells that read recordings run a second time, in this process, against
-synthetic recordings of every file they read (``day08_fake_recordings``), which take the other branch
-of each computed sentence; their figures are checked the same way. The claims the prose makes about GPU
+The lesson runs once (``test_lesson_figures.run_lesson``), in a fresh kernel on the simulator: as
+committed, with the recordings ``course/data`` ships, every figure checked; then the cells that read
+recordings, and those that use what they computed, run again in the same kernel against synthetic
+recordings of every file they read (``day08_fake_recordings``), which take the other branch of each
+computed sentence; their figures are checked the same way. The claims the prose makes about GPU
 numbers without computing them are checked against both sets of recordings.
 """
 
-import contextlib
 import inspect
-import io
 import pathlib
 import re
-import shutil
 
 import nbformat
 import pytest
@@ -22,7 +19,7 @@ from course.records import load_recording, recorded_names
 from day08_fake_recordings import fake_recordings
 from grader import markers
 from kernels import low_precision_attention as lp
-from test_lesson_figures import execute_lesson, figure_problems, output_text
+from test_lesson_figures import run_lesson
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DAY = "day08_mixed_precision"
@@ -36,12 +33,6 @@ EXERCISE_NAMES = ("gqa_prefill_mixed_tiles_kernel", "gqa_decode_mixed_group_kern
 EXERCISE_KERNELS = tuple(getattr(lp, name) for name in EXERCISE_NAMES[:3] + (
     "_build_prefill_kernel", "_build_decode_kernel", "_e4m3_code", "_round_half_even", "_e4m3_integer",
     "_load_codes", "_load_elements") if hasattr(lp, name))
-# The cells that read recordings, run again with the synthetic ones (setup and motivation first: they
-# define what the others use).
-RECORDED_CELLS = ("setup", "motivation", "decode-bytes", "decode-checks", "decode-timing", "decode-bytes-time",
-                  "decode-numbers", "nsight", "roofs", "prefill-numbers", "field-numbers")
-
-
 def _code_lines(function) -> set[str]:
     source = inspect.getsource(getattr(function, "py_func", function))
     return {line.split("  #")[0].strip() for line in source.splitlines()}
@@ -86,12 +77,6 @@ def test_the_exercise_is_announced_not_assumed():
     assert f"exercises/{DAY}/" in text
     if not (ROOT / "exercises" / DAY).exists():
         assert "Open `exercises/" not in text
-
-
-def test_the_recorded_cells_are_the_ones_that_read_recordings():
-    cells = {c.id: c.source for c in _lesson().cells if c.cell_type == "code"}
-    reading = {cid for cid, source in cells.items() if "live_else_recorded" in source}
-    assert reading and reading <= set(RECORDED_CELLS) <= set(cells)
 
 
 # ----------------------------------------------------------------------------- the prose against the data
@@ -181,71 +166,30 @@ def _rule_rows(shown: str) -> dict:
     return {(what.strip(), int(keys.replace(",", ""))): verdict for what, keys, verdict in found}
 
 
-def test_lesson_runs_with_the_shipped_recordings(tmp_path):
-    for path in (ROOT / "course" / "data").glob("*.json"):
-        shutil.copy(path, tmp_path)
-    shown = output_text(execute_lesson(LESSON, data_dir=tmp_path))
+def test_lesson_runs_with_the_shipped_and_fake_recordings(tmp_path):
+    for rec in fake_recordings():
+        rec.save(tmp_path / f"{rec.name}.json")
+    run = run_lesson(LESSON, fake_dir=tmp_path)
+
+    shipped = run.shipped_text
     for line in ALWAYS:
-        assert line in shown, f"the lesson no longer prints {line!r}"
+        assert line in shipped, f"the lesson no longer prints {line!r}"
     if {"day08_decode_timing", "day08_prefill_timing", "day08_matmul_roofs", "day08_dram_bytes",
             "day08_full_size_checks"} <= set(recorded_names()):
         for line in WITH_RECORDINGS:
-            assert line in shown, f"the lesson no longer prints {line!r}"
-    verdicts = _rule_rows(shown)
+            assert line in shipped, f"the lesson no longer prints {line!r}"
+    verdicts = _rule_rows(shipped)
     longest = max(keys for _, keys in verdicts)
     assert verdicts[("fp16 storage, fp32 sums", longest)] == verdicts[("bf16 storage, fp32 sums", longest)] == "passes"
     assert verdicts[("fp16 storage, fp16 sums", longest)] == "FAILS"
     assert verdicts[("bf16 storage where fp16 was asked", longest)] == "FAILS"
-    assert not _leaks(shown), f"the lesson's outputs show lines of the exercise's kernels: {_leaks(shown)[:3]}"
 
-
-def run_cells(cell_ids, data_dir) -> str:
-    """Run the lesson's cells ``cell_ids`` in order, in this process, with the recordings of ``data_dir``;
-    check every figure they leave open; return what they printed and displayed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    import course.records
-
-    cells = {c.id: c.source for c in _lesson().cells if c.cell_type == "code"}
-    shown = io.StringIO()
-
-    def display(*objects):
-        for obj in objects:
-            shown.write(getattr(obj, "data", repr(obj)) + "\n")
-
-    namespace = {}
-    saved = course.records.DATA_DIR
-    course.records.DATA_DIR = data_dir
-    plt.close("all")
-    problems = []
-    try:
-        with contextlib.redirect_stdout(shown):
-            for cid in cell_ids:
-                exec(compile(cells[cid], f"<cell {cid}>", "exec"), namespace)
-                namespace["display"] = display              # the setup cell imports IPython's
-                namespace["plt"].show = lambda *args, **kwargs: None
-                for number in plt.get_fignums():
-                    figure = plt.figure(number)
-                    figure.canvas.draw()
-                    problems += [f"cell {cid}: {p}" for p in figure_problems(figure)]
-                plt.close("all")
-    finally:
-        course.records.DATA_DIR = saved
-        plt.close("all")
-    assert not problems, "\n".join(problems)
-    return shown.getvalue()
-
-
-def test_the_recorded_cells_run_with_fake_recordings(tmp_path):
-    for rec in fake_recordings():
-        rec.save(tmp_path / f"{rec.name}.json")
-    shown = run_cells(RECORDED_CELLS, tmp_path)
+    shown = run.fake_text
     assert "recorded on Fake GPU" in shown and "No recording" not in shown
     for line in WITH_RECORDINGS:
-        assert line in shown, f"the recorded cells no longer print {line!r}"
+        assert line in shown, f"with the fake recordings, the lesson no longer prints {line!r}"
     # the branches the fakes take: fp8 still follows its bytes against fp16, torch stays under the copy bandwidth
     assert "the time still follows the bytes" in shown and "above 1.0 is possible" not in shown
     assert "fp8 roof" not in shown                          # no fp8 matrix product in the fakes
+    leaked = _leaks(shipped + shown)
+    assert not leaked, f"the lesson's outputs show lines of the exercise's kernels: {leaked[:3]}"

@@ -5,8 +5,8 @@
 - every kernel module has a ``RUNGS`` registry whose order is the order of its docstring;
 - every rung, launched through its registry entry with its kernels given as ``kernel=``, matches the
   float64 reference at small awkward shapes on the simulator, and launches every kernel it names;
-- every kernel of every rung compiles for a GPU (``compile_ptx`` for sm_80 and sm_90), in a separate
-  process without the simulator, started early so it overlaps the simulator tests;
+- every kernel of every rung compiles for a GPU (sm_80 and sm_90, ``course.gpu_compile.ptx_for_targets``),
+  in a separate process without the simulator, started early so it overlaps the simulator tests;
 - ``course.simulator`` does not import ``course.device`` (the import circle stays broken).
 
 Adding a rung to an existing ladder needs no change here; a new operation adds one entry to
@@ -34,13 +34,13 @@ import pytest
 from numba import cuda
 
 import kernels
+from course.gpu_compile import COMPUTE_CAPABILITIES, ptx_for_targets
 from kernels import launching, registry
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Kernel modules without a ladder, and why.
 NOT_LADDERS = {"probes": "day-1 measurement probes, not rungs to learn from"}
 NOT_KERNEL_MODULES = ("launching", "registry", "reference", "block_manager", "block_pool")   # the last two: host Python
-COMPUTE_CAPABILITIES = ((8, 0), (9, 0))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -464,16 +464,20 @@ def test_a_wrong_kernel_given_through_kernel_fails_the_check():
 def compile_every_rung(emit=print) -> None:
     """Without the simulator: call each launcher with stand-ins that compile instead of launching."""
     import numba
-    from numba import cuda
 
     def compile_launch(kernel, config, args):
         signature = tuple(numba.typeof(a) for a in args)
-        for cc in COMPUTE_CAPABILITIES:
-            record = {"kernel": kernel.py_func.__qualname__, "cc": f"sm_{cc[0]}{cc[1]}"}
-            try:
-                cuda.compile_ptx(kernel.py_func, signature, cc=cc)
-            except Exception as exc:  # report every kernel, not only the first failure
-                record["error"] = f"{type(exc).__name__}: {exc}"[:2000]
+        names = [f"sm_{cc[0]}{cc[1]}" for cc in COMPUTE_CAPABILITIES]
+        try:
+            ptx_for_targets(kernel.py_func, signature, COMPUTE_CAPABILITIES)
+            errors = {}
+        except Exception as exc:  # report every kernel, not only the first failure
+            failed = getattr(exc, "cc", "any")
+            errors = {name: f"{type(exc).__name__}: {exc}"[:2000] for name in names if failed in (name, "any")}
+        for name in names:
+            record = {"kernel": kernel.py_func.__qualname__, "cc": name}
+            if name in errors:
+                record["error"] = errors[name]
             emit(json.dumps({"rung": current["rung"], **record}))
 
     current = {}

@@ -21,6 +21,7 @@ import math
 import os
 import pathlib
 import time
+from dataclasses import dataclass
 
 import nbformat
 import pytest
@@ -98,11 +99,15 @@ def figure_problems(figure) -> list[str]:
 # ----------------------------------------------------------------------------- the hook in the kernel
 
 def install_hook(lesson: str, png_dir: str | None) -> None:
-    """Check (and optionally save) every open figure after each cell, then close it.
+    """Check (and optionally save) every open figure after each cell, then close it; note each cell that
+    reads a recording (any use of ``course.records.DATA_DIR``) by a hash of its source.
 
     Runs inside the notebook's kernel: the Agg backend keeps ``plt.show()`` from closing figures
-    before the hook sees them.
+    before the hook sees them. ``_watch_recordings(folder)`` in the kernel points ``DATA_DIR`` at another
+    folder of recordings, still watched.
     """
+    import hashlib
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -111,9 +116,37 @@ def install_hook(lesson: str, png_dir: str | None) -> None:
     import matplotlib.pyplot as plt
     from IPython import get_ipython
 
+    import course.records
+
     warnings.filterwarnings("ignore", message=".*non-interactive.*")
-    found = get_ipython().user_ns.setdefault("_figure_check_results", [])
-    counter = {"cell": 0}
+    namespace = get_ipython().user_ns
+    found = namespace.setdefault("_figure_check_results", [])
+    reading = namespace.setdefault("_cells_reading_recordings", [])
+    counter = {"cell": 0, "source": ""}
+
+    class WatchedFolder(type(pathlib.Path())):
+        """``course.records.DATA_DIR`` that notes the cell using it."""
+
+        def _note(self):
+            if counter["source"] not in reading:
+                reading.append(counter["source"])
+
+        def __truediv__(self, other):
+            self._note()
+            return pathlib.Path(self) / other
+
+        def glob(self, pattern, *args, **kwargs):
+            self._note()
+            return pathlib.Path(self).glob(pattern, *args, **kwargs)
+
+    def watch(folder) -> None:
+        course.records.DATA_DIR = WatchedFolder(folder)
+
+    namespace["_watch_recordings"] = watch
+    watch(course.records.DATA_DIR)
+
+    def note_cell(info):
+        counter["source"] = hashlib.sha256((info.raw_cell or "").encode()).hexdigest()
 
     def check_open_figures(result):
         counter["cell"] += 1
@@ -126,13 +159,85 @@ def install_hook(lesson: str, png_dir: str | None) -> None:
                 figure.savefig(pathlib.Path(png_dir) / f"{lesson}_cell{counter['cell']:02d}_fig{number}.png", dpi=70)
         plt.close("all")
 
+    get_ipython().events.register("pre_run_cell", note_cell)
     get_ipython().events.register("post_run_cell", check_open_figures)
 
 
-def execute_lesson(lesson_path: pathlib.Path, data_dir: pathlib.Path | None = None):
-    """Run a lesson in a fresh kernel with every figure checked; return the executed notebook.
+def _source_hash(source: str) -> str:
+    import hashlib
 
-    data_dir: a folder of recordings that replaces ``course/data`` for this run (synthetic ones).
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+def _bindings(source: str) -> tuple[set[str], set[str]]:
+    """(names a cell binds at its top level, names it reads anywhere without binding them itself)."""
+    import ast
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    tree = ast.parse(TransformerManager().transform_cell(source))
+    bound, read = set(), set()
+
+    def visit(node, top: bool) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if top:
+                bound.add(node.name)
+            top = False                          # what a body binds is its own
+        elif isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            top = False
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and top:
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.Name):
+            if not isinstance(node.ctx, ast.Load):
+                if top:
+                    bound.add(node.id)
+            else:
+                read.add(node.id)
+        for child in ast.iter_child_nodes(node):
+            visit(child, top)
+
+    visit(tree, True)
+    return bound, read - bound
+
+
+def cells_depending_on(cells: list[str], reading: set[int]) -> list[int]:
+    """Indices of the cells to run again when the recordings change: each cell that reads one, and each
+    later cell that reads a name one of those bound (and so on)."""
+    changed: set[str] = set()
+    again = []
+    for index, source in enumerate(cells):
+        bound, read = _bindings(source)
+        if index in reading or read & changed:
+            again.append(index)
+            changed |= bound
+        else:
+            changed -= bound            # bound again from what the recordings do not change
+    return again
+
+
+@dataclass
+class LessonRun:
+    shipped: object             # the executed lesson, with the recordings course/data ships
+    shipped_text: str           # everything it printed or displayed
+    fake_text: str              # what the cells that depend on recordings showed, run again with the fakes
+    rerun: list[str]            # the first line of each cell run again
+
+
+def _report(cell) -> list:
+    text = next(out.text for out in cell.outputs if out.get("text", "").startswith(REPORT))
+    return json.loads(text[len(REPORT):])
+
+
+def _figure_problems_of(figures) -> list[str]:
+    return [f"cell {f['cell']}, figure {f['figure']}: {p}" for f in figures for p in f["problems"]]
+
+
+def run_lesson(lesson_path: pathlib.Path, fake_dir: pathlib.Path | None = None) -> LessonRun:
+    """Run a lesson top to bottom in a fresh kernel with the shipped recordings, every figure checked; then,
+    in the same kernel, run again with the recordings of ``fake_dir`` each cell that reads a recording and
+    each later cell that uses what those computed (``cells_depending_on``), figures checked again. One
+    run of the lesson covers both sets of recordings.
+
     Raises (AssertionError) on a cell that fails or on any figure that cannot be read.
     """
     nb = nbformat.read(lesson_path, as_version=4)
@@ -140,21 +245,39 @@ def execute_lesson(lesson_path: pathlib.Path, data_dir: pathlib.Path | None = No
     setup = (f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r})\n"
              f"import test_lesson_figures\n"
              f"test_lesson_figures.install_hook({lesson_path.stem!r}, {png_dir!r})")
-    if data_dir is not None:
-        setup += f"\nimport course.records, pathlib\ncourse.records.DATA_DIR = pathlib.Path({str(data_dir)!r})"
+    sources = [cell.source for cell in nb.cells if cell.cell_type == "code" and cell.source.strip()]
+    report = f"import json\nprint({REPORT!r} + json.dumps([_figure_check_results, _cells_reading_recordings]))"
     nb.cells.insert(0, nbformat.v4.new_code_cell(setup))
-    nb.cells.append(nbformat.v4.new_code_cell(f"import json\nprint({REPORT!r} + json.dumps(_figure_check_results))"))
+    nb.cells.append(nbformat.v4.new_code_cell(report))
+    client = NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(lesson_path.parent)}})
     start = time.perf_counter()
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(lesson_path.parent)}}).execute()
+    fake_text, rerun = "", []
+    with client.setup_kernel():
+        for index, cell in enumerate(nb.cells):
+            client.execute_cell(cell, index)
+        figures, reading = _report(nb.cells[-1])
+        problems = _figure_problems_of(figures)
+        assert not problems, f"{lesson_path.name}:\n" + "\n".join(problems)
+        assert figures, f"{lesson_path.name} draws no figure at all"
+        if fake_dir is not None:
+            again = cells_depending_on(sources, {i for i, s in enumerate(sources) if _source_hash(s) in set(reading)})
+            assert again, f"{lesson_path.name}: no cell reads a recording"
+            cells = [nbformat.v4.new_code_cell(f"_figure_check_results.clear()\n_watch_recordings({str(fake_dir)!r})")]
+            cells += [nbformat.v4.new_code_cell(sources[i]) for i in again]
+            cells.append(nbformat.v4.new_code_cell(report))
+            first = len(nb.cells)
+            nb.cells.extend(cells)                 # nbclient stores each result in the notebook it runs
+            for offset, cell in enumerate(cells):
+                client.execute_cell(cell, first + offset)
+            del nb.cells[first:]
+            problems = _figure_problems_of(_report(cells[-1])[0])
+            assert not problems, f"{lesson_path.name} with the recordings of {fake_dir}:\n" + "\n".join(problems)
+            fake_text = output_text(nbformat.v4.new_notebook(cells=cells[1:-1]))
+            rerun = [sources[i].splitlines()[0] for i in again]
     elapsed = time.perf_counter() - start
     assert elapsed < BUDGET_S, f"{lesson_path.stem} took {elapsed:.0f} s on the simulator, over its {BUDGET_S} s budget"
-    report = next(out.text for out in nb.cells[-1].outputs if out.get("text", "").startswith(REPORT))
-    figures = json.loads(report[len(REPORT):])
-    problems = [f"cell {f['cell']}, figure {f['figure']}: {p}" for f in figures for p in f["problems"]]
-    assert not problems, f"{lesson_path.name}:\n" + "\n".join(problems)
-    assert figures, f"{lesson_path.name} draws no figure at all"
-    return nb
+    return LessonRun(nb, output_text(nb), fake_text, rerun)
 
 
 def output_text(nb) -> str:
@@ -168,25 +291,26 @@ def output_text(nb) -> str:
     return "\n".join(parts)
 
 
-# Lessons whose day's own tests already run them as committed, with the shipped recordings (and so
-# with every figure checked): each run costs half a minute of the day's budget.
-SHIPPED_RUN_IN = {"day07_grouped_query_attention": "test_day07_lesson.py::test_lesson_runs_with_the_shipped_recordings",
-                  "day08_mixed_precision": "test_day08_lesson.py::test_lesson_runs_with_the_shipped_recordings"}
+def test_every_lesson_is_run_by_its_day_s_tests():
+    """Each day's lesson tests run its lesson once (``run_lesson``): with the shipped recordings and, for the
+    cells that depend on them, with synthetic ones."""
+    for lesson in LESSONS:
+        test = ROOT / "tests" / f"test_{lesson.stem[:5]}_lesson.py"
+        assert test.is_file(), f"{lesson.name} has no tests/{test.name} to run it"
+        source = test.read_text()
+        assert "run_lesson(LESSON" in source and f'"{lesson.stem}' in source, f"{test.name} does not run {lesson.name}"
 
 
-@pytest.mark.parametrize("assignment", [path.stem for path in LESSONS if path.stem not in SHIPPED_RUN_IN])
-def test_lesson_runs_and_every_figure_can_be_read(assignment):
-    """As committed, with the recordings course/data ships: what a student sees without a GPU."""
-    execute_lesson(ROOT / "lessons" / f"{assignment}.ipynb")
-
-
-def test_the_lessons_run_elsewhere_are_run_there_with_the_shipped_recordings():
-    for lesson, test in SHIPPED_RUN_IN.items():
-        module, name = test.split("::")
-        source = (ROOT / "tests" / module).read_text()
-        body = source.split(f"def {name}(", 1)[1].split("\ndef ", 1)[0]
-        assert "execute_lesson(LESSON" in body and 'ROOT / "course" / "data"' in body, (lesson, test)
-        assert f'LESSON = ROOT / "lessons" / "{lesson}.ipynb"' in source or lesson in source, (lesson, test)
+def test_a_cell_that_uses_what_a_recording_cell_computed_runs_again():
+    cells = ["import numpy as np\nsizes = [1, 2]",              # 0: reads no recording
+             "rec = live_else_recorded('x')\nbest = rec.rows[0]",  # 1: reads one
+             "print(best)",                                       # 2: uses what 1 computed
+             "best = 3\nprint(best)",                             # 3: binds it again first
+             "print(best, sizes)",                                # 4: 3's value
+             "def show(r):\n    print(r)",                        # 5
+             "show(rec)",                                         # 6: uses 1's rec
+             "%matplotlib inline\nshow(sizes)"]                   # 7: a magic, and nothing of 1
+    assert cells_depending_on(cells, {1}) == [1, 2, 6]
 
 
 # ----------------------------------------------------------------------------- the checks catch what they should
