@@ -170,14 +170,18 @@ def test_samples_name_every_grade_cell_and_only_solution_cells(assignment):
 
 def _answer(assignment: str, answer: str):
     """The notebook a student would validate: the release, blank or with the solution's cells
-    (``correct``) or with the table's mistakes in them (``wrong``). Cells after the last grade
-    cell cannot change a grade and are left out, to keep the run short."""
+    (``correct``) or with the table's mistakes in them (``wrong``). The correct answer's grade cells
+    also get their hidden tests back, as the grader runs them. Cells after the last grade cell cannot
+    change a grade and are left out of the wrong answer, to keep the run short."""
     day = BY_NAME[assignment]
     nb = nbformat.read(_release_path(assignment), as_version=4)
     if answer == "blank":
         return nb
     solution = _cells_by_id(nbformat.read(_solution_path(assignment), as_version=4))
     answers = {gid: _without_solution_markers(solution[gid].source) for gid in day.solution_code}
+    if answer == "correct":
+        answers.update({gid: solution[gid].source for gid, cell in solution.items()
+                        if cell.metadata["nbgrader"].get("grade") and not cell.metadata["nbgrader"].get("solution")})
     if answer == "wrong":
         for mutation in day.wrong:
             assert mutation.old in answers[mutation.cell], (
@@ -187,8 +191,15 @@ def _answer(assignment: str, answer: str):
         gid = cell.metadata.get("nbgrader", {}).get("grade_id")
         if gid in answers:
             cell.source = answers[gid]
-    last_grade = max(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade"))
-    nb.cells = nb.cells[:last_grade + 1]
+    if answer == "correct":
+        from nbgrader.utils import compute_checksum
+
+        for cell in nb.cells:           # a locked cell's checksum is of its source: the hidden tests' too
+            if "checksum" in cell.metadata.get("nbgrader", {}) and "### BEGIN HIDDEN TESTS" in cell.source:
+                cell.metadata.nbgrader.checksum = compute_checksum(cell)
+    if answer == "wrong":
+        last_grade = max(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade"))
+        nb.cells = nb.cells[:last_grade + 1]
     return nb
 
 
@@ -218,24 +229,23 @@ def _errors(nb) -> list:
             for o in c.outputs if o.output_type == "error"]
 
 
-ANSWERS = ("solution", "correct", "wrong", "blank")
+ANSWERS = ("correct", "wrong", "blank")
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_validate_tells_the_truth(assignment, tmp_path):
-    """Validate passes the solution (hidden tests included, and no cell of it raises) and a correct
-    answer, fails every grade cell of the blank release, and fails the table's grade cells of a
-    wrong answer.
+    """Validate passes a correct answer, hidden tests included (the release with the solution's answers
+    and, in each grade cell, the hidden tests the grader adds), and no cell of it raises; it fails every
+    grade cell of the blank release, and the table's grade cells of a wrong answer.
 
     Each validation runs in a process of its own (nbgrader's Validator changes the working folder
     and the environment, which threads would share): the correct answer first, alone, so that the
     GPU compiles of its kernels are remembered (``course.gpu_compile.cache_dir``) before the other
-    three, which share most of them, run at once.
+    two, which share most of them, run at once.
     """
     day = BY_NAME[assignment]
-    paths = {"solution": tmp_path / f"solution_{assignment}.ipynb"}
-    nbformat.write(nbformat.read(_solution_path(assignment), as_version=4), paths["solution"])
-    for answer in ANSWERS[1:]:
+    paths = {}
+    for answer in ANSWERS:
         paths[answer] = tmp_path / f"{answer}_{assignment}.ipynb"
         nbformat.write(_answer(assignment, answer), paths[answer])
     processes = multiprocessing.get_context("fork")
@@ -246,11 +256,13 @@ def test_validate_tells_the_truth(assignment, tmp_path):
 
     for answer, (results, _) in outcomes.items():
         assert set(results) <= {"failed"}, f"{answer}: Validate did not judge the grade cells: {sorted(results)}"
-    for answer in ("solution", "correct"):
-        results, executed = outcomes[answer]
-        assert not results.get("failed"), (
-            f"Validate fails the {answer}:\n" + "\n".join(r["raw_error"][-600:] for r in results["failed"]))
-    assert not _errors(outcomes["solution"][1]), "a cell of the solution raises"
+    results, executed = outcomes["correct"]
+    assert not results.get("failed"), (
+        "Validate fails the correct answer (hidden tests included):\n"
+        + "\n".join(r["raw_error"][-600:] for r in results["failed"]))
+    assert not _errors(executed), "a cell of the correct answer raises"
+    hidden = [c for c in _grade_cells(executed) if "### BEGIN HIDDEN TESTS" in c.source]
+    assert hidden, "the correct answer was validated without its hidden tests"
 
     results, executed = outcomes["blank"]
     grade_ids = {c.metadata["nbgrader"]["grade_id"] for c in _grade_cells(executed)}
