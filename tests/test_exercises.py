@@ -215,6 +215,7 @@ def _validate(path: pathlib.Path):
 
     config = Config()
     config.Execute.timeout = CELL_TIMEOUT_S
+    config.Execute.startup_timeout = 300      # a kernel starting while both CI cores are busy
     validator = KeepingValidator(config=config)
     return validator.validate(str(path)), validator.executed
 

@@ -169,47 +169,73 @@ def _source_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 
 
-def _bindings(source: str) -> tuple[set[str], set[str]]:
-    """(names a cell binds at its top level, names it reads anywhere without binding them itself)."""
+def _free_reads(node, local: frozenset = frozenset()) -> set[str]:
+    """Names ``node`` reads that are not bound inside it: a function's arguments and locals, and a
+    comprehension's or lambda's variables, are its own."""
+    import ast
+
+    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
+              ast.GeneratorExp)
+    if isinstance(node, scopes):
+        inner = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+        if not isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            inner |= {arg.arg for arg in ast.walk(node.args) if isinstance(arg, ast.arg)}
+        local = local | inner
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+        return set() if node.id in local else {node.id}
+    found = set()
+    for child in ast.iter_child_nodes(node):
+        found |= _free_reads(child, local)
+    return found
+
+
+def _bindings(source: str) -> tuple[set[str], set[str], dict[str, set[str]]]:
+    """(names a cell binds at its top level, names it reads without binding them itself, and for each
+    function or class it defines, the names its body reads)."""
     import ast
 
     from IPython.core.inputtransformer2 import TransformerManager
 
     tree = ast.parse(TransformerManager().transform_cell(source))
-    bound, read = set(), set()
+    bound, defined = set(), {}
+    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp,
+              ast.DictComp, ast.GeneratorExp)
 
-    def visit(node, top: bool) -> None:
+    def visit(node) -> None:          # the names bound at the cell's top level, not inside a scope
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            if top:
-                bound.add(node.name)
-            top = False                          # what a body binds is its own
-        elif isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            top = False
-        elif isinstance(node, (ast.Import, ast.ImportFrom)) and top:
+            bound.add(node.name)
+            defined[node.name] = _free_reads(node)
+            return
+        if isinstance(node, scopes):
+            return
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
             bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.Name):
-            if not isinstance(node.ctx, ast.Load):
-                if top:
-                    bound.add(node.id)
-            else:
-                read.add(node.id)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
         for child in ast.iter_child_nodes(node):
-            visit(child, top)
+            visit(child)
 
-    visit(tree, True)
-    return bound, read - bound
+    visit(tree)
+    return bound, _free_reads(tree) - bound, defined
 
 
 def cells_depending_on(cells: list[str], reading: set[int]) -> list[int]:
     """Indices of the cells to run again when the recordings change: each cell that reads one, and each
-    later cell that reads a name one of those bound (and so on)."""
+    later cell that reads a name one of those bound (and so on). A function or class such a cell
+    defines counts as changed only where its body reads a changed name: a helper defined beside a
+    recording is the same helper with other recordings."""
     changed: set[str] = set()
     again = []
     for index, source in enumerate(cells):
-        bound, read = _bindings(source)
+        bound, read, defined = _bindings(source)
         if index in reading or read & changed:
             again.append(index)
-            changed |= bound
+            changed |= bound - set(defined)
+            for name, body_reads in defined.items():
+                if body_reads & changed:
+                    changed.add(name)
+                else:
+                    changed.discard(name)
         else:
             changed -= bound            # bound again from what the recordings do not change
     return again
@@ -221,6 +247,7 @@ class LessonRun:
     shipped_text: str           # everything it printed or displayed
     fake_text: str              # what the cells that depend on recordings showed, run again with the fakes
     rerun: list[str]            # the first line of each cell run again
+    fake: object = None         # those cells, executed
 
 
 def _report(cell) -> list:
@@ -252,7 +279,7 @@ def run_lesson(lesson_path: pathlib.Path, fake_dir: pathlib.Path | None = None) 
     client = NotebookClient(nb, timeout=300, kernel_name="python3",
                             resources={"metadata": {"path": str(lesson_path.parent)}})
     start = time.perf_counter()
-    fake_text, rerun = "", []
+    fake_text, rerun, fake = "", [], None
     with client.setup_kernel():
         for index, cell in enumerate(nb.cells):
             client.execute_cell(cell, index)
@@ -273,11 +300,12 @@ def run_lesson(lesson_path: pathlib.Path, fake_dir: pathlib.Path | None = None) 
             del nb.cells[first:]
             problems = _figure_problems_of(_report(cells[-1])[0])
             assert not problems, f"{lesson_path.name} with the recordings of {fake_dir}:\n" + "\n".join(problems)
-            fake_text = output_text(nbformat.v4.new_notebook(cells=cells[1:-1]))
+            fake = nbformat.v4.new_notebook(cells=cells[1:-1])
+            fake_text = output_text(fake)
             rerun = [sources[i].splitlines()[0] for i in again]
     elapsed = time.perf_counter() - start
     assert elapsed < BUDGET_S, f"{lesson_path.stem} took {elapsed:.0f} s on the simulator, over its {BUDGET_S} s budget"
-    return LessonRun(nb, output_text(nb), fake_text, rerun)
+    return LessonRun(nb, output_text(nb), fake_text, rerun, fake)
 
 
 def output_text(nb) -> str:
@@ -309,8 +337,12 @@ def test_a_cell_that_uses_what_a_recording_cell_computed_runs_again():
              "print(best, sizes)",                                # 4: 3's value
              "def show(r):\n    print(r)",                        # 5
              "show(rec)",                                         # 6: uses 1's rec
-             "%matplotlib inline\nshow(sizes)"]                   # 7: a magic, and nothing of 1
-    assert cells_depending_on(cells, {1}) == [1, 2, 6]
+             "%matplotlib inline\nshow(sizes)",                  # 7: a magic, and nothing of 1
+             "def run(x):\n    return x\nceiling = live_else_recorded('y')",  # 8: reads one, defines a helper
+             "print(run(sizes))",                                 # 9: the helper does not change
+             "def scaled(x):\n    return x * len(rec.rows)\nprint(ceiling)",  # 10: 8's ceiling; a helper reading 1's rec
+             "print(scaled(2))"]                                  # 11: rec changed, so did scaled
+    assert cells_depending_on(cells, {1, 8}) == [1, 2, 6, 8, 10, 11]
 
 
 # ----------------------------------------------------------------------------- the checks catch what they should
