@@ -36,8 +36,9 @@ recording ``day05_flash_timing``), where torch runs 3xTF32 on tensor cores: 0.80
 FFMA rate (51.7 TFLOP/s). 82 % of its instructions are FFMA; Nsight Compute finds the schedulers
 issuing in 77 % of cycles (2 warps
 each, so latency shows) and the FMA pipe 66 % busy. At head_dim 128 the 48 KiB allow only blocks of
-32 x 32 and 4 x 4 score tiles: 0.73 of torch, whose 46.7 TFLOP/s there is 0.90 of cuBLAS's FFMA
-rate, out of reach of FFMA code. ``_build_v6_kernel`` lists what the speed took.
+32 x 32 and 4 x 4 score tiles: 0.72 of torch, 0.71 causal (33.4 and 32.0 TFLOP/s; recording
+``day05_head_dim_128_timing``), whose 46.5 TFLOP/s there is 0.90 of cuBLAS's FFMA rate, out of reach
+of FFMA code. ``_build_v6_kernel`` lists what the speed took.
 
 Launchers accept NumPy arrays or numba device arrays (see ``kernels.launching``), validate their
 inputs, size the grid, launch the kernel given as ``kernel=`` (the rung's own by default) and return

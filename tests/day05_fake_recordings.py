@@ -44,6 +44,24 @@ def fake_resources():
     return rec
 
 
+def fake_head_dim_128():
+    """A day05_head_dim_128_timing recording: v6 and torch at N = 1024 and 4096, head_dim 128."""
+    rec = new_recording("day05_head_dim_128_timing", ceilings={"copy_gbps": 3000.0, "fp32_tflops": 50.0},
+                        device="Fake GPU", driver="fake 1.0")
+    rec.notes = "synthetic"
+    B, H, d = day05.WIDE_SHAPE["B"], day05.WIDE_SHAPE["H"], day05.WIDE_SHAPE["d"]
+    for n in (1024, 4096):
+        for rung, tflops in (("v6_register_tiles", 30.0), ("torch_sdpa", 45.0), ("v6_register_tiles_causal", 28.0),
+                             ("torch_sdpa_causal", 40.0)):
+            causal = rung.endswith("_causal")
+            flops = model.flops_attention(B, H, n, d, causal=causal)
+            ms, torch_ms = flops / tflops / 1e9, flops / (40.0 if causal else 45.0) / 1e9
+            rec.add(rung=rung, N=n, B=B, H=H, d=d, causal=causal, median_ms=ms, p10_ms=0.98 * ms, p90_ms=1.03 * ms,
+                    repeat=20, gbps=model.compulsory_bytes_fused(B, H, n, d) / ms / 1e6, tflops=tflops,
+                    fraction_of_sdpa=torch_ms / ms)
+    return rec
+
+
 def fake_recordings():
     """Every recording the day-5 lesson plots."""
-    return [fake_timing(), fake_resources(), dram_bytes("day05", day05.NCU_RUNGS)]
+    return [fake_timing(), fake_head_dim_128(), fake_resources(), dram_bytes("day05", day05.NCU_RUNGS)]

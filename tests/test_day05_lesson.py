@@ -76,6 +76,9 @@ def test_lesson_runs_with_recordings_and_shows_no_solution(tmp_path):
     shown = run.fake_text
     assert "recorded on Fake GPU" in shown and "of torch SDPA fp32" in shown
     assert "No recording" not in shown and "REGISTERS_PER_THREAD = 50" in shown
+    assert "At head_dim 128 (B=4, H=16, N = 4,096; recorded on Fake GPU" in shown
+    assert "0.67 of torch SDPA fp32 full (30.0 TFLOP/s) and 0.70 of torch SDPA fp32 causal" in shown
+    assert "At head_dim 128 (B=4, H=16, N = 4,096; recorded on NVIDIA" in run.shipped_text
     leaked = [line for line in exercise_only_lines() if line in run.shipped_text + shown]
     assert not leaked, f"the lesson's outputs show lines of the exercise's kernel: {leaked[:3]}"
 

@@ -102,6 +102,8 @@ def test_timing_recording_launches_every_rung_and_relates_it_to_torch(monkeypatc
     calls = []
     monkeypatch.setattr(day05, "SHAPE", {"B": 1, "H": 1, "d": 4})
     monkeypatch.setattr(day05, "QUICK_SIZES", (8,))
+    monkeypatch.setattr(day05, "WIDE_SHAPE", {"B": 1, "H": 1, "d": 8})
+    monkeypatch.setattr(day05, "QUICK_WIDE_SIZES", (9,))
     monkeypatch.setattr(baselines, "torch_sdpa", _fake_sdpa)
     rec = day05.timing_recording(quick=True, timer=_fake_timer(calls))
     assert [row["rung"] for row in rec.rows] == ["v1_naive", "v2_fused_rows", "v3_tiled", "v4_flash",
@@ -125,16 +127,21 @@ def test_record_saves_checks_timing_and_resources_in_order(monkeypatch, tmp_path
     monkeypatch.setattr(day05, "SHAPE", {"B": 1, "H": 1, "d": 4})
     monkeypatch.setattr(day05, "QUICK_CHECK_N", 17)
     monkeypatch.setattr(day05, "QUICK_SIZES", (8,))
+    monkeypatch.setattr(day05, "WIDE_SHAPE", {"B": 1, "H": 1, "d": 8})
+    monkeypatch.setattr(day05, "QUICK_WIDE_SIZES", (9,))
     monkeypatch.setattr(baselines, "torch_sdpa", _fake_sdpa)
     monkeypatch.setattr(day05, "resources_recording", lambda quick: _resources_stand_in())
     paths = harness.record(day05.recorder(), tmp_path, quick=True, timer=_fake_timer([]),
                            ceilings={"copy_gbps": 3000.0, "fp32_tflops": 50.0})
     assert [p.name for p in paths] == ["day05_full_size_checks.json", "day05_flash_timing.json",
-                                       "day05_kernel_resources.json"]
-    checks, timing = load_recording(paths[0]), load_recording(paths[1])
+                                       "day05_head_dim_128_timing.json", "day05_kernel_resources.json"]
+    checks, timing, wide = load_recording(paths[0]), load_recording(paths[1]), load_recording(paths[2])
     assert len(checks.rows) == 7 and all(r["rel_err"] <= 1e-4 for r in checks.rows)
     assert timing.ceilings == {"copy_gbps": 3000.0, "fp32_tflops": 50.0}
     assert {r["N"] for r in timing.rows} == {8}
+    assert {(r["rung"], r["N"], r["d"]) for r in wide.rows} == {
+        (rung, 9, 8) for rung in ("v6_register_tiles", "v6_register_tiles_causal", "torch_sdpa", "torch_sdpa_causal")}
+    assert all(r["fraction_of_sdpa"] > 0 for r in wide.rows)
 
 
 def _resources_stand_in():
@@ -161,6 +168,10 @@ def test_record_quick_checks_and_times_every_rung(tmp_path):
             "v5_flash_registers_causal", "v6_register_tiles", "v6_register_tiles_causal", "torch_sdpa",
             "torch_sdpa_causal"} <= rungs
     assert all(row["fraction_of_sdpa"] > 0 for row in timing.rows)
+    wide = load_recording(paths["day05_head_dim_128_timing"])
+    assert {row["rung"] for row in wide.rows} == {"v6_register_tiles", "v6_register_tiles_causal", "torch_sdpa",
+                                                  "torch_sdpa_causal"}
+    assert {row["d"] for row in wide.rows} == {128}
 
 
 @pytest.mark.gpu

@@ -11,6 +11,8 @@ takes them), then ``record(out_dir)`` writes:
   causal form of each rung that takes ``causal`` and ``kv_lens``) and torch SDPA fp32 (causal and
   not) against N; rows: rung, N, B, H, d, causal, median_ms, p10_ms, p90_ms, gbps, tflops, and
   ``fraction_of_sdpa`` (torch's median time over the rung's, same N and mask: 1.0 means as fast).
+- ``day05_head_dim_128_timing.json``: the same at head_dim 128 (``WIDE_SHAPE``) for the rungs that take
+  it (v6) and torch, at N = 1024 and 4096.
 - ``day05_kernel_resources.json``: registers, local and shared memory of the v3 to v6 kernels.
 
 ``ncu_cases()`` gives the launches whose DRAM bytes Nsight Compute records as ``day05_dram_bytes``
@@ -41,6 +43,11 @@ CHECK_N = 4096
 QUICK_CHECK_N = 1024
 NCU_SHAPE = SHAPE
 NCU_SIZES = (512, 1024, 2048, 4096)
+# Head dim 128 (most models' since Llama-2): the rungs whose kernels take it, and torch, at the same B, H.
+WIDE_SHAPE = {"B": 4, "H": 16, "d": 128}
+WIDE_RUNGS = ("attention_v6_register_tiles",)
+WIDE_SIZES = (1024, 4096)
+QUICK_WIDE_SIZES = (256,)
 
 
 def label(rung_name: str, causal: bool = False) -> str:
@@ -104,15 +111,20 @@ def check_full_size(n: int = CHECK_N) -> list[dict]:
     return harness.run_checks(checks(n))
 
 
-def _timed(point) -> list[Timed]:
+def _timed(point, shape=None, rungs=None) -> list[Timed]:
+    """The cases of one (N, causal) point at ``shape`` (default ``SHAPE``): every rung (or those named in
+    ``rungs``) and torch."""
     n, causal = point
-    B, H, d = SHAPE["B"], SHAPE["H"], SHAPE["d"]
-    qh, kh, vh, _ = attention_inputs(n=n, **SHAPE)
+    shape = SHAPE if shape is None else shape
+    B, H, d = shape["B"], shape["H"], shape["d"]
+    qh, kh, vh, _ = attention_inputs(n=n, **shape)
     q, k, v, o, lens = to_device(qh, kh, vh, np.empty_like(qh), np.full(B, n, dtype=np.int32))
     compulsory = model.compulsory_bytes_fused(B, H, n, d)
     flops = model.flops_attention(B, H, n, d, causal=causal)
     cases = []
     for name, rung in flash_attention.RUNGS.items():
+        if rungs is not None and name not in rungs:
+            continue
         if takes_masks(rung):   # with kv_lens on the GPU already, as a model's batch would be
             launch = (lambda rung=rung: rung(q, k, v, causal=causal, kv_lens=lens, out=o))
         elif causal:
@@ -136,6 +148,19 @@ def flash_sweep() -> Sweep:
         points=tuple((n, causal) for n in SIZES for causal in (False, True)),
         quick_points=tuple((n, causal) for n in QUICK_SIZES for causal in (False, True)),
         shape=lambda point: dict(N=point[0], **SHAPE, causal=point[1]), cases=_timed,
+        finish=harness.fraction_of("torch_sdpa", "fraction_of_sdpa"))
+
+
+def head_dim_128_sweep() -> Sweep:
+    return Sweep(
+        name="day05_head_dim_128_timing",
+        notes=(f"the rungs that take head_dim 128 ({', '.join(label(n) for n in WIDE_RUNGS)}; causal too) against "
+               f"torch.nn.functional.scaled_dot_product_attention in fp32 (TF32 off), B={WIDE_SHAPE['B']} "
+               f"H={WIDE_SHAPE['H']} d={WIDE_SHAPE['d']}, M = N; columns as day05_flash_timing."),
+        points=tuple((n, causal) for n in WIDE_SIZES for causal in (False, True)),
+        quick_points=tuple((n, causal) for n in QUICK_WIDE_SIZES for causal in (False, True)),
+        shape=lambda point: dict(N=point[0], **WIDE_SHAPE, causal=point[1]),
+        cases=lambda point: _timed(point, WIDE_SHAPE, WIDE_RUNGS),
         finish=harness.fraction_of("torch_sdpa", "fraction_of_sdpa"))
 
 
@@ -222,7 +247,7 @@ def recorder() -> harness.Recorder:
         check_recording="day05_full_size_checks",
         check_notes=(", ".join(own_rungs()) + " against kernels.reference.attention (float64) "
                      f"at B={SHAPE['B']} H={SHAPE['H']} d={SHAPE['d']}; fp32 passes at rel_err <= 1e-4."),
-        sweeps=lambda: [flash_sweep()], extras=lambda quick: [resources_recording(quick)],
+        sweeps=lambda: [flash_sweep(), head_dim_128_sweep()], extras=lambda quick: [resources_recording(quick)],
         ncu_cases=ncu_cases, sanitize=sanitize, ncu_shape=lambda n: dict(NCU_SHAPE))
 
 
