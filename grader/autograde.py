@@ -412,6 +412,34 @@ def _read_events(paths: dict) -> tuple[list, list]:
     return events, refused
 
 
+# A grading kernel that dies or stays silent before it answers its first request has run nothing of the
+# submission: another process took one of the ports it was given between their choice and its start
+# (jupyter_client picks free ports, then the kernel binds them), or the machine was too busy. Grading
+# again is safe and gives the grade the submission deserves.
+KERNEL_START_ATTEMPTS = 3
+_KERNEL_DID_NOT_START = ("Kernel died before replying to kernel_info", "Kernel didn't respond in")
+
+
+def _outcome_text(outcome: dict) -> str:
+    return str(outcome.get("log", "")) + str(outcome.get("error", ""))
+
+
+def kernel_did_not_start(outcome: dict) -> bool:
+    """Whether nbgrader's autograde failed because its kernel never started (see ``KERNEL_START_ATTEMPTS``)."""
+    return not outcome.get("success") and any(why in _outcome_text(outcome) for why in _KERNEL_DID_NOT_START)
+
+
+def autograde_once_started(api, assignment: str, student: str, details: list) -> dict:
+    """nbgrader's autograde of one submission, run again (up to ``KERNEL_START_ATTEMPTS`` in all) while it
+    fails because its kernel never started; each retry is noted in ``details``. Returns the last outcome."""
+    for attempt in range(1, KERNEL_START_ATTEMPTS + 1):
+        outcome = api.autograde(assignment, student, force=True, create=True)
+        if not kernel_did_not_start(outcome) or attempt == KERNEL_START_ATTEMPTS:
+            return outcome
+        details.append(f"the grading kernel did not start ({root_cause(_outcome_text(outcome))}); graded again")
+    return outcome
+
+
 def grade_one(task: dict) -> dict:
     """Grade the submission described by ``task`` (see ``grader.grade``); return the result dict."""
     from grader import cleanroom, markers, tamper
@@ -479,11 +507,11 @@ def grade_one(task: dict) -> dict:
         paths["autograded_dir"].mkdir(parents=True, exist_ok=True)
         paths["guard_report"].touch()
     with venv_on_path():
-        outcome = api.autograde(assignment, student, force=True, create=True)
+        outcome = autograde_once_started(api, assignment, student, result["details"])
     events, refused = _read_events(paths)
     result["events"], result["refused"] = events, refused
     if not outcome.get("success") or not paths["autograded_nb"].exists():
-        result["details"].append("nbgrader autograde failed: " + root_cause(outcome.get("log", "") + outcome.get("error", "")))
+        result["details"].append("nbgrader autograde failed: " + root_cause(_outcome_text(outcome)))
         return finish("grader_error")
     for gid, score in _scores(paths["work"] / "gradebook.db", student, assignment).items():
         result["cells"][gid] = score

@@ -213,11 +213,18 @@ def _validate(path: pathlib.Path):
             self.executed = super()._preprocess(nb)
             return self.executed
 
+    from grader.autograde import KERNEL_START_ATTEMPTS, kernel_did_not_start
+
     config = Config()
     config.Execute.timeout = CELL_TIMEOUT_S
     config.Execute.startup_timeout = 300      # a kernel starting while both CI cores are busy
-    validator = KeepingValidator(config=config)
-    return validator.validate(str(path)), validator.executed
+    for attempt in range(1, KERNEL_START_ATTEMPTS + 1):
+        validator = KeepingValidator(config=config)
+        try:
+            return validator.validate(str(path)), validator.executed
+        except RuntimeError as exc:        # the kernel never started (a port taken meanwhile): nothing ran yet
+            if attempt == KERNEL_START_ATTEMPTS or not kernel_did_not_start({"error": str(exc)}):
+                raise
 
 
 def _failed_grade_ids(results, nb) -> set[str]:

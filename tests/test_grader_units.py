@@ -327,3 +327,31 @@ def test_a_grading_process_forked_from_the_warm_process_reports_how_it_ended(tmp
             == "the whole submission took longer than 2 s and was stopped"
     finally:
         forks.close()
+
+
+def test_a_grading_kernel_that_never_started_is_graded_again_a_few_times():
+    from grader.autograde import KERNEL_START_ATTEMPTS, autograde_once_started, kernel_did_not_start
+
+    died = {"success": False, "log": "Traceback ...\nRuntimeError: Kernel died before replying to kernel_info\n"}
+    silent = {"success": False, "error": "RuntimeError: Kernel didn't respond in 60 seconds"}
+    crashed = {"success": False, "log": "DeadKernelError: Kernel died"}       # the submission's own doing
+    assert kernel_did_not_start(died) and kernel_did_not_start(silent)
+    assert not kernel_did_not_start(crashed) and not kernel_did_not_start({"success": True, "log": died["log"]})
+
+    class Api:
+        def __init__(self, outcomes):
+            self.outcomes, self.calls = list(outcomes), 0
+
+        def autograde(self, assignment, student, *, force, create):
+            assert (assignment, student, force, create) == ("day01", "ada", True, True)
+            self.calls += 1
+            return self.outcomes.pop(0)
+
+    details = []
+    api = Api([died, silent, {"success": True}])
+    assert autograde_once_started(api, "day01", "ada", details) == {"success": True} and api.calls == 3
+    assert len(details) == 2 and all("did not start" in d and "graded again" in d for d in details)
+    api, details = Api([died] * KERNEL_START_ATTEMPTS), []
+    assert autograde_once_started(api, "day01", "ada", details) == died and api.calls == KERNEL_START_ATTEMPTS
+    api, details = Api([crashed]), []
+    assert autograde_once_started(api, "day01", "ada", details) == crashed and api.calls == 1 and not details
