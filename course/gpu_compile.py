@@ -244,22 +244,11 @@ def ptx_for_targets(function, signature, ccs=COMPUTE_CAPABILITIES):
     turns that one module into PTX for each target. Raises what the compiler raised, with the target
     it was compiling for in the exception's ``cc`` (``"any"`` when typing or lowering failed).
     """
-    from numba import cuda
-    from numba.cuda import compiler
+    from numba.cuda.compiler import _compile_pyfunc_with_fixup    # numba-cuda 0.30 (pyproject.toml pins it)
 
     targets = sorted(tuple(cc) for cc in ccs)
-    lower = getattr(compiler, "_compile_pyfunc_with_fixup", None)
-    if lower is None:        # another numba-cuda: one full compile per target
-        ptx = {}
-        for cc in targets:
-            try:
-                ptx[cc] = cuda.compile_ptx(function, signature, cc=cc)[0]
-            except Exception as exc:
-                exc.cc = f"sm_{cc[0]}{cc[1]}"
-                raise
-        return ptx
     try:
-        library, _ = lower(function, signature, device=False, cc=targets[0], abi="numba")
+        library, _ = _compile_pyfunc_with_fixup(function, signature, device=False, cc=targets[0], abi="numba")
     except Exception as exc:
         exc.cc = "any"
         raise

@@ -170,7 +170,8 @@ def test_bad_arguments_are_named(call, error, message):
 COMPILE_SCRIPT = textwrap.dedent("""
     import types as pytypes
     import numba.cuda.dispatcher as dispatcher
-    from numba import cuda, types
+    from numba import types
+    from course.gpu_compile import ptx_for_targets
     # cuda.ldcg is an overload: numba compiles it for the current device's compute capability, and
     # this machine may have none. The target asked for below is what counts.
     dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=(8, 0))
@@ -186,8 +187,7 @@ COMPILE_SCRIPT = textwrap.dedent("""
         probes.busy_wait_kernel: (types.int64,),
     }
     for kernel, signature in signatures.items():
-        for cc in ((8, 0), (9, 0)):
-            ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=cc)
+        for cc, ptx in ptx_for_targets(kernel.py_func, signature).items():
             print(kernel.py_func.__name__, cc, ptx.count("ld.global.u64"), ptx.count("ld.global.cg"),
                   ptx.count("ld.shared.u64"))
 """)

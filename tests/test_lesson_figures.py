@@ -106,8 +106,6 @@ def install_hook(lesson: str, png_dir: str | None) -> None:
     before the hook sees them. ``_watch_recordings(folder)`` in the kernel points ``DATA_DIR`` at another
     folder of recordings, still watched.
     """
-    import hashlib
-
     import matplotlib
 
     matplotlib.use("Agg")
@@ -146,7 +144,7 @@ def install_hook(lesson: str, png_dir: str | None) -> None:
     watch(course.records.DATA_DIR)
 
     def note_cell(info):
-        counter["source"] = hashlib.sha256((info.raw_cell or "").encode()).hexdigest()
+        counter["source"] = _source_hash(info.raw_cell or "")
 
     def check_open_figures(result):
         counter["cell"] += 1
@@ -288,7 +286,8 @@ def run_lesson(lesson_path: pathlib.Path, fake_dir: pathlib.Path | None = None) 
         assert not problems, f"{lesson_path.name}:\n" + "\n".join(problems)
         assert figures, f"{lesson_path.name} draws no figure at all"
         if fake_dir is not None:
-            again = cells_depending_on(sources, {i for i, s in enumerate(sources) if _source_hash(s) in set(reading)})
+            reading = set(reading)
+            again = cells_depending_on(sources, {i for i, s in enumerate(sources) if _source_hash(s) in reading})
             assert again, f"{lesson_path.name}: no cell reads a recording"
             cells = [nbformat.v4.new_code_cell(f"_figure_check_results.clear()\n_watch_recordings({str(fake_dir)!r})")]
             cells += [nbformat.v4.new_code_cell(sources[i]) for i in again]
