@@ -31,10 +31,17 @@ reference is ``kernels.reference.gemm``. The byte and FLOP models of each rung a
   ``TILE_SHAPES``: the first launch on device arrays times each (``autotune``) and keeps the fastest;
   untimed (NumPy inputs, the simulator) it takes ``untuned_tile_shape``. Smaller tiles win where
   128×128 tiles make too few blocks to fill the GPU.
+- ``gemm_v9_warp_tiled``: v8 with the threads of each warp on one compact WARP_TILE_M×WARP_TILE_N
+  patch of the block tile (64×32), 8 lanes down it and 4 across, instead of two rows of 16 threads
+  across the whole tile: the 32 lanes of a 16-byte shared load then ask for 8 different runs of A
+  and 4 of B (one 128-byte wavefront each) instead of 2 and 16 (B: two wavefronts). The same loads,
+  multiply-adds and tile choice as v8 (its own ``autotune`` entries). On an H100 it runs at 0.99 of v8
+  from 2048³ to 8192³ and 0.88 at 1024³: v8's shared memory was busy about 38% of the time, not its
+  limit, so fewer wavefronts buy nothing here (day 4's lesson, section 13).
 
 Each rung is a ``<rung>_kernel`` plus the launcher ``<rung>(a, b, *, out=None, kernel=<rung>_kernel)``,
-which validates the inputs, sizes the grid, launches ``kernel`` and returns C (v7 and v8: ``kernel``
-is a function of the block tile that returns the kernel); ``RUNGS`` registers the eight in order.
+which validates the inputs, sizes the grid, launches ``kernel`` and returns C (v7 to v9: ``kernel``
+is a function of the block tile that returns the kernel); ``RUNGS`` registers the nine in order.
 Launchers accept NumPy arrays or numba device arrays (``kernels.launching``); every kernel handles any
 M, N, K, including ones the tile does not divide.
 """
@@ -59,6 +66,7 @@ __all__ = [
     "gemm_v6_unrolled_kernel", "gemm_v6_unrolled",
     "gemm_v7_double_buffered_kernel", "gemm_v7_double_buffered",
     "gemm_v8_autotuned", "untuned_tile_shape", "tile_shape", "autotune", "tuned",
+    "WARP", "WARP_TILE_M", "WARP_TILE_N", "gemm_v9_warp_tiled_kernel", "gemm_v9_warp_tiled",
 ]
 
 # v1 and v2: 256 threads per block, 32 along x (one warp) and 8 along y.
@@ -482,8 +490,9 @@ def gemm_v7_double_buffered_kernel(block_m: int = WIDE_BLOCK_M, block_n: int = W
     return _V7_KERNELS[block_m, block_n]
 
 
-def _build_v7_kernel(BM: int, BN: int):
-    """Compile-time constants BM, BN (the block tile) size the shared stages and the load plan.
+def _build_v7_kernel(BM: int, BN: int, warp_tiled: bool = False):
+    """Compile-time constants BM, BN (the block tile) size the shared stages and the load plan;
+    ``warp_tiled`` (v9) places each warp's threads on one WARP_TILE_M×WARP_TILE_N patch of the tile.
 
     Where the next step's loads end up is ptxas's choice, not the source's: for 128×128 it keeps
     them ahead of the multiply-adds; for 64×128 and 128×64 it moves them below, where their latency
@@ -494,8 +503,11 @@ def _build_v7_kernel(BM: int, BN: int):
     threads_x = BN // WIDE_THREAD_N
     row = max(BM, BN) + TILE_PAD
     a_row_step, a_loads, b_col_step, b_loads = _wide_loader(BM, BN)
-    half_m = BM // 2
-    half_n = BN // 2
+    # A thread's 8 rows of C are two runs of VECTOR, half_m apart, and its 8 columns two runs half_n apart.
+    half_m = WARP_TILE_M // 2 if warp_tiled else BM // 2
+    half_n = WARP_TILE_N // 2 if warp_tiled else BN // 2
+    warps_n = BN // WARP_TILE_N
+    lanes_n = half_n // VECTOR
 
     @cuda.jit
     def kernel(a, b, c):
@@ -527,8 +539,16 @@ def _build_v7_kernel(BM: int, BN: int):
             a_rows[u] = np.uint64(row0 + a_r + u * a_row_step)
         for u in range(b_loads):
             b_cols[u] = np.uint64(col0 + b_c + u * b_col_step)
-        a_read = np.uint64(ty * VECTOR)
-        b_read = np.uint64(tx * VECTOR)
+        if warp_tiled:   # v9: warp w owns a WARP_TILE_M×WARP_TILE_N patch, its lanes 8 down and 4 across
+            warp = thread // WARP
+            lane = thread % WARP
+            first_row = (warp // warps_n) * WARP_TILE_M + (lane // lanes_n) * VECTOR
+            first_col = (warp % warps_n) * WARP_TILE_N + (lane % lanes_n) * VECTOR
+        else:            # v7: a warp is two rows of threads across the whole tile
+            first_row = ty * VECTOR
+            first_col = tx * VECTOR
+        a_read = np.uint64(first_row)
+        b_read = np.uint64(first_col)
         steps = (k + BLOCK_K - 1) // BLOCK_K
         # The first step's slices, into stage 0 (zeros when K is 0).
         ka = np.uint64(a_k)
@@ -561,9 +581,9 @@ def _build_v7_kernel(BM: int, BN: int):
                     tiles[1 - stage, 1, b_k, b_c + u * b_col_step] = b_next[u]
             cuda.syncthreads()
         for i in range(WIDE_THREAD_M):
-            r = row0 + (i // VECTOR) * half_m + ty * VECTOR + i % VECTOR
+            r = row0 + (i // VECTOR) * half_m + first_row + i % VECTOR
             for j in range(WIDE_THREAD_N):
-                cc = col0 + (j // VECTOR) * half_n + tx * VECTOR + j % VECTOR
+                cc = col0 + (j // VECTOR) * half_n + first_col + j % VECTOR
                 if r < m and cc < n:
                     c[r, cc] = acc[i * WIDE_THREAD_N + j]
 
@@ -584,7 +604,8 @@ def gemm_v7_double_buffered(a, b, *, out=None, kernel=gemm_v7_double_buffered_ke
 # The untuned choice: the largest tile that still makes this many blocks (about one per SM of a
 # large GPU: a 128×128 tile at N = 1024 makes 64 blocks and leaves half an H100 idle).
 BLOCKS_TO_FILL = 128
-_TUNED: dict = {}   # (GPU name, M, N, K) -> {"choice": (block_m, block_n), "ms": {(block_m, block_n): ms}}
+# (GPU name, kernel factory's name, M, N, K) -> {"choice": (block_m, block_n), "ms": {(block_m, block_n): ms}}
+_TUNED: dict = {}
 
 
 def untuned_tile_shape(m: int, n: int) -> tuple[int, int]:
@@ -606,22 +627,24 @@ def _gpu_name() -> str:
     return _GPU_NAME[0]
 
 
-def tile_shape(m: int, n: int, k: int) -> tuple[int, int]:
-    """The tile v8 launches for (M, N, K): the one ``autotune`` chose on this GPU, else ``untuned_tile_shape``."""
+def tile_shape(m: int, n: int, k: int, kernel=gemm_v7_double_buffered_kernel) -> tuple[int, int]:
+    """The tile v8 (v9: ``kernel=gemm_v9_warp_tiled_kernel``) launches for (M, N, K): the one ``autotune``
+    chose for that kernel on this GPU, else ``untuned_tile_shape``."""
     if not config.ENABLE_CUDASIM and _TUNED:
-        tuned = _TUNED.get((_gpu_name(), m, n, k))
+        tuned = _TUNED.get((_gpu_name(), kernel.__name__, m, n, k))
         if tuned is not None:
             return tuned["choice"]
     return untuned_tile_shape(m, n)
 
 
 def autotune(a, b, *, out=None, repeat: int = 5, kernel=gemm_v7_double_buffered_kernel) -> dict:
-    """Time v7's kernel at every tile of ``TILE_SHAPES`` on device arrays a, b (GPU only); remember the fastest.
+    """Time ``kernel``'s build (v7's; v9's for v9) at every tile of ``TILE_SHAPES`` on device arrays a, b
+    (GPU only); remember the fastest.
 
     Each shape is launched once to compile and warm up, then ``repeat`` times back to back between
     two CUDA events: the mean time per launch counts. The choice is kept for this process, per GPU
-    name and (M, N, K), and used by ``gemm_v8_autotuned``. Returns
-    ``{"gpu", "M", "N", "K", "choice", "ms": {shape: ms per launch}}``.
+    name, kernel and (M, N, K), and used by ``gemm_v8_autotuned`` (``gemm_v9_warp_tiled``). Returns
+    ``{"gpu", "kernel", "M", "N", "K", "choice", "ms": {shape: ms per launch}}``.
     """
     if config.ENABLE_CUDASIM:
         raise RuntimeError("autotune times kernels and needs a GPU; the simulator has no clock to time them by")
@@ -643,26 +666,63 @@ def autotune(a, b, *, out=None, repeat: int = 5, kernel=gemm_v7_double_buffered_
         times[shape] = float(cuda.event_elapsed_time(start, end)) / repeat
     choice = min(times, key=times.get)
     gpu = _gpu_name()
-    _TUNED[gpu, m, n, k] = {"choice": choice, "ms": times}
-    return {"gpu": gpu, "M": m, "N": n, "K": k, "choice": choice, "ms": times}
+    _TUNED[gpu, kernel.__name__, m, n, k] = {"choice": choice, "ms": times}
+    return {"gpu": gpu, "kernel": kernel.__name__, "M": m, "N": n, "K": k, "choice": choice, "ms": times}
 
 
 def tuned() -> list[dict]:
-    """Every choice ``autotune`` made in this process: one dict per (GPU, M, N, K), as it returned."""
-    return [{"gpu": gpu, "M": m, "N": n, "K": k, **entry} for (gpu, m, n, k), entry in _TUNED.items()]
+    """Every choice ``autotune`` made in this process: one dict per (GPU, kernel, M, N, K), as it returned."""
+    return [{"gpu": gpu, "kernel": name, "M": m, "N": n, "K": k, **entry}
+            for (gpu, name, m, n, k), entry in _TUNED.items()]
 
 
-def gemm_v8_autotuned(a, b, *, out=None, kernel=gemm_v7_double_buffered_kernel):
-    """C = A @ B with v7's kernel at the tile ``tile_shape`` gives; device arrays on a GPU of an untuned
-    shape are tuned first (``autotune``), NumPy arrays and the simulator take ``untuned_tile_shape``."""
+def _launch_tuned(kernel, a, b, out):
+    """Launch ``kernel``'s build at the tile tuned for this GPU and shape, tuning first on device arrays."""
     m, n, k = gemm_shape(a, b, out)
     on_gpu_arrays = not config.ENABLE_CUDASIM and hasattr(a, "copy_to_host") and hasattr(b, "copy_to_host")
-    tuned = _TUNED.get((_gpu_name(), m, n, k)) if on_gpu_arrays else None
+    tuned = _TUNED.get((_gpu_name(), kernel.__name__, m, n, k)) if on_gpu_arrays else None
     if on_gpu_arrays and m and n and tuned is None:
         tuned = autotune(a, b, out=out, kernel=kernel)
     shape = tuned["choice"] if tuned is not None else untuned_tile_shape(m, n)
     grid, block = _wide_grid(m, n, *shape)
     return launch_gemm(kernel(*shape), a, b, out=out, grid=grid, block=block)
+
+
+def gemm_v8_autotuned(a, b, *, out=None, kernel=gemm_v7_double_buffered_kernel):
+    """C = A @ B with v7's kernel at the tile ``tile_shape`` gives; device arrays on a GPU of an untuned
+    shape are tuned first (``autotune``), NumPy arrays and the simulator take ``untuned_tile_shape``."""
+    return _launch_tuned(kernel, a, b, out)
+
+
+# ----------------------------------------------------------------------------------------------
+# v9: warp tiling. v8's kernel with each warp's 32 threads on one compact patch of the block tile
+# ----------------------------------------------------------------------------------------------
+
+WARP = 32
+WARP_TILE_M = 64     # rows of C a warp computes: 8 lanes down, two runs of VECTOR rows each
+WARP_TILE_N = 32     # columns of C a warp computes: 4 lanes across, two runs of VECTOR columns each
+_V9_KERNELS: dict = {}
+
+
+def gemm_v9_warp_tiled_kernel(block_m: int = WIDE_BLOCK_M, block_n: int = WIDE_BLOCK_N):
+    """The v9 kernel for a block tile of C, one of ``TILE_SHAPES``: v7's with warp tiling, compiled on first use.
+
+    v7 numbers threads in rows of BN / 8 across the tile, so a warp is two such rows: at 128×128 one
+    16-byte shared load of B asks for 16 different runs (256 bytes, two wavefronts) and one of A for 2.
+    Here warp w computes the WARP_TILE_M×WARP_TILE_N patch (w // (BN / 32), w % (BN / 32)), lane l
+    rows 4·(l // 4) and 32 below, columns 4·(l % 4) and 16 to the right: 8 runs of A and 4 of B,
+    128 and 64 bytes, one wavefront each. Loads of global memory, and everything else, as v7.
+    """
+    if (block_m, block_n) not in TILE_SHAPES:
+        raise ValueError(f"(block_m, block_n) must be one of {TILE_SHAPES}, got {(block_m, block_n)!r}")
+    if (block_m, block_n) not in _V9_KERNELS:
+        _V9_KERNELS[block_m, block_n] = _build_v7_kernel(block_m, block_n, warp_tiled=True)
+    return _V9_KERNELS[block_m, block_n]
+
+
+def gemm_v9_warp_tiled(a, b, *, out=None, kernel=gemm_v9_warp_tiled_kernel):
+    """C = A @ B with the warp-tiled kernel at the tile tuned for it (as v8 does for v7's kernel)."""
+    return _launch_tuned(kernel, a, b, out)
 
 
 RUNGS = ladder(
@@ -680,4 +740,6 @@ RUNGS = ladder(
          "the next step's tiles load into registers during the multiply-adds, two shared stages, one barrier"),
     Rung("gemm_v8_autotuned", gemm_v8_autotuned,
          "v7's kernel with the block tile chosen per GPU and shape by timing each of TILE_SHAPES once"),
+    Rung("gemm_v9_warp_tiled", gemm_v9_warp_tiled,
+         "warp tiling: each warp's 32 threads on one 64×32 patch of C, so a shared load asks for fewer runs"),
 )

@@ -121,10 +121,13 @@ def test_wide_tiles_fit_their_loaders_and_loads():
     assert gemm.untuned_tile_shape(37, 21) == gemm.TILE_SHAPES[-1]
 
 
-def test_v7_kernel_factory_checks_its_tile_and_keeps_kernels():
-    assert gemm.gemm_v7_double_buffered_kernel(64, 64) is gemm.gemm_v7_double_buffered_kernel(64, 64)
+@pytest.mark.parametrize("factory", [gemm.gemm_v7_double_buffered_kernel, gemm.gemm_v9_warp_tiled_kernel],
+                         ids=["v7", "v9"])
+def test_kernel_factories_check_their_tile_and_keep_kernels(factory):
+    assert factory(64, 64) is factory(64, 64)
     with pytest.raises(ValueError, match=r"must be one of .* got \(96, 128\)"):
-        gemm.gemm_v7_double_buffered_kernel(96, 128)
+        factory(96, 128)
+    assert gemm.gemm_v7_double_buffered_kernel(64, 64) is not gemm.gemm_v9_warp_tiled_kernel(64, 64)
 
 
 def test_v7_every_tile_shape_matches_reference():
@@ -136,6 +139,18 @@ def test_v7_every_tile_shape_matches_reference():
         kernel = gemm.gemm_v7_double_buffered_kernel(block_m, block_n)
         gemm.launch_gemm(kernel, a, b, out=out, grid=(1, 1), block=(block_n // 8, block_m // 8))
         check(out, want, name=f"v7 {block_m}x{block_n}", dims=("row", "col"), seed=seed)
+
+
+def test_v9_every_tile_shape_matches_reference_with_every_warp_writing():
+    """The warp-tiled kernels at a shape where several warps of each tile hold rows and columns of C
+    (warps own 64×32 patches), partial in M, N and K: every element written once, and right."""
+    a, b, seed = _inputs(70, 40, 9)
+    want = reference.gemm(a, b)
+    for block_m, block_n in gemm.TILE_SHAPES:
+        out = poison(np.empty((70, 40), np.float32))
+        grid, block = gemm._wide_grid(70, 40, block_m, block_n)
+        gemm.launch_gemm(gemm.gemm_v9_warp_tiled_kernel(block_m, block_n), a, b, out=out, grid=grid, block=block)
+        check(out, want, name=f"v9 {block_m}x{block_n}", dims=("row", "col"), seed=seed)
 
 
 def test_autotune_refuses_the_simulator_and_v8_takes_the_untuned_tile():

@@ -12,8 +12,10 @@ Global traffic, exact for the kernels as written (``course.traffic`` counts the 
   element of A once per block column of C and each element of B once per block row:
   ``M·K·ceil(N/tile) + K·N·ceil(M/tile)``; tile slots outside the matrices are zero-filled without
   a load, so the count is exact for shapes the tile does not divide. v4 likewise with its block tile,
-  and v5 to v8 with theirs (128×128 for v5 to v7; v8's tile depends on the shape and the GPU:
-  ``traffic_v8_autotuned`` takes it as ``tile``, by default the one v8 takes untuned).
+  and v5 to v9 with theirs (128×128 for v5 to v7; v8's and v9's tile depends on the shape and the GPU:
+  ``traffic_v8_autotuned`` and ``traffic_v9_warp_tiled`` take it as ``tile``, by default the one
+  they take untuned). v9 moves the same elements as v8: warp tiling changes which thread computes
+  which part of the block tile, not what the block loads.
 - ``compulsory_bytes(M, N, K)``: each input read once and C written once, the floor for DRAM.
 - ``intensity(rung, M, N, K)``: FLOPs per byte of global traffic (the x axis of a roofline).
 
@@ -40,10 +42,10 @@ __all__ = ["TILE", "BLOCK_M", "BLOCK_N", "BLOCK_K", "THREAD_M", "THREAD_N", "WID
            "WIDE_THREAD_M", "WIDE_THREAD_N", "TILE_SHAPES", "BLOCKS_TO_FILL", "RUNGS", "ElementTraffic",
            "flops_gemm", "compulsory_bytes", "traffic_v1_naive", "traffic_v2_coalesced",
            "traffic_v3_shared_tiles", "traffic_v4_register_blocked", "traffic_v5_wide_shared_loads",
-           "traffic_v6_unrolled", "traffic_v7_double_buffered", "traffic_v8_autotuned", "bytes_v1_naive",
+           "traffic_v6_unrolled", "traffic_v7_double_buffered", "traffic_v8_autotuned", "traffic_v9_warp_tiled", "bytes_v1_naive",
            "bytes_v2_coalesced", "bytes_v3_shared_tiles", "bytes_v4_register_blocked",
            "bytes_v5_wide_shared_loads", "bytes_v6_unrolled", "bytes_v7_double_buffered", "bytes_v8_autotuned",
-           "untuned_tile_shape", "traffic", "intensity", "shared_loads_v3_shared_tiles",
+           "bytes_v9_warp_tiled", "untuned_tile_shape", "traffic", "intensity", "shared_loads_v3_shared_tiles",
            "shared_stores_v3_shared_tiles", "shared_loads_v4_register_blocked", "shared_stores_v4_register_blocked",
            "shared_loads_wide", "shared_stores_wide", "BANKS", "bank_of", "bank_conflict_degree"]
 
@@ -64,7 +66,8 @@ TILE_SHAPES = ((128, 128), (128, 64), (64, 128), (64, 64))
 BLOCKS_TO_FILL = 128
 
 RUNGS = ("gemm_v1_naive", "gemm_v2_coalesced", "gemm_v3_shared_tiles", "gemm_v4_register_blocked",
-         "gemm_v5_wide_shared_loads", "gemm_v6_unrolled", "gemm_v7_double_buffered", "gemm_v8_autotuned")
+         "gemm_v5_wide_shared_loads", "gemm_v6_unrolled", "gemm_v7_double_buffered", "gemm_v8_autotuned",
+         "gemm_v9_warp_tiled")
 
 
 class ElementTraffic(NamedTuple):
@@ -179,6 +182,11 @@ def traffic_v8_autotuned(M: int, N: int, K: int, tile: tuple[int, int] | None = 
     return traffic_v4_register_blocked(M, N, K, *tile)
 
 
+def traffic_v9_warp_tiled(M: int, N: int, K: int, tile: tuple[int, int] | None = None) -> ElementTraffic:
+    """v8's traffic at the block tile v9 launched: the same loads and stores, other threads doing them."""
+    return traffic_v8_autotuned(M, N, K, tile)
+
+
 def bytes_v1_naive(M: int, N: int, K: int, itemsize: int = 4) -> int:
     """Global bytes of ``gemm_v1_naive``: (2·M·N·K + M·N) × itemsize."""
     return traffic_v1_naive(M, N, K).bytes(itemsize)
@@ -220,6 +228,11 @@ def bytes_v8_autotuned(M: int, N: int, K: int, tile: tuple[int, int] | None = No
     return traffic_v8_autotuned(M, N, K, tile).bytes(itemsize)
 
 
+def bytes_v9_warp_tiled(M: int, N: int, K: int, tile: tuple[int, int] | None = None, itemsize: int = 4) -> int:
+    """Global bytes of ``gemm_v9_warp_tiled`` at ``tile`` (default: the untuned choice), as v8's."""
+    return traffic_v9_warp_tiled(M, N, K, tile).bytes(itemsize)
+
+
 _TRAFFIC = {
     "gemm_v1_naive": traffic_v1_naive,
     "gemm_v2_coalesced": traffic_v2_coalesced,
@@ -229,12 +242,13 @@ _TRAFFIC = {
     "gemm_v6_unrolled": traffic_v6_unrolled,
     "gemm_v7_double_buffered": traffic_v7_double_buffered,
     "gemm_v8_autotuned": traffic_v8_autotuned,
+    "gemm_v9_warp_tiled": traffic_v9_warp_tiled,
 }
 
 
 def traffic(rung: str, M: int, N: int, K: int) -> ElementTraffic:
     """The element traffic of a rung by name (one of ``RUNGS``), with the kernels' tile sizes
-    (for v8 the untuned choice; ``traffic_v8_autotuned`` takes the tile a tuned launch used)."""
+    (for v8 and v9 the untuned choice; ``traffic_v8_autotuned`` takes the tile a tuned launch used)."""
     if rung not in _TRAFFIC:
         raise ValueError(f"rung must be one of {RUNGS}, got {rung!r}")
     return _TRAFFIC[rung](M, N, K)

@@ -7,13 +7,13 @@ A declaration for ``course.record.harness``: every rung of both registries is ch
   M = N = K for each N in ``GEMM_SIZES``, except the ``SLOW_RUNGS`` above ``SLOW_RUNGS_MAX_N`` (at
   N = 8192 v1 takes about 2 s a call and v2 0.8 s: a minute of repeats for two flat lines). Rows:
   rung, N, M, K, median_ms, p10_ms, p90_ms, repeat, gflops, tflops, gbps (the rung's modelled global
-  bytes per second; compulsory bytes for torch), intensity (modelled FLOPs per byte); v8's rows
-  also ``tile``, the block tile it chose (``"64x128"``), whose traffic the model then counts.
-- ``day04_gemm_autotune``: what ``gemm_v8_autotuned`` measured when it chose its tile, for each
-  square size timed. Rows: gpu, N, M, K, tile, block_m, block_n, ms (per launch, the mean of a few
-  back-to-back launches), chosen.
-- ``day04_kernel_resources``: registers, local memory and shared memory of every GEMM kernel (v7's at
-  each tile shape) and the local loads and stores of its PTX. Rows: rung, tile, registers, local_bytes,
+  bytes per second; compulsory bytes for torch), intensity (modelled FLOPs per byte); v8's and v9's
+  rows also ``tile``, the block tile it chose (``"64x128"``), whose traffic the model then counts.
+- ``day04_gemm_autotune``: what ``gemm_v8_autotuned`` and ``gemm_v9_warp_tiled`` measured when they
+  chose their tile, for each square size timed. Rows: rung, gpu, N, M, K, tile, block_m, block_n, ms
+  (per launch, the mean of a few back-to-back launches), chosen.
+- ``day04_kernel_resources``: registers, local memory and shared memory of every GEMM kernel (v7's and
+  v9's at each tile shape) and the local loads and stores of its PTX. Rows: rung, tile, registers, local_bytes,
   shared_bytes, ptx_local_loads, ptx_local_stores.
 - ``day04_transpose_timing``: the transpose rungs and torch's ``out.copy_(x.t())`` for each N in
   ``TRANSPOSE_SIZES`` (square), L2 flushed. Rows: rung, N, median_ms, p10_ms, p90_ms, repeat, gbps
@@ -52,6 +52,7 @@ BARRIER_TRIALS = 20
 QUICK_BARRIER_TRIALS = 5
 NCU_SIZES = (1024, 2048)
 TORCH_LABEL = "torch.matmul (fp32, TF32 off)"
+TUNED_RUNGS = ("gemm_v8_autotuned", "gemm_v9_warp_tiled")   # they time each tile shape on first launch
 TORCH_TRANSPOSE_LABEL = "torch out.copy_(x.t())"
 
 
@@ -106,9 +107,9 @@ def _gemm_cases(n: int) -> list[Timed]:
     for rung in rungs_at(n):
         launch = gemm.RUNGS[rung]
         traffic, columns = model.traffic(rung, n, n, n), {}
-        if rung == "gemm_v8_autotuned":
+        if rung in TUNED_RUNGS:
             launch(a, b, out=c)           # the first launch times the tiles and keeps the fastest
-            tile = gemm.tile_shape(n, n, n)
+            tile = gemm.tile_shape(n, n, n, kernel=launch.kernels["kernel"])
             traffic, columns = model.traffic_v8_autotuned(n, n, n, tile), {"tile": "%dx%d" % tile}
         cases.append(timed(rung, lambda launch=launch: launch(a, b, out=c), traffic.bytes(4), **columns))
     return cases + [timed(TORCH_LABEL, baselines.torch_matmul(a, b, out=c), model.compulsory_bytes(n, n, n))]
@@ -125,7 +126,7 @@ def gemm_sweep() -> Sweep:
         notes=("C = A @ B, float32, square M = N = K. torch.matmul with TF32 off "
                "(torch.backends.cuda.matmul.allow_tf32 = False). gflops/tflops: 2·M·N·K per second; "
                "gbps: the rung's global traffic from course.models.gemm per second (compulsory bytes "
-               "for torch); intensity: FLOPs per modelled byte; tile: the block tile gemm_v8_autotuned chose. "
+               "for torch); intensity: FLOPs per modelled byte; tile: the block tile gemm_v8_autotuned (gemm_v9_warp_tiled) chose. "
                "gemm_v1_naive and gemm_v2_coalesced are not timed above N = 4096 (seconds per call)."),
         points=GEMM_SIZES, quick_points=QUICK_GEMM_SIZES, shape=lambda n: {"N": n, "M": n, "K": n},
         cases=_gemm_cases, finish=_add_gflops)
@@ -165,7 +166,7 @@ def transpose_timing(quick: bool = False):
 
 
 def autotune_choices(sizes=GEMM_SIZES):
-    """The ``day04_gemm_autotune`` recording: v8's timings of each tile at each square size in ``sizes``.
+    """The ``day04_gemm_autotune`` recording: v8's and v9's timings of each tile at each square size in ``sizes``.
 
     Sizes the sweep already tuned are read from ``kernels.gemm.tuned()``; others are tuned here.
     """
@@ -173,19 +174,21 @@ def autotune_choices(sizes=GEMM_SIZES):
     from kernels import gemm
 
     rec = new_recording("day04_gemm_autotune")
-    rec.notes = ("gemm_v8_autotuned: ms per launch of v7's kernel at each block tile (block_m x block_n), "
-                 "the mean of back-to-back launches between CUDA events on random inputs; the fastest "
-                 "is chosen, per GPU and square size.")
-    for n in sizes:
-        found = [t for t in gemm.tuned() if (t["M"], t["N"], t["K"]) == (n, n, n)]
-        if not found:
-            a, b = to_device(*gemm_inputs(n, n, n, seed=n)[:2])
-            found = [gemm.autotune(a, b)]
-        tuned = found[-1]
-        for (block_m, block_n), ms in tuned["ms"].items():
-            rec.add(gpu=tuned["gpu"], N=n, M=n, K=n, tile=f"{block_m}x{block_n}", block_m=block_m, block_n=block_n,
-                    ms=ms, chosen=(block_m, block_n) == tuple(tuned["choice"]))
-        print(f"   autotune N={n}: chose {tuned['choice'][0]}x{tuned['choice'][1]}", flush=True)
+    rec.notes = ("gemm_v8_autotuned (v7's kernel) and gemm_v9_warp_tiled (its warp-tiled kernel): ms per launch "
+                 "at each block tile (block_m x block_n), the mean of back-to-back launches between CUDA events "
+                 "on random inputs; the fastest is chosen, per GPU, kernel and square size.")
+    for rung in TUNED_RUNGS:
+        kernel = gemm.RUNGS[rung].kernels["kernel"]
+        for n in sizes:
+            found = [t for t in gemm.tuned() if (t["kernel"], t["M"], t["N"], t["K"]) == (kernel.__name__, n, n, n)]
+            if not found:
+                a, b = to_device(*gemm_inputs(n, n, n, seed=n)[:2])
+                found = [gemm.autotune(a, b, kernel=kernel)]
+            tuned = found[-1]
+            for (block_m, block_n), ms in tuned["ms"].items():
+                rec.add(rung=rung, gpu=tuned["gpu"], N=n, M=n, K=n, tile=f"{block_m}x{block_n}", block_m=block_m,
+                        block_n=block_n, ms=ms, chosen=(block_m, block_n) == tuple(tuned["choice"]))
+            print(f"   autotune {rung} N={n}: chose {tuned['choice'][0]}x{tuned['choice'][1]}", flush=True)
     return rec
 
 
@@ -263,7 +266,7 @@ def kernel_resources() -> list[dict]:
     rows = []
     for name, rung in gemm.RUNGS.items():
         if name == "gemm_v8_autotuned":
-            continue                       # v7's kernels, at each tile shape below
+            continue                       # v7's kernels, at each tile shape below (v9: its own)
         rung(a_d, b_d, out=out)
         kernel = rung.kernels["kernel"]
         if hasattr(kernel, "overloads"):
