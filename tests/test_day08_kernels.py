@@ -74,12 +74,18 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
     def decode(raw):
         cache = raw[:, :, :, ::1]
         return (a3, cache, cache, a2, a2, table, i32, f32, numba.int64, a3, a3, a4)
+    def runs(word):
+        words = word[::1]
+        return (a3, words, words, a2, a2, table, i32, f32, numba.int64, numba.int64, numba.int64, numba.int64,
+                a3, a3, a4)
     def prefill(t):
         x = t[:, :, :, ::1]
         return (x, x, x, i32, x, f32, numba.boolean)
     kernels = [
         ("decode fp16 group 4", lp.gqa_decode_mixed_precision_kernel(4, "float16"), decode(types.float16)),
         ("decode fp8 group 4", lp.gqa_decode_mixed_precision_kernel(4, "fp8_e4m3"), decode(numba.uint32)),
+        ("page runs fp16 group 4", lp.gqa_decode_page_runs_kernel(4, "float16"), runs(numba.uint64)),
+        ("page runs fp8 group 4", lp.gqa_decode_page_runs_kernel(4, "fp8_e4m3"), runs(numba.uint32)),
         ("prefill fp16", lp.gqa_prefill_mixed_precision_kernel(16), prefill(types.float16)),
         ("prefill bf16", lp.gqa_prefill_mixed_precision_kernel(16), prefill(types.bfloat16)),
         ("quantize", lp.fp8_quantize_kernel, (a2, numba.float32[::1], numba.uint8[:, ::1], numba.boolean)),
@@ -388,7 +394,10 @@ def decode_case(fmt, lens, block_size, *, kv_heads=1, group=2, d=8, magnitude=No
                                                                  padding_pages=1)
     unused = np.isnan(k32)
     extra = {}
-    if fmt == "float16":
+    if fmt == "float32":
+        k_cache, v_cache = k32, v32
+        k_stored, v_stored = k_cache, v_cache
+    elif fmt == "float16":
         k_cache, v_cache = k32.astype(np.float16), v32.astype(np.float16)
         k_stored, v_stored = k_cache, v_cache
     else:
@@ -413,6 +422,8 @@ def check_decode(out, case, name):
     reference on the float32 cache the stored one came from."""
     on_stored = reference.paged_attention(case.q, *case.stored, case.tables, case.lens)
     check(out, on_stored, name=name, dims=DECODE_DIMS, seed=case.seed)
+    if case.fmt == "float32":
+        return
     exact = reference.paged_attention(case.q, *case.cache32, case.tables, case.lens)
     check(out, exact, name=name + " vs the float32 cache", dims=DECODE_DIMS, seed=case.seed,
           precision="fp16" if case.fmt == "float16" else "fp8", same_precision_ref=on_stored)
@@ -447,6 +458,71 @@ def test_decode_meets_the_precision_rule_and_its_traffic_model(fmt, block_size, 
     subgroups = decode_tiling(group, fmt)[0]
     cache_bytes = kv_heads * subgroups * sum(lens) * d * model.ITEMSIZE[fmt]
     assert t.load_bytes["k_cache"] == t.load_bytes["v_cache"] == cache_bytes
+
+
+# (fmt, block_size, contexts, kv_heads, group, head_dim, partition_size): runs of 8, 4 and 2 tokens (pages of
+# 16 and 8), runs shortened to fit a warp (group 8: 4 x 8 > 32) and to divide the page (pages of 3 and 6:
+# runs of 1 and 2), empty and one-token contexts, partial last pages and partial last runs, partitions of
+# one run, two blocks per KV head (group 9), head_dim 4 and 12 (lanes without channels).
+RUN_CASES = [
+    pytest.param("float16", 16, [0, 37, 1], 2, 4, 8, 64, id="fp16-g4-runs-of-4"),
+    pytest.param("fp8_e4m3", 16, [21, 3], 1, 4, 12, 16, id="fp8-g4-runs-of-8"),
+    pytest.param("float32", 8, [19], 2, 3, 4, 8, id="fp32-g3-runs-of-2"),
+    pytest.param("fp8_e4m3", 16, [40], 1, 8, 4, 8, id="fp8-g8-runs-of-4"),
+    pytest.param("float16", 3, [7, 0], 1, 9, 4, 2, id="fp16-g9-pages-of-3"),
+    pytest.param("fp8_e4m3", 6, [13], 2, 1, 8, 4, id="fp8-g1-pages-of-6"),
+]
+
+
+@pytest.mark.parametrize("fmt, block_size, lens, kv_heads, group, d, partition_size", RUN_CASES)
+def test_page_runs_meet_the_precision_rule_and_their_traffic_model(fmt, block_size, lens, kv_heads, group, d,
+                                                                   partition_size):
+    """gqa_decode_page_runs: right on the stored cache and by the §6 rule (slots past every context are NaN,
+    so a row read past an end shows); its loads are the model's, the cache read once per block as words."""
+    case = decode_case(fmt, lens, block_size, kv_heads=kv_heads, group=group, d=d)
+    with count_traffic() as t:
+        out = lp.gqa_decode_page_runs(case.q, case.k_cache, case.v_cache, case.tables, case.lens, **case.extra,
+                                      out=poison(np.empty_like(case.q)), partition_size=partition_size)
+    check_decode(out, case, f"gqa_decode_page_runs out, {fmt} cache, group {group}, pages of {block_size}")
+    assert t.kernel_names == ["gqa_decode_page_runs_kernel", "paged_attention_v2_merge_kernel"]
+    requested = model.requested_decode_runs(lens, case.heads, kv_heads, d, partition_size, fmt, block_size)
+    assert counted(t) == requested
+    assert counted_bytes(t) == model.load_bytes(requested, model.itemsizes_decode_runs(fmt))
+    subgroups = decode_tiling(group, fmt)[0]
+    assert t.load_bytes["k_cache"] == t.load_bytes["v_cache"] == kv_heads * subgroups * sum(lens) * d * model.ITEMSIZE[fmt]
+
+
+def test_page_runs_tiling_matches_its_model_and_rejects_what_it_cannot_run():
+    assert model.RUN_TOKENS == lp.RUN_TOKENS
+    for fmt in model.CACHE_FORMATS:
+        for group in (1, 3, 4, 8, 9):
+            for block_size in (1, 3, 6, 8, 16):
+                _, heads, run = lp.run_tiling(group, fmt, block_size)
+                assert run == model.run_length(group, fmt, block_size) and heads * run <= 32 and block_size % run == 0
+    assert [lp.run_tiling(4, fmt, 16)[2] for fmt in model.CACHE_FORMATS] == [2, 4, 8]      # timed on an H100
+    assert lp.gqa_decode_page_runs_kernel(4, "float16") is lp.gqa_decode_page_runs_kernel(4, "float16", 16)
+    half = dict(HALF_CACHE, k_scales=None, v_scales=None)
+    with count_traffic() as t:
+        with pytest.raises(ValueError, match="partition_size must be a multiple of the run of 4 tokens"):
+            lp.gqa_decode_page_runs(**decode_args(**half, q=np.zeros((2, 4, 4), np.float32)), partition_size=6)
+        with pytest.raises(ValueError, match="head_dim that is a multiple of 4"):
+            lp.gqa_decode_page_runs(**decode_args(q=np.zeros((2, 2, 6), np.float32),
+                                                  k_cache=np.zeros((6, 1, 4, 6), np.float16),
+                                                  v_cache=np.zeros((6, 1, 4, 6), np.float16), k_scales=None,
+                                                  v_scales=None))
+    assert t.launches == 0
+
+
+def test_packed_words_turn_into_the_numbers_they_hold():
+    """The simulator's _four_halves and _two_floats read a word's bytes as fp16 and float32 numbers, NaN,
+    infinities, subnormals and -0.0 included (on a GPU: an LLVM bit cast, compiled below)."""
+    halves = np.array([1.5, -0.0, np.inf, 6e-8, np.nan, -65504.0, 2.0 ** -14, 3.0], np.float16)
+    for word, want in zip(halves.view(np.uint64), halves.reshape(-1, 4)):
+        got = np.array(lp._four_halves(word), np.float32)
+        assert np.array_equal(got.view(np.uint32), want.astype(np.float32).view(np.uint32))
+    floats = np.array([1e-45, -np.inf, 3.25, np.nan], np.float32)
+    for word, want in zip(floats.view(np.uint64), floats.reshape(-1, 2)):
+        assert np.array_equal(np.array(lp._two_floats(word), np.float32).view(np.uint32), want.view(np.uint32))
 
 
 def test_decode_large_logits_do_not_overflow():
@@ -544,11 +620,13 @@ def test_kernels_compile_for_sm90_at_every_storage_format(compiled):
     fp16 loads convert with ``cvt.f32.f16``; the quantizer divides with IEEE rounding (``div.rn.f32``),
     which its bit-exactness needs."""
     records = {(r["kernel"], r["cc"]): r for r in compiled()}
-    assert len(records) == 6
+    assert len(records) == 8
     failures = [f"{name} for {cc}: {r['error']}" for (name, cc), r in records.items() if "error" in r]
     assert not failures, "\n".join(failures)
     for cc in ("sm_90",):
         assert not records["decode fp16 group 4", cc]["local"] and not records["decode fp8 group 4", cc]["local"]
         assert records["decode fp16 group 4", cc]["fp16_conversions"] > 0
+        assert not records["page runs fp16 group 4", cc]["local"] and not records["page runs fp8 group 4", cc]["local"]
+        assert records["page runs fp16 group 4", cc]["fp16_conversions"] >= 4      # _four_halves: cvt.f32.f16
         assert records["prefill fp16", cc]["fp16_conversions"] > 0
         assert records["quantize", cc]["ieee_division"]

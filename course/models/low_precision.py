@@ -10,6 +10,10 @@ except where a narrow format changes what is loaded:
   read as 32-bit words of 4 codes (``kernels.low_precision_attention.fp8_words``): ``d / 4`` loads of 4
   bytes per token and block instead of ``d``; the page scales are loaded once per token and block
   (by the lane that holds the token), each with its table entry read once more.
+- ``requested_decode_runs``: ``gqa_decode_page_runs``, day 7's counts for q, the context lengths and the
+  partials; the cache read as words (``row_words`` per token and block: ``d / 4`` words of 4 fp16
+  numbers or of 4 fp8 codes, ``d / 2`` of 2 float32), each run's table entry (and fp8: its page's
+  scales) read by every lane of its warp once per run, not once per token.
 - ``requested_quantize``, ``requested_dequantize``: the tools that write and read an fp8 cache.
 - ``load_bytes``: ``{argument: (loads, stores)}`` in elements to bytes, given each argument's itemsize;
   ``itemsizes_decode``, ``itemsizes_prefill``: those itemsizes for each kernel's arguments.
@@ -29,7 +33,8 @@ from fractions import Fraction
 from course.models import gqa
 from kernels.launching import cdiv
 
-__all__ = ["CACHE_FORMATS", "ITEMSIZE", "FP8_THREADS", "requested_prefill", "requested_decode", "requested_quantize",
+__all__ = ["CACHE_FORMATS", "ITEMSIZE", "FP8_THREADS", "RUN_TOKENS", "requested_prefill", "requested_decode",
+           "run_length", "row_words", "requested_decode_runs", "itemsizes_decode_runs", "requested_quantize",
            "requested_dequantize", "itemsizes_prefill", "itemsizes_decode", "load_bytes", "compulsory_bytes_prefill",
            "compulsory_bytes_decode", "decode_cache_saving"]
 
@@ -38,6 +43,8 @@ CACHE_FORMATS = ("float32", "float16", "fp8_e4m3")
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8_e4m3": 1}
 FP8_THREADS = 128      # kernels.low_precision_attention.FP8_THREADS: threads of a quantize or dequantize block
 WORD = 4               # an fp8 cache is read as 4-byte words of 4 codes
+# kernels.low_precision_attention.RUN_TOKENS (a test keeps the two in step): tokens of a run of gqa_decode_page_runs
+RUN_TOKENS = {"float32": 2, "float16": 4, "fp8_e4m3": 8}
 
 
 def _itemsize(fmt: str) -> int:
@@ -93,6 +100,55 @@ def requested_decode(context_lens, heads: int, kv_heads: int, d: int, partition_
                       "block_tables": (table_loads + readers * tokens, 0),
                       "k_scales": (readers * tokens, 0), "v_scales": (readers * tokens, 0)})
     return requested
+
+
+def run_length(group: int, fmt: str, block_size: int, group_max: int = gqa.GROUP_MAX, warp: int = 32) -> int:
+    """Tokens of a run of ``gqa_decode_page_runs`` (``kernels.low_precision_attention.run_tiling``): RUN_TOKENS[fmt],
+    halved until a block's heads times it fit a warp and it divides ``block_size``."""
+    _cache_format(fmt)
+    _check(group=group, block_size=block_size)
+    heads_per_block = cdiv(max(group, 1), max(1, cdiv(group, group_max)))
+    run = RUN_TOKENS[fmt]
+    while run > 1 and (heads_per_block * run > warp or block_size % run):
+        run //= 2
+    return run
+
+
+def row_words(d: int, fmt: str) -> int:
+    """Words of one cache row as ``gqa_decode_page_runs`` reads it: 8-byte words of 4 fp16 or 2 float32
+    numbers, 4-byte words of 4 fp8 codes."""
+    _cache_format(fmt)
+    return d // 4 if fmt == "fp8_e4m3" else d * ITEMSIZE[fmt] // 8
+
+
+def requested_decode_runs(context_lens, heads: int, kv_heads: int, d: int, partition_size: int, fmt: str,
+                          block_size: int, group_max: int = gqa.GROUP_MAX, warps: int = 4, warp: int = 32) -> dict:
+    """``{argument: (element loads, element stores)}`` of ``gqa_decode_page_runs``, the cache arguments in words
+    (``row_words`` per token and block). Runs: a block's partition of n tokens makes ceil(n / run) of
+    them; every lane of the warp that takes a run loads its table entry, and for fp8 its page's K and V
+    scales, once."""
+    _cache_format(fmt)
+    if d % 4:
+        raise ValueError(f"d must be a multiple of 4, got {d}")
+    requested = gqa.requested_decode(context_lens, heads, kv_heads, d, partition_size, group_max, warps, warp)
+    group = gqa.group_size(heads, kv_heads)
+    readers = kv_heads * max(1, cdiv(group, group_max))
+    run = run_length(group, fmt, block_size, group_max, warp)
+    lens = [int(n) for n in context_lens]
+    partitions = max(1, cdiv(max(lens, default=0), partition_size))
+    runs = sum(cdiv(max(0, min(partition_size, n - p * partition_size)), run) for n in lens for p in range(partitions))
+    words = readers * sum(lens) * row_words(d, fmt)
+    per_run = readers * runs * warp
+    requested.update({"k_cache": (words, 0), "v_cache": (words, 0), "block_tables": (per_run, 0),
+                      "k_scales": (per_run if fmt == "fp8_e4m3" else 0, 0),
+                      "v_scales": (per_run if fmt == "fp8_e4m3" else 0, 0)})
+    return requested
+
+
+def itemsizes_decode_runs(fmt: str) -> dict:
+    """Bytes per element of each argument of ``gqa_decode_page_runs`` and the merge (the cache: its words)."""
+    return {**itemsizes_decode(fmt), "k_cache": WORD if fmt == "fp8_e4m3" else 8,
+            "v_cache": WORD if fmt == "fp8_e4m3" else 8}
 
 
 def itemsizes_decode(fmt: str) -> dict:

@@ -46,6 +46,7 @@ from course.record.harness import Check, NcuCase, Sweep, Timed
 SHAPE = {"heads": 32, "kv_heads": 8, "d": 128, "block_size": 16}
 FORMATS = ("float32", "float16", "fp8_e4m3")
 LABEL = {"float32": "decode_fp32", "float16": "decode_fp16", "fp8_e4m3": "decode_fp8"}
+RUNS_LABEL = {"float32": "runs_fp32", "float16": "runs_fp16", "fp8_e4m3": "runs_fp8"}     # gqa_decode_page_runs
 SEQS = (8, 16, 64)
 CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768)
 MAX_TOKENS = 1024 * 1024       # num_seqs * context at most: a float32 cache of 2 x 4 GiB, and its narrow copies
@@ -82,12 +83,14 @@ def narrow_caches(device: dict, t: dict) -> dict:
     return caches
 
 
-def _decode_launch(fmt: str, device: dict, caches: dict, out, context: int):
-    from kernels.low_precision_attention import gqa_decode_mixed_precision
+def _decode_launch(fmt: str, device: dict, caches: dict, out, context: int, runs: bool = False):
+    """One decode step of ``gqa_decode_mixed_precision`` (``runs``: ``gqa_decode_page_runs``) over the cache in ``fmt``."""
+    from kernels.low_precision_attention import gqa_decode_mixed_precision, gqa_decode_page_runs
 
+    decode = gqa_decode_page_runs if runs else gqa_decode_mixed_precision
     k_cache, v_cache, extra = caches[fmt]
-    return lambda: gqa_decode_mixed_precision(device["q"], k_cache, v_cache, device["block_tables"],
-                                              device["context_lens"], out=out, max_context=context, **extra)
+    return lambda: decode(device["q"], k_cache, v_cache, device["block_tables"], device["context_lens"], out=out,
+                          max_context=context, **extra)
 
 
 # --------------------------------------------------------------------------- checks
@@ -159,18 +162,18 @@ def decode_checks(longest: int) -> list[Check]:
               "float16": tuple(caches["float16"][i].copy_to_host() for i in (0, 1)),
               "fp8_e4m3": (reference.dequantize_fp8(k_codes.copy_to_host(), scales["k_scales"].copy_to_host()),
                            reference.dequantize_fp8(v_codes.copy_to_host(), scales["v_scales"].copy_to_host()))}
-    for fmt in FORMATS:
+    for fmt, runs in ((fmt, runs) for runs in (False, True) for fmt in FORMATS):
         out = cuda.device_array(tuple(device["q"].shape), np.float32)
-        launch = _decode_launch(fmt, device, caches, out, longest)
+        launch = _decode_launch(fmt, device, caches, out, longest, runs=runs)
         on_stored = exact if fmt == "float32" else reference.paged_attention(host["q"], *stored[fmt], *args)
-        columns = dict(rung=LABEL[fmt], fmt=fmt, num_seqs=CHECK_SEQS, context=longest, **SHAPE,
-                       storage_rel_err=_rel_err(on_stored, exact))
-        found.append(Check(f"out of {LABEL[fmt]} against the reference on the stored cache, contexts {lens}", launch,
+        columns = dict(rung=(RUNS_LABEL if runs else LABEL)[fmt], fmt=fmt, num_seqs=CHECK_SEQS, context=longest,
+                       **SHAPE, storage_rel_err=_rel_err(on_stored, exact))
+        found.append(Check(f"out of {columns['rung']} against the reference on the stored cache, contexts {lens}", launch,
                            out.copy_to_host, lambda on_stored=on_stored: on_stored, seed=8, poisoned=(out,),
                            columns=dict(columns, against="stored values")))
         if fmt != "float32":
             precision = "fp16" if fmt == "float16" else "fp8"
-            found.append(Check(f"out of {LABEL[fmt]} against the float32 cache it was stored from", launch,
+            found.append(Check(f"out of {columns['rung']} against the float32 cache it was stored from", launch,
                                out.copy_to_host, lambda: exact, seed=8, poisoned=(out,),
                                options=dict(precision=precision, same_precision_ref=on_stored),
                                columns=dict(columns, against="float32 values")))
@@ -231,6 +234,8 @@ def _decode_cases(point) -> list[Timed]:
 
     cases = [Timed(LABEL[fmt], _decode_launch(fmt, device, caches, out, context), moved(fmt), flops, {"fmt": fmt})
              for fmt in FORMATS]
+    cases += [Timed(RUNS_LABEL[fmt], _decode_launch(fmt, device, caches, out, context, runs=True), moved(fmt), flops,
+                    {"fmt": fmt}) for fmt in FORMATS]
     cases.append(Timed("day7_gqa_decode",
                        lambda: gqa_attention.gqa_decode_split_k(*_decode_args(device), out=out, max_context=context),
                        moved("float32"), flops, {"fmt": "float32"}))
@@ -249,17 +254,20 @@ def decode_sweep() -> Sweep:
                f"block_size={SHAPE['block_size']}, shuffled block tables, every sequence of the point at the same "
                f"context: gqa_decode_mixed_precision (kernels.low_precision_attention) with the cache stored as "
                f"float32 (decode_fp32), fp16 (decode_fp16) and fp8 e4m3 codes with a float32 scale per page and KV "
-               f"head (decode_fp8); day 7's gqa_decode_split_k on the float32 cache (day7_gqa_decode); "
+               f"head (decode_fp8); gqa_decode_page_runs on the same three caches (runs_fp32, runs_fp16, runs_fp8); "
+               f"day 7's gqa_decode_split_k on the float32 cache (day7_gqa_decode); "
                f"torch.nn.functional.scaled_dot_product_attention(enable_gqa=True) in fp16 on the same fp16 K and V "
                f"gathered into contiguous tensors (torch_sdpa_fp16, gather not timed). q and out are float32 for "
                f"ours, fp16 for torch. gbps: the compulsory bytes at the row's format (K and V once per KV head, "
                f"q, out, and fp8's page scales) per second of the median; fraction_of_copy: over the copy "
-               f"bandwidth of this run; kernel_ms: the GPU's time alone (launch cost hidden); speedup_over_fp32 "
-               f"and kernel_speedup_over_torch: decode_fp32's and torch's kernel_ms over the row's."),
+               f"bandwidth of this run; kernel_ms: the GPU's time alone (launch cost hidden); speedup_over_fp32, "
+               f"speedup_over_runs_fp32 and kernel_speedup_over_torch: decode_fp32's, runs_fp32's and torch's "
+               f"kernel_ms over the row's."),
         points=POINTS, quick_points=QUICK_POINTS,
         shape=lambda point: dict(num_seqs=point[0], context=point[1], **SHAPE),
         cases=_decode_cases,
         finish=harness.finish_all(harness.fraction_of("decode_fp32", "speedup_over_fp32", time="kernel_ms"),
+                                  harness.fraction_of("runs_fp32", "speedup_over_runs_fp32", time="kernel_ms"),
                                   harness.fraction_of("torch_sdpa", "kernel_speedup_over_torch", time="kernel_ms")),
         fraction_of_copy=True, kernel_time=True)
 
@@ -368,19 +376,20 @@ def matmul_sweep() -> Sweep:
 
 # --------------------------------------------------------------------------- Nsight, sanitizer
 
-def _ncu_launch(fmt: str, context: int):
+def _ncu_launch(fmt: str, context: int, runs: bool = False):
     from numba import cuda
 
     device, t = paged_inputs(NCU_SEQS, [context] * NCU_SEQS, seed=context, **SHAPE)
     caches = narrow_caches(device, t)
     out = cuda.device_array(tuple(device["q"].shape), np.float32)
-    launch = _decode_launch(fmt, device, caches, out, context)
+    launch = _decode_launch(fmt, device, caches, out, context, runs=runs)
     launch.keep = (device, t, caches)
     return launch
 
 
 def ncu_cases() -> list[NcuCase]:
-    return [NcuCase(LABEL[fmt], NCU_CONTEXT, harness.lazy(_ncu_launch, fmt, NCU_CONTEXT)) for fmt in FORMATS]
+    return [NcuCase((RUNS_LABEL if runs else LABEL)[fmt], NCU_CONTEXT, harness.lazy(_ncu_launch, fmt, NCU_CONTEXT, runs))
+            for runs in (False, True) for fmt in FORMATS]
 
 
 def ncu_shape(n: int) -> dict:
@@ -398,7 +407,8 @@ def sanitize() -> None:
     device, t = paged_inputs(3, [37, 0, 16], seed=2, heads=9, kv_heads=3, d=24, block_size=16)
     caches = narrow_caches(device, t)
     for fmt in FORMATS:
-        _decode_launch(fmt, device, caches, cuda.device_array(tuple(device["q"].shape), np.float32), 37)()
+        for runs in (False, True):
+            _decode_launch(fmt, device, caches, cuda.device_array(tuple(device["q"].shape), np.float32), 37, runs)()
     lens = cuda.to_device(np.array([40], np.int32))
     for dtype in PREFILL_DTYPES:
         q, k, v = (to_device_as(a, dtype) for a in _prefill_inputs(1, 9, 3, 45, 24, seed=3))
@@ -410,7 +420,8 @@ def recorder() -> harness.Recorder:
     return harness.Recorder(
         day="day08", checks=lambda quick: checks(1024 if quick else CHECK_CONTEXT, 256 if quick else CHECK_N),
         check_recording="day08_full_size_checks",
-        check_notes=("fp8_quantize against reference.quantize_fp8, bit for bit; gqa_decode_mixed_precision (8 "
+        check_notes=("fp8_quantize against reference.quantize_fp8, bit for bit; gqa_decode_mixed_precision and "
+                     "gqa_decode_page_runs (8 "
                      "sequences of mixed lengths, shuffled block table) against kernels.reference.paged_attention "
                      "(float64) on the stored cache (float32's tolerance) and on the float32 cache it was stored "
                      "from (at most twice the error of the same float64 computation on the stored values, DESIGN.md "
