@@ -153,6 +153,16 @@ def _gqa_decode_inputs(rng, rung):
     return (q, *cache_and_tables), {**kwargs, "out": _nan(*q.shape)}
 
 
+def _page_runs_inputs(rng, rung):
+    """``_gqa_decode_inputs`` at head_dim 4 (a lane reads 4 channels as words) in partitions of 4 tokens
+    (a multiple of the run, 2 tokens for a float32 cache at group 3 in pages of 4)."""
+    (_, k_cache, _, tables, lens), kwargs = _paged_inputs(rng, rung)
+    shape = (*k_cache.shape[:3], 4)
+    q = _floats(rng, len(lens), 3, 4)
+    return (q, _floats(rng, *shape), _floats(rng, *shape), tables, lens), {**kwargs, "out": _nan(*q.shape),
+                                                                             "partition_size": 4}
+
+
 def _paged_reference(q, k_cache, v_cache, block_tables, context_lens, **_):
     from kernels import reference
 
@@ -209,6 +219,7 @@ OPERATIONS = {
     "kv_cache": Operation(_kv_cache_inputs, _kv_cache_reference),
     "gqa_prefill": Operation(_gqa_prefill_inputs, _attention_reference),
     "gqa_decode": Operation(_gqa_decode_inputs, _paged_reference),
+    "gqa_decode_page": Operation(_page_runs_inputs, _paged_reference),       # gqa_decode_page_runs
 }
 
 
