@@ -1,4 +1,4 @@
-"""GEMM ``C = A @ B`` in numba.cuda (day 4): a ladder of eight rungs.
+"""GEMM ``C = A @ B`` in numba.cuda (day 4): a ladder of nine rungs.
 
 Shapes: a (M, K), b (K, N), c (M, N), all float32 and row-major (C-contiguous); the float64
 reference is ``kernels.reference.gemm``. The byte and FLOP models of each rung are in
@@ -263,11 +263,12 @@ def gemm_v4_register_blocked(a, b, *, out=None, kernel=gemm_v4_register_blocked_
 
 
 # ----------------------------------------------------------------------------------------------
-# v5 to v8 share a layout: 128×128 tiles of C (v8: other shapes too), 8×8 of it per thread, and
+# v5 to v9 share a layout: 128×128 tiles of C (v8, v9: other shapes too), 8×8 of it per thread, and
 # shared tiles stored k-major: tiles[0, kk, r] = A[row0 + r, k0 + kk] (A transposed on its way in)
 # and tiles[1, kk, c] = B[k0 + kk, col0 + c]. Thread (tx, ty) owns rows ty·4 + i and
 # block_m/2 + ty·4 + i, columns tx·4 + j and block_n/2 + tx·4 + j (i, j < 4): for each kk its 8
-# values of A and its 8 of B are four runs of VECTOR neighbouring words, four 16-byte loads.
+# values of A and its 8 of B are four runs of VECTOR neighbouring words, four 16-byte loads. (v9
+# places the threads of a warp on one patch instead, with runs 32 rows and 16 columns apart.)
 # ----------------------------------------------------------------------------------------------
 
 WIDE_BLOCK_M = 128

@@ -118,7 +118,7 @@ def test_exact_count_catches_a_kernel_that_reads_outside_the_matrix():
     assert t.global_loads["a"] > expected.a_loads and t.global_loads["b"] > expected.b_loads
 
 
-# v5 to v8: 128×128 tiles (v8 untuned at these sizes: 64×64). Shapes of two block rows, the second
+# v5 to v9: 128×128 tiles (v8 and v9 untuned at these sizes: 64×64). Shapes of two block rows, the second
 # one row deep, and a partial k-step; kept small, a block being 256 threads on the simulator.
 SHAPES_WIDE = [(129, 5, 9), (3, 130, 9), (2, 3, 0)]
 WIDE_RUNGS = list(gemm.RUNGS)[list(gemm.RUNGS).index("gemm_v5_wide_shared_loads"):]
@@ -133,9 +133,10 @@ def test_wide_tiles_count_equals_model(rung, shape):
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
     expected = model.traffic(rung, m, n, k)
     assert (t.global_loads["a"], t.global_loads["b"], t.global_stores["c"]) == tuple(expected)
-    tile = model.untuned_tile_shape(m, n) if rung == "gemm_v8_autotuned" else (gemm.WIDE_BLOCK_M, gemm.WIDE_BLOCK_N)
+    tuned = rung in ("gemm_v8_autotuned", "gemm_v9_warp_tiled")       # untuned here: the tile untuned_tile_shape gives
+    tile = model.untuned_tile_shape(m, n) if tuned else (gemm.WIDE_BLOCK_M, gemm.WIDE_BLOCK_N)
     assert t.shared_loads == model.shared_loads_wide(m, n, k, *tile)
-    double_buffered = rung in ("gemm_v7_double_buffered", "gemm_v8_autotuned")
+    double_buffered = tuned or rung == "gemm_v7_double_buffered"
     assert t.shared_stores == model.shared_stores_wide(m, n, k, *tile, double_buffered=double_buffered)
 
 

@@ -21,7 +21,7 @@ Global traffic, exact for the kernels as written (``course.traffic`` counts the 
 
 Shared-memory traffic of v3 to v8 (element counts, all shared arrays together), exact for the
 kernels as written: every thread of a block, also one outside C, fills tile slots and runs the
-full inner loop over the zero-padded tiles. (The simulator counts elements; on a GPU v5 to v8 read
+full inner loop over the zero-padded tiles. (The simulator counts elements; on a GPU v5 to v9 read
 each run of 4 neighbouring words with one 16-byte load.)
 
 Banks: ``bank_of`` and ``bank_conflict_degree`` say which of the 32 four-byte banks each thread of
@@ -56,7 +56,7 @@ BLOCK_N = 64
 BLOCK_K = 8
 THREAD_M = 4
 THREAD_N = 4
-# v5 to v8: block tiles of C, 8×8 of it per thread; v8 chooses among TILE_SHAPES (kernels.gemm
+# v5 to v9: block tiles of C, 8×8 of it per thread; v8 and v9 choose among TILE_SHAPES (kernels.gemm
 # times them); untuned, it takes the largest that makes BLOCKS_TO_FILL blocks.
 WIDE_BLOCK_M = 128
 WIDE_BLOCK_N = 128
@@ -305,8 +305,8 @@ def shared_loads_v4_register_blocked(M: int, N: int, K: int, block_m: int = BLOC
 
 def shared_stores_wide(M: int, N: int, K: int, block_m: int = WIDE_BLOCK_M, block_n: int = WIDE_BLOCK_N,
                        double_buffered: bool = False) -> int:
-    """v5 to v8: per block and k-step, the block fills block_k slots of each of the block_m rows of the
-    transposed A tile and of the block_n columns of the B tile. ``double_buffered`` (v7, v8): the first
+    """v5 to v9: per block and k-step, the block fills block_k slots of each of the block_m rows of the
+    transposed A tile and of the block_n columns of the B tile. ``double_buffered`` (v7 to v9): the first
     step's slots are filled before the loop, also when K = 0 (with zeros), so at least one step counts."""
     steps, blocks = _steps_and_blocks(M, N, K, block_m, block_n, BLOCK_K)
     if double_buffered:
@@ -315,7 +315,7 @@ def shared_stores_wide(M: int, N: int, K: int, block_m: int = WIDE_BLOCK_M, bloc
 
 
 def shared_loads_wide(M: int, N: int, K: int, block_m: int = WIDE_BLOCK_M, block_n: int = WIDE_BLOCK_N) -> int:
-    """v5 to v8: per k inside a step, each of the (block_m/8)·(block_n/8) threads reads 8 values of A and 8 of B."""
+    """v5 to v9: per k inside a step, each of the (block_m/8)·(block_n/8) threads reads 8 values of A and 8 of B."""
     steps, blocks = _steps_and_blocks(M, N, K, block_m, block_n, BLOCK_K)
     threads = (block_m // WIDE_THREAD_M) * (block_n // WIDE_THREAD_N)
     return blocks * steps * threads * BLOCK_K * (WIDE_THREAD_M + WIDE_THREAD_N)
