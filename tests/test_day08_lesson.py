@@ -92,7 +92,7 @@ def claims(recordings: dict) -> None:
       1.6 times the fp32 step's speed, fp8 under 3.2), the float32 step reads near the copy bandwidth and
       the narrow ones at less of it, torch's fp16 kernel reads at about the copy bandwidth, faster than
       ours; gqa_decode_page_runs reads its fp16 cache at 0.85 of the copy bandwidth or more somewhere
-      (over 1.5 times its own float32 step's speed), its fp8 cache at less than its fp16 one, and is
+      (over 1.7 times its own float32 step's speed: "about twice"), its fp8 cache at less than its fp16 one, and is
       faster than the first rung in every format on long steps;
     - Nsight: DRAM moves the modelled bytes (within 15%), fp32 > fp16 > fp8, nothing read twice;
     - prefill: fp16 storage does not speed our kernel up, which stays well under the float32 roof that
@@ -113,7 +113,7 @@ def claims(recordings: dict) -> None:
         runs = {rung: max(r["fraction_of_copy"] for r in decode.rows if r["rung"] == rung)
                 for rung in ("runs_fp16", "runs_fp8")}
         assert runs["runs_fp16"] >= 0.85 and runs["runs_fp8"] < runs["runs_fp16"], runs
-        assert max(r["speedup_over_runs_fp32"] for r in decode.rows if r["rung"] == "runs_fp16") > 1.5
+        assert max(r["speedup_over_runs_fp32"] for r in decode.rows if r["rung"] == "runs_fp16") > 1.7
         by = {(r["rung"], r["num_seqs"], r["context"]): r["kernel_ms"] for r in decode.rows}
         for (rung, s, c), ms in by.items():
             if rung.startswith("runs") and s * c >= 131072:
