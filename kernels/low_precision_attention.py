@@ -1329,8 +1329,6 @@ def gqa_decode_page_runs(q, k_cache, v_cache, block_tables, context_lens, *, k_s
         return out
     if fmt != "fp8_e4m3":
         k_scales = v_scales = _no_scales(q)
-    if k_cache.size >= 2 ** 32:
-        raise ValueError(f"k_cache must hold fewer than 2**32 elements, got {k_cache.size}")
     row_words = head_dim // 4 if fmt == "fp8_e4m3" else head_dim * np.dtype(k_cache.dtype).itemsize // 8
     partial_max, partial_sum, partial_acc = _partials(q, num_seqs, heads, partitions, head_dim)
     kernel(heads // kv_heads, fmt, block_size)[decode_grid(num_seqs, heads, kv_heads, partitions), THREADS](
