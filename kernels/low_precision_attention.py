@@ -124,7 +124,7 @@ __all__ = ["E4M3_MAX", "E4M3_MIN_NORMAL", "PREFILL_DTYPES", "CACHE_FORMATS", "TO
            "gqa_prefill_mixed_precision_kernel", "gqa_prefill_mixed_precision", "cache_format", "check_decode_inputs",
            "decode_tiling", "fp8_words", "gqa_decode_mixed_group_kernel", "gqa_decode_mixed_group",
            "gqa_decode_mixed_precision_kernel", "gqa_decode_mixed_precision", "FP8_THREADS", "FP8_WARPS",
-           "fp8_quantize_kernel", "fp8_quantize", "fp8_dequantize_kernel", "fp8_dequantize", "LANE_CHANNELS",
+           "fp8_quantize_kernel", "fp8_quantize", "fp8_dequantize_kernel", "fp8_dequantize",
            "RUN_TOKENS", "run_tiling", "cache_words", "gqa_decode_page_runs_kernel", "gqa_decode_page_runs", "RUNGS"]
 
 E4M3_MAX = 448.0
@@ -732,6 +732,123 @@ def _decode_codes(raw, u, table, out):
         out[ch] = table[np.uint32(word >> np.uint32(8 * ch)) & np.uint32(0xFF)]
 
 
+def _batch_steps(G: int, T: int, fmt: str, convert, lane_major: bool):
+    """The device functions both decode kernels of this module run on a batch of ``T`` tokens per warp for
+    ``G`` heads (one butterfly for the ``G * T`` scores, the online softmax where the scores are), and the
+    write of the block's partials; ``convert`` turns a token's stored K or V row into ``CHANNELS`` float32
+    numbers, ``lane_major``: lane l holds channels 4 l ... 4 l + 3 (else l, l + 32, ...).
+
+    Returns ``(tiling, score_batch, accumulate_batch, write_partials)``, ``tiling`` =
+    ``(NPAD, SHIFT, LOG_T)``: score j is head j // T, token j % T; after the butterfly lane l holds score
+    ``l >> SHIFT``."""
+    FP8 = fmt == "fp8_e4m3"
+    N = G * T
+    LOG_NPAD = (N - 1).bit_length()
+    NPAD = 1 << LOG_NPAD
+    SHIFT = 5 - LOG_NPAD
+    LOG_T = T.bit_length() - 1
+    HEAD_LANES = (T << SHIFT) - 1
+    if NPAD > WARP or 1 << LOG_T != T or WARP != 32 or fmt not in CACHE_FORMATS:
+        raise ValueError(f"heads x tokens in flight must be at most {WARP}, tokens a power of two and fmt one of "
+                         f"{CACHE_FORMATS}, got {G} x {T}, {fmt!r}")
+
+    @cuda.jit(device=True, inline=True)
+    def score_batch(q_lane, k_now, table, k_token, scores, lane):
+        """This lane's score of the batch (each token converted once, for all G heads), summed over the warp."""
+        for j in range(NPAD):
+            scores[j] = float32(0.0)
+        for u in range(T):
+            convert(k_now, u, table, k_token)
+            for i in range(G):
+                partial = scores[i * T + u]
+                for ch in range(CHANNELS):
+                    partial += q_lane[i, ch] * k_token[ch]
+                scores[i * T + u] = partial
+        if LOG_NPAD > 0:
+            _exchange(scores, NPAD >> 1, 16, lane)
+        if LOG_NPAD > 1:
+            _exchange(scores, NPAD >> 2, 8, lane)
+        if LOG_NPAD > 2:
+            _exchange(scores, NPAD >> 3, 4, lane)
+        if LOG_NPAD > 3:
+            _exchange(scores, NPAD >> 4, 2, lane)
+        if LOG_NPAD > 4:
+            _exchange(scores, NPAD >> 5, 1, lane)
+        score = scores[0]
+        for step in range(LOG_NPAD, 5):
+            score += cuda.shfl_xor_sync(FULL_MASK, score, 16 >> step)
+        return score
+
+    @cuda.jit(device=True, inline=True)
+    def accumulate_batch(score, valid, k_scale, v_scale, running_max, running_sum, acc, v_now, table, v_token):
+        """The online softmax over the batch's scores (``valid``: this lane's score is a token before the end;
+        fp8: the page scales of its token), then every token's V row into the accumulators. Returns the
+        new running maximum and sum."""
+        if FP8:
+            score *= k_scale
+        if not valid:
+            score = float32(-math.inf)
+        new_max = max(running_max, score)
+        for b in range(LOG_T):
+            new_max = max(new_max, cuda.shfl_xor_sync(FULL_MASK, new_max, 1 << (SHIFT + b)))
+        weight = float32(0.0)
+        if new_max > -math.inf:
+            weight = math.exp(score - new_max)
+        grew = new_max > running_max
+        if cuda.any_sync(FULL_MASK, grew):
+            correction = math.exp(running_max - new_max) if grew else float32(1.0)
+            running_sum *= correction
+            for i in range(G):
+                head_correction = cuda.shfl_sync(FULL_MASK, correction, (i * T) << SHIFT)
+                for ch in range(CHANNELS):
+                    acc[i, ch] *= head_correction
+        running_sum += weight
+        value_weight = weight * v_scale if FP8 else weight     # fp8: the page's V scale goes into the weight, once
+        for u in range(T):
+            convert(v_now, u, table, v_token)
+            for i in range(G):
+                token_weight = cuda.shfl_sync(FULL_MASK, value_weight, (i * T + u) << SHIFT)
+                for ch in range(CHANNELS):
+                    acc[i, ch] += token_weight * v_token[ch]
+        return new_max, running_sum
+
+    @cuda.jit(device=True, inline=True)
+    def write_partials(running_max, running_sum, acc, warp_max, warp_sum, warp_acc, partial_max, partial_sum,
+                       partial_acc, s, first, p, n_heads, d, warp, lane, tid):
+        """The block's warps merged into day 6's partials of heads first ... first + n_heads - 1."""
+        for b in range(LOG_T):
+            running_sum += cuda.shfl_xor_sync(FULL_MASK, running_sum, 1 << (SHIFT + b))
+        mine = lane >> SHIFT
+        if lane & HEAD_LANES == 0 and mine < N:
+            warp_max[warp, mine >> LOG_T] = running_max
+            warp_sum[warp, mine >> LOG_T] = running_sum
+        for i in range(G):
+            for ch in range(CHANNELS):
+                c = lane * CHANNELS + ch if lane_major else lane + ch * WARP
+                if c < d:
+                    warp_acc[warp, i, c] = acc[i, ch]
+        cuda.syncthreads()
+        for idx in range(tid, n_heads * d, THREADS):
+            i = idx // d
+            c = idx - i * d
+            block_max = float32(-math.inf)
+            for w in range(WARPS):
+                block_max = max(block_max, warp_max[w, i])
+            block_sum = float32(0.0)
+            channel = float32(0.0)
+            if block_max > -math.inf:
+                for w in range(WARPS):
+                    factor = math.exp(warp_max[w, i] - block_max)
+                    block_sum += warp_sum[w, i] * factor
+                    channel += warp_acc[w, i, c] * factor
+            if c == 0:
+                partial_max[s, first + i, p] = block_max
+                partial_sum[s, first + i, p] = block_sum
+            partial_acc[s, first + i, p, c] = channel
+
+    return (NPAD, SHIFT, LOG_T), score_batch, accumulate_batch, write_partials
+
+
 def _build_decode_kernel(G: int, T: int, fmt: str):
     """Day 7's decode kernel (``gqa_attention._build_decode_kernel``: block (x, s, p) serves query heads
     first ... first + n_heads - 1 of KV head x // subgroups over partition p of sequence s, ``T`` tokens
@@ -756,15 +873,8 @@ def _build_decode_kernel(G: int, T: int, fmt: str):
     TABLE_SIZE = 256 if FP8 else 1
     load_batch = _load_codes if FP8 else _load_elements
     convert = _decode_codes if FP8 else _convert_elements
-    N = G * T
-    LOG_NPAD = (N - 1).bit_length()
-    NPAD = 1 << LOG_NPAD
-    SHIFT = 5 - LOG_NPAD
-    LOG_T = T.bit_length() - 1
-    HEAD_LANES = (T << SHIFT) - 1
-    if NPAD > WARP or 1 << LOG_T != T or WARP != 32:
-        raise ValueError(f"heads x tokens in flight must be at most {WARP} and tokens a power of two, "
-                         f"got {G} x {T}")
+    (NPAD, SHIFT, _), score_batch, accumulate_batch, write_partials = _batch_steps(G, T, fmt, convert,
+                                                                                 lane_major=FP8)
 
     @cuda.jit
     def gqa_decode_mixed_precision_kernel(q, k_cache, v_cache, k_scales, v_scales, block_tables, context_lens,
@@ -844,90 +954,18 @@ def _build_decode_kernel(G: int, T: int, fmt: str):
             k_scale_next, v_scale_next = load_batch(k_cache, v_cache, k_scales, v_scales, block_tables, s, kv_head,
                                                     t0 + T * WARPS, end, lane, d, pages, slots, k_next, v_next)
 
-            # Score j (head j // T, token j % T): each token converted once, for all G heads.
-            for j in range(NPAD):
-                scores[j] = float32(0.0)
-            for u in range(T):
-                convert(k_now, u, table, k_token)
-                for i in range(G):
-                    partial = scores[i * T + u]
-                    for ch in range(CHANNELS):
-                        partial += q_lane[i, ch] * k_token[ch]
-                    scores[i * T + u] = partial
-            if LOG_NPAD > 0:
-                _exchange(scores, NPAD >> 1, 16, lane)
-            if LOG_NPAD > 1:
-                _exchange(scores, NPAD >> 2, 8, lane)
-            if LOG_NPAD > 2:
-                _exchange(scores, NPAD >> 3, 4, lane)
-            if LOG_NPAD > 3:
-                _exchange(scores, NPAD >> 4, 2, lane)
-            if LOG_NPAD > 4:
-                _exchange(scores, NPAD >> 5, 1, lane)
-            score = scores[0]
-            for step in range(LOG_NPAD, 5):
-                score += cuda.shfl_xor_sync(FULL_MASK, score, 16 >> step)
-            if FP8:                             # the page's K scale, read from the lane that loaded it
-                score *= cuda.shfl_sync(FULL_MASK, k_scale_now, my_token)
-            if mine >= N or t0 + my_token * WARPS >= end:
-                score = float32(-math.inf)
-            new_max = max(running_max, score)
-            for b in range(LOG_T):
-                new_max = max(new_max, cuda.shfl_xor_sync(FULL_MASK, new_max, 1 << (SHIFT + b)))
-            weight = float32(0.0)
-            if new_max > -math.inf:
-                weight = math.exp(score - new_max)
-            grew = new_max > running_max
-            if cuda.any_sync(FULL_MASK, grew):
-                correction = math.exp(running_max - new_max) if grew else float32(1.0)
-                running_sum *= correction
-                for i in range(G):
-                    head_correction = cuda.shfl_sync(FULL_MASK, correction, (i * T) << SHIFT)
-                    for ch in range(CHANNELS):
-                        acc[i, ch] *= head_correction
-            running_sum += weight
-            running_max = new_max
-            value_weight = weight
-            if FP8:                             # the page's V scale goes into the weight, once
-                value_weight = weight * cuda.shfl_sync(FULL_MASK, v_scale_now, my_token)
-            for u in range(T):
-                convert(v_now, u, table, v_token)
-                for i in range(G):
-                    token_weight = cuda.shfl_sync(FULL_MASK, value_weight, (i * T + u) << SHIFT)
-                    for ch in range(CHANNELS):
-                        acc[i, ch] += token_weight * v_token[ch]
+            score = score_batch(q_lane, k_now, table, k_token, scores, lane)
+            # fp8: the page's scales, read from the lane that loaded them
+            k_scale = cuda.shfl_sync(FULL_MASK, k_scale_now, my_token) if FP8 else float32(1.0)
+            v_scale = cuda.shfl_sync(FULL_MASK, v_scale_now, my_token) if FP8 else float32(1.0)
+            running_max, running_sum = accumulate_batch(score, mine < G * T and t0 + my_token * WARPS < end, k_scale,
+                                                        v_scale, running_max, running_sum, acc, v_now, table, v_token)
 
-        for b in range(LOG_T):
-            running_sum += cuda.shfl_xor_sync(FULL_MASK, running_sum, 1 << (SHIFT + b))
         warp_max = cuda.shared.array((WARPS, G), float32)
         warp_sum = cuda.shared.array((WARPS, G), float32)
         warp_acc = cuda.shared.array((WARPS, G, HEAD_DIM_MAX), float32)
-        if lane & HEAD_LANES == 0 and mine < N:
-            warp_max[warp, mine >> LOG_T] = running_max
-            warp_sum[warp, mine >> LOG_T] = running_sum
-        for i in range(G):
-            for ch in range(CHANNELS):
-                c = lane * CHANNELS + ch if FP8 else lane + ch * WARP
-                if c < d:
-                    warp_acc[warp, i, c] = acc[i, ch]
-        cuda.syncthreads()
-        for idx in range(tid, n_heads * d, THREADS):
-            i = idx // d
-            c = idx - i * d
-            block_max = float32(-math.inf)
-            for w in range(WARPS):
-                block_max = max(block_max, warp_max[w, i])
-            block_sum = float32(0.0)
-            channel = float32(0.0)
-            if block_max > -math.inf:
-                for w in range(WARPS):
-                    factor = math.exp(warp_max[w, i] - block_max)
-                    block_sum += warp_sum[w, i] * factor
-                    channel += warp_acc[w, i, c] * factor
-            if c == 0:
-                partial_max[s, first + i, p] = block_max
-                partial_sum[s, first + i, p] = block_sum
-            partial_acc[s, first + i, p, c] = channel
+        write_partials(running_max, running_sum, acc, warp_max, warp_sum, warp_acc, partial_max, partial_sum,
+                       partial_acc, s, first, p, n_heads, d, warp, lane, tid)
 
     return gqa_decode_mixed_precision_kernel
 
@@ -1000,7 +1038,6 @@ def gqa_decode_mixed_precision(q, k_cache, v_cache, block_tables, context_lens, 
 # Decode over runs of a page: one table read per run, rows at constant offsets, packed words
 # ----------------------------------------------------------------------------------------------
 
-LANE_CHANNELS = 4      # gqa_decode_page_runs: lane l holds channels 4 l ... 4 l + 3 of every row
 # Tokens of a run, by cache format, for blocks of up to 4 heads (fewer when heads x tokens would pass 32):
 # timed on an H100 at group 4, 8 x 32,768 and 64 x 4,096 tokens, head_dim 128 (ms at 64 x 4,096):
 # float32 T1 0.912, T2 0.752, T4 0.767; fp16 T2 0.482, T4 0.401, T8 0.413; fp8 T2 0.527, T4 0.430, T8 0.400.
@@ -1048,8 +1085,8 @@ else:                           # on a GPU: an LLVM bit cast of the register (no
 
 
 def _build_page_runs_kernel(G: int, T: int, fmt: str):
-    """``gqa_decode_mixed_precision``'s kernel (``G`` heads a block, day 6's partials, the same butterfly and
-    online softmax) with each warp on runs of ``T`` consecutive tokens of one page: warp w takes tokens
+    """``gqa_decode_mixed_precision``'s kernel (``G`` heads a block, day 6's partials, the same batch steps,
+    ``_batch_steps``) with each warp on runs of ``T`` consecutive tokens of one page: warp w takes tokens
     start + w T ... start + w T + T - 1, then the run ``T * WARPS`` tokens on. A run's table entry is read
     once and its rows lie ``row_words`` apart from one address; the cache arrives as a flat array of
     words (``cache_words``) and lane l loads the word(s) of channels 4 l ... 4 l + 3 of each row: one
@@ -1061,21 +1098,12 @@ def _build_page_runs_kernel(G: int, T: int, fmt: str):
     WORDS = 2 if FP32 else 1
     RAW = uint32 if FP8 else uint64
     TABLE_SIZE = 256 if FP8 else 1
-    N = G * T
-    LOG_NPAD = (N - 1).bit_length()
-    NPAD = 1 << LOG_NPAD
-    SHIFT = 5 - LOG_NPAD
-    LOG_T = T.bit_length() - 1
-    HEAD_LANES = (T << SHIFT) - 1
-    if NPAD > WARP or 1 << LOG_T != T or WARP != 32 or fmt not in CACHE_FORMATS:
-        raise ValueError(f"heads x tokens in flight must be at most {WARP}, tokens a power of two and fmt one of "
-                         f"{CACHE_FORMATS}, got {G} x {T}, {fmt!r}")
 
     @cuda.jit(device=True, inline=True)
     def convert(raw, u, table, out):
         if FP8:
             word = raw[u, 0]
-            for ch in range(LANE_CHANNELS):
+            for ch in range(CHANNELS):
                 out[ch] = table[(word >> uint32(8 * ch)) & uint32(0xFF)]
         elif FP32:
             out[0], out[1] = _two_floats(raw[u, 0])
@@ -1083,9 +1111,34 @@ def _build_page_runs_kernel(G: int, T: int, fmt: str):
         else:
             out[0], out[1], out[2], out[3] = _four_halves(raw[u, 0])
 
+    @cuda.jit(device=True, inline=True)
+    def load_run(k_cache, v_cache, k_scales, v_scales, block_tables, s, kv_head, kv_heads, block_size, page_index,
+                 slot, t, end, lane_word, stride, has_channels, k_raw, v_raw):
+        """Issue the loads of the run of T tokens from token t (at page_index, slot; those before ``end``) into
+        k_raw and v_raw, as stored; return its page's scales (fp8; 1 otherwise, and for a run past the end)."""
+        k_scale = float32(1.0)
+        v_scale = float32(1.0)
+        if t < end:
+            page = block_tables[s, page_index]
+            row = uint64(((page * kv_heads + kv_head) * block_size + slot)) * stride + lane_word
+            if FP8:
+                k_scale = k_scales[page, kv_head] * float32(_TWO_TO_MINUS_9)
+                v_scale = v_scales[page, kv_head] * float32(_TWO_TO_MINUS_9)
+            if has_channels:
+                for u in range(T):
+                    if t + u < end:
+                        for w in range(WORDS):
+                            k_raw[u, w] = k_cache[row + uint64(u) * stride + uint64(w)]
+                            v_raw[u, w] = v_cache[row + uint64(u) * stride + uint64(w)]
+        return k_scale, v_scale
+
+    (NPAD, SHIFT, _), score_batch, accumulate_batch, write_partials = _batch_steps(G, T, fmt, convert,
+                                                                                 lane_major=True)
+
     @cuda.jit
-    def gqa_decode_page_runs_kernel(q, k_cache, v_cache, k_scales, v_scales, block_tables, context_lens, scale, partition_size,
-               kv_heads, block_size, row_words, partial_max, partial_sum, partial_acc):
+    def gqa_decode_page_runs_kernel(q, k_cache, v_cache, k_scales, v_scales, block_tables, context_lens, scale,
+                                    partition_size, kv_heads, block_size, row_words, partial_max, partial_sum,
+                                    partial_acc):
         group = q.shape[1] // kv_heads
         subgroups = (group + GROUP_MAX - 1) // GROUP_MAX
         kv_head = cuda.blockIdx.x // subgroups
@@ -1101,7 +1154,7 @@ def _build_page_runs_kernel(G: int, T: int, fmt: str):
         end = min(start + partition_size, context_lens[s])
         mine = lane >> SHIFT
         my_token = mine & (T - 1)
-        has_channels = lane * LANE_CHANNELS < d
+        has_channels = lane * CHANNELS < d
 
         table = cuda.shared.array(TABLE_SIZE, float32)
         if FP8:
@@ -1109,18 +1162,18 @@ def _build_page_runs_kernel(G: int, T: int, fmt: str):
                 table[i] = float32(_e4m3_integer(i))
             cuda.syncthreads()
 
-        q_lane = cuda.local.array((G, LANE_CHANNELS), float32)
-        acc = cuda.local.array((G, LANE_CHANNELS), float32)
+        q_lane = cuda.local.array((G, CHANNELS), float32)
+        acc = cuda.local.array((G, CHANNELS), float32)
         k_now = cuda.local.array((T, WORDS), RAW)
         v_now = cuda.local.array((T, WORDS), RAW)
         k_next = cuda.local.array((T, WORDS), RAW)
         v_next = cuda.local.array((T, WORDS), RAW)
-        k_token = cuda.local.array(LANE_CHANNELS, float32)
-        v_token = cuda.local.array(LANE_CHANNELS, float32)
+        k_token = cuda.local.array(CHANNELS, float32)
+        v_token = cuda.local.array(CHANNELS, float32)
         scores = cuda.local.array(NPAD, float32)
         for i in range(G):
-            for ch in range(LANE_CHANNELS):
-                c = lane * LANE_CHANNELS + ch
+            for ch in range(CHANNELS):
+                c = lane * CHANNELS + ch
                 q_lane[i, ch] = q[s, first + i, c] * scale if i < n_heads and c < d else float32(0.0)
                 acc[i, ch] = float32(0.0)
         for u in range(T):
@@ -1136,20 +1189,9 @@ def _build_page_runs_kernel(G: int, T: int, fmt: str):
         t_first = start + warp * T
         page_index = t_first // block_size
         slot = t_first - page_index * block_size
-        k_scale_next = float32(1.0)
-        v_scale_next = float32(1.0)
-        if t_first < end:
-            page = block_tables[s, page_index]
-            row = uint64(((page * kv_heads + kv_head) * block_size + slot)) * stride + lane_word
-            if FP8:
-                k_scale_next = k_scales[page, kv_head] * float32(_TWO_TO_MINUS_9)
-                v_scale_next = v_scales[page, kv_head] * float32(_TWO_TO_MINUS_9)
-            if has_channels:
-                for u in range(T):
-                    if t_first + u < end:
-                        for w in range(WORDS):
-                            k_next[u, w] = k_cache[row + uint64(u) * stride + uint64(w)]
-                            v_next[u, w] = v_cache[row + uint64(u) * stride + uint64(w)]
+        k_scale_next, v_scale_next = load_run(k_cache, v_cache, k_scales, v_scales, block_tables, s, kv_head, kv_heads,
+                                              block_size, page_index, slot, t_first, end, lane_word, stride,
+                                              has_channels, k_next, v_next)
         for t0 in range(t_first, end, T * WARPS):
             for u in range(T):
                 for w in range(WORDS):
@@ -1162,105 +1204,22 @@ def _build_page_runs_kernel(G: int, T: int, fmt: str):
             while slot >= block_size:
                 slot -= block_size
                 page_index += 1
-            t_next = t0 + T * WARPS
-            if t_next < end:
-                page = block_tables[s, page_index]
-                row = uint64(((page * kv_heads + kv_head) * block_size + slot)) * stride + lane_word
-                if FP8:
-                    k_scale_next = k_scales[page, kv_head] * float32(_TWO_TO_MINUS_9)
-                    v_scale_next = v_scales[page, kv_head] * float32(_TWO_TO_MINUS_9)
-                if has_channels:
-                    for u in range(T):
-                        if t_next + u < end:
-                            for w in range(WORDS):
-                                k_next[u, w] = k_cache[row + uint64(u) * stride + uint64(w)]
-                                v_next[u, w] = v_cache[row + uint64(u) * stride + uint64(w)]
+            k_scale_next, v_scale_next = load_run(k_cache, v_cache, k_scales, v_scales, block_tables, s, kv_head,
+                                                  kv_heads, block_size, page_index, slot, t0 + T * WARPS, end,
+                                                  lane_word, stride, has_channels, k_next, v_next)
 
-            for j in range(NPAD):
-                scores[j] = float32(0.0)
-            for u in range(T):
-                convert(k_now, u, table, k_token)
-                for i in range(G):
-                    partial = scores[i * T + u]
-                    for ch in range(LANE_CHANNELS):
-                        partial += q_lane[i, ch] * k_token[ch]
-                    scores[i * T + u] = partial
-            if LOG_NPAD > 0:
-                _exchange(scores, NPAD >> 1, 16, lane)
-            if LOG_NPAD > 1:
-                _exchange(scores, NPAD >> 2, 8, lane)
-            if LOG_NPAD > 2:
-                _exchange(scores, NPAD >> 3, 4, lane)
-            if LOG_NPAD > 3:
-                _exchange(scores, NPAD >> 4, 2, lane)
-            if LOG_NPAD > 4:
-                _exchange(scores, NPAD >> 5, 1, lane)
-            score = scores[0]
-            for step in range(LOG_NPAD, 5):
-                score += cuda.shfl_xor_sync(FULL_MASK, score, 16 >> step)
-            if FP8:
-                score *= k_scale_now
-            if mine >= N or t0 + my_token >= end:
-                score = float32(-math.inf)
-            new_max = max(running_max, score)
-            for b in range(LOG_T):
-                new_max = max(new_max, cuda.shfl_xor_sync(FULL_MASK, new_max, 1 << (SHIFT + b)))
-            weight = float32(0.0)
-            if new_max > -math.inf:
-                weight = math.exp(score - new_max)
-            grew = new_max > running_max
-            if cuda.any_sync(FULL_MASK, grew):
-                correction = math.exp(running_max - new_max) if grew else float32(1.0)
-                running_sum *= correction
-                for i in range(G):
-                    head_correction = cuda.shfl_sync(FULL_MASK, correction, (i * T) << SHIFT)
-                    for ch in range(LANE_CHANNELS):
-                        acc[i, ch] *= head_correction
-            running_sum += weight
-            running_max = new_max
-            value_weight = weight * v_scale_now if FP8 else weight
-            for u in range(T):
-                convert(v_now, u, table, v_token)
-                for i in range(G):
-                    token_weight = cuda.shfl_sync(FULL_MASK, value_weight, (i * T + u) << SHIFT)
-                    for ch in range(LANE_CHANNELS):
-                        acc[i, ch] += token_weight * v_token[ch]
+            score = score_batch(q_lane, k_now, table, k_token, scores, lane)
+            running_max, running_sum = accumulate_batch(score, mine < G * T and t0 + my_token < end, k_scale_now,
+                                                        v_scale_now, running_max, running_sum, acc, v_now, table,
+                                                        v_token)
 
-        for b in range(LOG_T):
-            running_sum += cuda.shfl_xor_sync(FULL_MASK, running_sum, 1 << (SHIFT + b))
         warp_max = cuda.shared.array((WARPS, G), float32)
         warp_sum = cuda.shared.array((WARPS, G), float32)
         warp_acc = cuda.shared.array((WARPS, G, HEAD_DIM_MAX), float32)
-        if lane & HEAD_LANES == 0 and mine < N:
-            warp_max[warp, mine >> LOG_T] = running_max
-            warp_sum[warp, mine >> LOG_T] = running_sum
-        for i in range(G):
-            for ch in range(LANE_CHANNELS):
-                c = lane * LANE_CHANNELS + ch
-                if c < d:
-                    warp_acc[warp, i, c] = acc[i, ch]
-        cuda.syncthreads()
-        for idx in range(tid, n_heads * d, THREADS):
-            i = idx // d
-            c = idx - i * d
-            block_max = float32(-math.inf)
-            for w in range(WARPS):
-                block_max = max(block_max, warp_max[w, i])
-            block_sum = float32(0.0)
-            channel = float32(0.0)
-            if block_max > -math.inf:
-                for w in range(WARPS):
-                    factor = math.exp(warp_max[w, i] - block_max)
-                    block_sum += warp_sum[w, i] * factor
-                    channel += warp_acc[w, i, c] * factor
-            if c == 0:
-                partial_max[s, first + i, p] = block_max
-                partial_sum[s, first + i, p] = block_sum
-            partial_acc[s, first + i, p, c] = channel
+        write_partials(running_max, running_sum, acc, warp_max, warp_sum, warp_acc, partial_max, partial_sum,
+                       partial_acc, s, first, p, n_heads, d, warp, lane, tid)
 
     return gqa_decode_page_runs_kernel
-
-
 
 
 def run_tiling(group: int, fmt: str, block_size: int) -> tuple[int, int, int]:
@@ -1309,9 +1268,9 @@ def gqa_decode_page_runs(q, k_cache, v_cache, block_tables, context_lens, *, k_s
     """
     fmt, num_seqs, heads, head_dim, kv_heads = check_decode_inputs(q, k_cache, v_cache, block_tables, context_lens)
     _check_scales(k_cache, k_scales, v_scales, fmt)
-    if head_dim % LANE_CHANNELS:
-        raise ValueError(f"q must have a head_dim that is a multiple of {LANE_CHANNELS} (a lane loads the words of "
-                         f"{LANE_CHANNELS} channels), got head_dim {head_dim}")
+    if head_dim % CHANNELS:
+        raise ValueError(f"q must have a head_dim that is a multiple of {CHANNELS} (a lane loads the words of "
+                         f"{CHANNELS} channels), got head_dim {head_dim}")
     block_size = k_cache.shape[2]
     run = run_tiling(heads // kv_heads, fmt, block_size)[2]
     scale = default_scale(head_dim, scale)
