@@ -34,6 +34,7 @@ launches every kernel once, small, at a group that does not divide the tiles.
 
 from __future__ import annotations
 
+import itertools
 import pathlib
 
 import numpy as np
@@ -162,7 +163,7 @@ def decode_checks(longest: int) -> list[Check]:
               "float16": tuple(caches["float16"][i].copy_to_host() for i in (0, 1)),
               "fp8_e4m3": (reference.dequantize_fp8(k_codes.copy_to_host(), scales["k_scales"].copy_to_host()),
                            reference.dequantize_fp8(v_codes.copy_to_host(), scales["v_scales"].copy_to_host()))}
-    for fmt, runs in ((fmt, runs) for runs in (False, True) for fmt in FORMATS):
+    for runs, fmt in itertools.product((False, True), FORMATS):     # the first decode rung, then page runs
         out = cuda.device_array(tuple(device["q"].shape), np.float32)
         launch = _decode_launch(fmt, device, caches, out, longest, runs=runs)
         on_stored = exact if fmt == "float32" else reference.paged_attention(host["q"], *stored[fmt], *args)
