@@ -20,6 +20,7 @@ file's tests start, so the compiler runs beside the simulator.
 test_kernels_pattern.py checks each rung once on float32 against the reference and compiles it.
 """
 
+import functools
 import json
 import pathlib
 import subprocess
@@ -78,6 +79,9 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
         words = word[::1]
         return (a3, words, words, a2, a2, table, i32, f32, numba.int64, numba.int64, numba.int64, numba.int64,
                 a3, a3, a4)
+    def halves():
+        words = numba.uint64[::1]
+        return (a3, words, words, a2, a2, table, i32, f32, numba.int64, numba.int64, a3, a3, a4)
     def prefill(t):
         x = t[:, :, :, ::1]
         return (x, x, x, i32, x, f32, numba.boolean)
@@ -86,19 +90,25 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
         ("decode fp8 group 4", lp.gqa_decode_mixed_precision_kernel(4, "fp8_e4m3"), decode(numba.uint32)),
         ("page runs fp16 group 4", lp.gqa_decode_page_runs_kernel(4, "float16"), runs(numba.uint64)),
         ("page runs fp8 group 4", lp.gqa_decode_page_runs_kernel(4, "fp8_e4m3"), runs(numba.uint32)),
+        ("half warps fp16 group 4", lp.gqa_decode_half_warps_kernel(4, "float16", 128), halves()),
+        ("half warps fp8 group 4", lp.gqa_decode_half_warps_kernel(4, "fp8_e4m3", 128, fp8_convert=True), halves()),
+        ("half warps fp8 table group 4", lp.gqa_decode_half_warps_kernel(4, "fp8_e4m3", 128, fp8_convert=False),
+         halves()),
         ("prefill fp16", lp.gqa_prefill_mixed_precision_kernel(16), prefill(types.float16)),
         ("prefill bf16", lp.gqa_prefill_mixed_precision_kernel(16), prefill(types.bfloat16)),
         ("quantize", lp.fp8_quantize_kernel, (a2, numba.float32[::1], numba.uint8[:, ::1], numba.boolean)),
         ("dequantize", lp.fp8_dequantize_kernel, (numba.uint8[:, ::1], numba.float32[::1], a2)),
     ]
     for name, kernel, signature in kernels:
-        for cc in ((9, 0),):           # the registry test compiles every rung for sm_80 and sm_90
+        # the registry test compiles every rung for sm_80 and sm_90 (float32); PTX's e4m3 conversion needs sm_89
+        for cc in ((9, 0), (8, 0)) if "table" in name else ((9, 0),):
             record = {"kernel": name, "cc": f"sm_{cc[0]}{cc[1]}"}
             try:
                 ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=cc)
                 body = ptx[ptx.index(".entry"):]
                 record.update(local=".local" in body, ieee_division="div.rn.f32" in body,
-                              fp16_conversions=body.count("cvt.f32.f16"))
+                              fp16_conversions=body.count("cvt.f32.f16"),
+                              e4m3_conversions=body.count("cvt.rn.f16x2.e4m3x2"))
             except Exception as exc:
                 record["error"] = f"{type(exc).__name__}: {exc}"[:2000]
             print(json.dumps(record), flush=True)
@@ -513,6 +523,76 @@ def test_page_runs_tiling_matches_its_model_and_rejects_what_it_cannot_run():
     assert t.launches == 0
 
 
+# (fmt, block_size, contexts, kv_heads, group, head_dim, partition_size) for gqa_decode_half_warps: halves of
+# 4, 2 and 1 tokens (runs of 8, 4, 2), heads x tokens cut to a half's 16 lanes (group 8), pages of 3 and 6 that
+# part the two halves of a run, empty and one-token contexts, partial last runs, partitions of one run, two
+# blocks per KV head (group 9), head_dim 8 and 24 (lanes without channels) and 128 (every lane).
+HALF_CASES = [
+    pytest.param("float16", 16, [0, 37, 1], 2, 4, 8, 64, id="fp16-g4-halves-of-4"),
+    pytest.param("fp8_e4m3", 16, [21, 3], 1, 4, 24, 16, id="fp8-g4-halves-of-4"),
+    pytest.param("float32", 8, [19], 2, 3, 8, 8, id="fp32-g3-halves-of-2"),
+    pytest.param("fp8_e4m3", 16, [40], 1, 8, 8, 8, id="fp8-g8-halves-of-2"),
+    pytest.param("float16", 3, [7, 0], 1, 9, 8, 2, id="fp16-g9-pages-of-3"),
+    pytest.param("fp8_e4m3", 6, [13], 2, 1, 8, 4, id="fp8-g1-pages-of-6"),
+    pytest.param("fp8_e4m3", 16, [70, 33], 1, 4, 128, 32, id="fp8-g4-head-dim-128"),
+]
+
+
+@pytest.mark.parametrize("fmt, block_size, lens, kv_heads, group, d, partition_size", HALF_CASES)
+def test_half_warps_meet_the_precision_rule_and_read_the_cache_once(fmt, block_size, lens, kv_heads, group, d,
+                                                                   partition_size):
+    """gqa_decode_half_warps: right on the stored cache and by the §6 rule (slots past every context are NaN);
+    every K and V element of a context read once per block, a table entry (and fp8's scales) once per half
+    of a run by each of its 16 lanes. fp8: both ways of decoding, PTX's conversion and the table."""
+    case = decode_case(fmt, lens, block_size, kv_heads=kv_heads, group=group, d=d)
+    for fp8_convert in ((True, False) if fmt == "fp8_e4m3" else (None,)):
+        kernel = functools.partial(lp.gqa_decode_half_warps_kernel, fp8_convert=fp8_convert)
+        with count_traffic() as t:
+            out = lp.gqa_decode_half_warps(case.q, case.k_cache, case.v_cache, case.tables, case.lens, **case.extra,
+                                           out=poison(np.empty_like(case.q)), partition_size=partition_size,
+                                           kernel=kernel)
+        check_decode(out, case, f"gqa_decode_half_warps out, {fmt} cache, group {group}, pages of {block_size}, "
+                                f"fp8_convert={fp8_convert}")
+        assert t.kernel_names == ["gqa_decode_half_warps_kernel", "paged_attention_v2_merge_kernel"]
+        subgroups, _, run = lp.half_warp_tiling(group, fmt, block_size)
+        readers = kv_heads * subgroups
+        assert t.load_bytes["k_cache"] == t.load_bytes["v_cache"] == readers * sum(lens) * d * model.ITEMSIZE[fmt]
+        halves = sum(-(-max(0, min(partition_size, n - p * partition_size)) // (run // 2))
+                     for n in lens for p in range(-(-max(lens) // partition_size)))
+        assert t.global_loads["block_tables"] == readers * halves * 16
+        scales = readers * halves * 16 if fmt == "fp8_e4m3" else 0
+        assert t.global_loads["k_scales"] == t.global_loads["v_scales"] == scales
+
+
+def test_half_warp_tiling_and_what_it_cannot_run():
+    for fmt in model.CACHE_FORMATS:
+        for group in (1, 3, 4, 8, 9):
+            for block_size in (1, 3, 6, 8, 16):
+                _, heads, run = lp.half_warp_tiling(group, fmt, block_size)
+                assert run % 2 == 0 and heads * run // 2 <= 16 and block_size % (run // 2) == 0
+    assert [lp.half_warp_tiling(4, fmt, 16)[2] for fmt in model.CACHE_FORMATS] == [4, 8, 8]     # timed on an H100
+    assert lp.gqa_decode_half_warps_kernel(4, "float16", 8) is lp.gqa_decode_half_warps_kernel(4, "float16", 8, 16)
+    half = dict(HALF_CACHE, k_scales=None, v_scales=None)
+    with count_traffic() as t:
+        with pytest.raises(ValueError, match="partition_size must be a multiple of the run of 8 tokens"):
+            lp.gqa_decode_half_warps(**decode_args(**{k: np.zeros((6, 1, 4, 8), np.float16) for k in half
+                                                      if k.endswith("cache")}, k_scales=None, v_scales=None,
+                                                   q=np.zeros((2, 4, 8), np.float32)), partition_size=4)
+        with pytest.raises(ValueError, match="head_dim that is a multiple of 8"):
+            lp.gqa_decode_half_warps(**decode_args(**half))
+    assert t.launches == 0
+
+
+def test_eight_codes_are_the_e4m3_numbers_bit_for_bit():
+    """_eight_codes (on a GPU: PTX's cvt.rn.f16x2.e4m3x2, compiled above; here NumPy) turns every one of the
+    256 codes into its e4m3 number, NaN, -0.0 and subnormals included, channel j from byte j."""
+    codes = np.arange(256, dtype=np.uint8)
+    want = codes.view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    got = np.array([lp._eight_codes(word) for word in codes.view(np.uint64)], np.float32).reshape(-1)
+    assert np.array_equal(np.isnan(got), np.isnan(want)) and np.isnan(want).sum() == 2     # 0x7f and 0xff
+    assert np.array_equal(got[~np.isnan(got)].view(np.uint32), want[~np.isnan(want)].view(np.uint32))
+
+
 def test_packed_words_turn_into_the_numbers_they_hold():
     """The simulator's _four_halves and _two_floats read a word's bytes as fp16 and float32 numbers, NaN,
     infinities, subnormals and -0.0 included (on a GPU: an LLVM bit cast, compiled below)."""
@@ -620,7 +700,7 @@ def test_kernels_compile_for_sm90_at_every_storage_format(compiled):
     fp16 loads convert with ``cvt.f32.f16``; the quantizer divides with IEEE rounding (``div.rn.f32``),
     which its bit-exactness needs."""
     records = {(r["kernel"], r["cc"]): r for r in compiled()}
-    assert len(records) == 8
+    assert len(records) == 12
     failures = [f"{name} for {cc}: {r['error']}" for (name, cc), r in records.items() if "error" in r]
     assert not failures, "\n".join(failures)
     for cc in ("sm_90",):
@@ -629,4 +709,9 @@ def test_kernels_compile_for_sm90_at_every_storage_format(compiled):
         assert not records["page runs fp16 group 4", cc]["local"] and not records["page runs fp8 group 4", cc]["local"]
         assert records["page runs fp16 group 4", cc]["fp16_conversions"] >= 4      # _four_halves: cvt.f32.f16
         assert records["prefill fp16", cc]["fp16_conversions"] > 0
+        for name in ("half warps fp16 group 4", "half warps fp8 group 4", "half warps fp8 table group 4"):
+            assert not records[name, cc]["local"], name
+        assert records["half warps fp8 group 4", cc]["e4m3_conversions"] >= 4      # _eight_codes: 2 codes each
+        assert records["half warps fp8 table group 4", cc]["e4m3_conversions"] == 0
         assert records["quantize", cc]["ieee_division"]
+    assert not records["half warps fp8 table group 4", "sm_80"]["local"]

@@ -163,6 +163,16 @@ def _page_runs_inputs(rng, rung):
                                                                              "partition_size": 4}
 
 
+def _half_warps_inputs(rng, rung):
+    """``_page_runs_inputs`` at head_dim 8 (a lane reads 8 channels) in partitions of 4 tokens (a multiple
+    of the run, 4 tokens for a float32 cache at group 3 in pages of 4)."""
+    (_, k_cache, _, tables, lens), kwargs = _paged_inputs(rng, rung)
+    shape = (*k_cache.shape[:3], 8)
+    q = _floats(rng, len(lens), 3, 8)
+    return (q, _floats(rng, *shape), _floats(rng, *shape), tables, lens), {**kwargs, "out": _nan(*q.shape),
+                                                                             "partition_size": 4}
+
+
 def _paged_reference(q, k_cache, v_cache, block_tables, context_lens, **_):
     from kernels import reference
 
@@ -220,6 +230,7 @@ OPERATIONS = {
     "gqa_prefill": Operation(_gqa_prefill_inputs, _attention_reference),
     "gqa_decode": Operation(_gqa_decode_inputs, _paged_reference),
     "gqa_decode_page": Operation(_page_runs_inputs, _paged_reference),       # gqa_decode_page_runs
+    "gqa_decode_half": Operation(_half_warps_inputs, _paged_reference),      # gqa_decode_half_warps
 }
 
 
