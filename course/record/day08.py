@@ -48,6 +48,9 @@ SHAPE = {"heads": 32, "kv_heads": 8, "d": 128, "block_size": 16}
 FORMATS = ("float32", "float16", "fp8_e4m3")
 LABEL = {"float32": "decode_fp32", "float16": "decode_fp16", "fp8_e4m3": "decode_fp8"}
 RUNS_LABEL = {"float32": "runs_fp32", "float16": "runs_fp16", "fp8_e4m3": "runs_fp8"}     # gqa_decode_page_runs
+HALF_LABEL = {"float32": "half_fp32", "float16": "half_fp16", "fp8_e4m3": "half_fp8"}     # gqa_decode_half_warps
+# The decode rungs in ladder order, by the name _decode_launch takes, with the labels of their rows.
+DECODE_RUNGS = {"decode": LABEL, "runs": RUNS_LABEL, "half": HALF_LABEL}
 SEQS = (8, 16, 64)
 CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768)
 MAX_TOKENS = 1024 * 1024       # num_seqs * context at most: a float32 cache of 2 x 4 GiB, and its narrow copies
@@ -84,11 +87,13 @@ def narrow_caches(device: dict, t: dict) -> dict:
     return caches
 
 
-def _decode_launch(fmt: str, device: dict, caches: dict, out, context: int, runs: bool = False):
-    """One decode step of ``gqa_decode_mixed_precision`` (``runs``: ``gqa_decode_page_runs``) over the cache in ``fmt``."""
-    from kernels.low_precision_attention import gqa_decode_mixed_precision, gqa_decode_page_runs
+def _decode_launch(fmt: str, device: dict, caches: dict, out, context: int, rung: str = "decode"):
+    """One decode step over the cache in ``fmt`` of a rung of ``DECODE_RUNGS``: ``gqa_decode_mixed_precision``
+    (decode), ``gqa_decode_page_runs`` (runs) or ``gqa_decode_half_warps`` (half)."""
+    from kernels import low_precision_attention as lp
 
-    decode = gqa_decode_page_runs if runs else gqa_decode_mixed_precision
+    decode = {"decode": lp.gqa_decode_mixed_precision, "runs": lp.gqa_decode_page_runs,
+              "half": lp.gqa_decode_half_warps}[rung]
     k_cache, v_cache, extra = caches[fmt]
     return lambda: decode(device["q"], k_cache, v_cache, device["block_tables"], device["context_lens"], out=out,
                           max_context=context, **extra)
@@ -163,11 +168,11 @@ def decode_checks(longest: int) -> list[Check]:
               "float16": tuple(caches["float16"][i].copy_to_host() for i in (0, 1)),
               "fp8_e4m3": (reference.dequantize_fp8(k_codes.copy_to_host(), scales["k_scales"].copy_to_host()),
                            reference.dequantize_fp8(v_codes.copy_to_host(), scales["v_scales"].copy_to_host()))}
-    for runs, fmt in itertools.product((False, True), FORMATS):     # the first decode rung, then page runs
+    for rung, fmt in itertools.product(DECODE_RUNGS, FORMATS):     # every decode rung at every cache format
         out = cuda.device_array(tuple(device["q"].shape), np.float32)
-        launch = _decode_launch(fmt, device, caches, out, longest, runs=runs)
+        launch = _decode_launch(fmt, device, caches, out, longest, rung)
         on_stored = exact if fmt == "float32" else reference.paged_attention(host["q"], *stored[fmt], *args)
-        columns = dict(rung=(RUNS_LABEL if runs else LABEL)[fmt], fmt=fmt, num_seqs=CHECK_SEQS, context=longest,
+        columns = dict(rung=DECODE_RUNGS[rung][fmt], fmt=fmt, num_seqs=CHECK_SEQS, context=longest,
                        **SHAPE, storage_rel_err=_rel_err(on_stored, exact))
         found.append(Check(f"out of {columns['rung']} against the reference on the stored cache, contexts {lens}", launch,
                            out.copy_to_host, lambda on_stored=on_stored: on_stored, seed=8, poisoned=(out,),
@@ -235,8 +240,8 @@ def _decode_cases(point) -> list[Timed]:
 
     cases = [Timed(LABEL[fmt], _decode_launch(fmt, device, caches, out, context), moved(fmt), flops, {"fmt": fmt})
              for fmt in FORMATS]
-    cases += [Timed(RUNS_LABEL[fmt], _decode_launch(fmt, device, caches, out, context, runs=True), moved(fmt), flops,
-                    {"fmt": fmt}) for fmt in FORMATS]
+    cases += [Timed(labels[fmt], _decode_launch(fmt, device, caches, out, context, rung), moved(fmt), flops, {"fmt": fmt})
+              for rung, labels in DECODE_RUNGS.items() if rung != "decode" for fmt in FORMATS]
     cases.append(Timed("day7_gqa_decode",
                        lambda: gqa_attention.gqa_decode_split_k(*_decode_args(device), out=out, max_context=context),
                        moved("float32"), flops, {"fmt": "float32"}))
@@ -256,6 +261,8 @@ def decode_sweep() -> Sweep:
                f"context: gqa_decode_mixed_precision (kernels.low_precision_attention) with the cache stored as "
                f"float32 (decode_fp32), fp16 (decode_fp16) and fp8 e4m3 codes with a float32 scale per page and KV "
                f"head (decode_fp8); gqa_decode_page_runs on the same three caches (runs_fp32, runs_fp16, runs_fp8); "
+               f"gqa_decode_half_warps on them (half_fp32, half_fp16, half_fp8; fp8 decoded by PTX's "
+               f"cvt.rn.f16x2.e4m3x2 on this GPU if its compute capability is 8.9 or more, else by a table); "
                f"day 7's gqa_decode_split_k on the float32 cache (day7_gqa_decode); "
                f"torch.nn.functional.scaled_dot_product_attention(enable_gqa=True) in fp16 on the same fp16 K and V "
                f"gathered into contiguous tensors (torch_sdpa_fp16, gather not timed). q and out are float32 for "
@@ -377,20 +384,20 @@ def matmul_sweep() -> Sweep:
 
 # --------------------------------------------------------------------------- Nsight, sanitizer
 
-def _ncu_launch(fmt: str, context: int, runs: bool = False):
+def _ncu_launch(fmt: str, context: int, rung: str = "decode"):
     from numba import cuda
 
     device, t = paged_inputs(NCU_SEQS, [context] * NCU_SEQS, seed=context, **SHAPE)
     caches = narrow_caches(device, t)
     out = cuda.device_array(tuple(device["q"].shape), np.float32)
-    launch = _decode_launch(fmt, device, caches, out, context, runs=runs)
+    launch = _decode_launch(fmt, device, caches, out, context, rung)
     launch.keep = (device, t, caches)
     return launch
 
 
 def ncu_cases() -> list[NcuCase]:
-    return [NcuCase((RUNS_LABEL if runs else LABEL)[fmt], NCU_CONTEXT, harness.lazy(_ncu_launch, fmt, NCU_CONTEXT, runs))
-            for runs in (False, True) for fmt in FORMATS]
+    return [NcuCase(labels[fmt], NCU_CONTEXT, harness.lazy(_ncu_launch, fmt, NCU_CONTEXT, rung))
+            for rung, labels in DECODE_RUNGS.items() for fmt in FORMATS]
 
 
 def ncu_shape(n: int) -> dict:
@@ -408,8 +415,8 @@ def sanitize() -> None:
     device, t = paged_inputs(3, [37, 0, 16], seed=2, heads=9, kv_heads=3, d=24, block_size=16)
     caches = narrow_caches(device, t)
     for fmt in FORMATS:
-        for runs in (False, True):
-            _decode_launch(fmt, device, caches, cuda.device_array(tuple(device["q"].shape), np.float32), 37, runs)()
+        for rung in DECODE_RUNGS:
+            _decode_launch(fmt, device, caches, cuda.device_array(tuple(device["q"].shape), np.float32), 37, rung)()
     lens = cuda.to_device(np.array([40], np.int32))
     for dtype in PREFILL_DTYPES:
         q, k, v = (to_device_as(a, dtype) for a in _prefill_inputs(1, 9, 3, 45, 24, seed=3))
@@ -422,7 +429,7 @@ def recorder() -> harness.Recorder:
         day="day08", checks=lambda quick: checks(1024 if quick else CHECK_CONTEXT, 256 if quick else CHECK_N),
         check_recording="day08_full_size_checks",
         check_notes=("fp8_quantize against reference.quantize_fp8, bit for bit; gqa_decode_mixed_precision and "
-                     "gqa_decode_page_runs (8 "
+                     "gqa_decode_page_runs and gqa_decode_half_warps (8 "
                      "sequences of mixed lengths, shuffled block table) against kernels.reference.paged_attention "
                      "(float64) on the stored cache (float32's tolerance) and on the float32 cache it was stored "
                      "from (at most twice the error of the same float64 computation on the stored values, DESIGN.md "
