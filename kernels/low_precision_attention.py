@@ -180,6 +180,25 @@ def _e4m3_integer(code):
 
 
 @cuda.jit(device=True, inline=True)
+def _fill_e4m3_table(table, tid):
+    """The block's 256-entry table of ``value * 2**9`` of every e4m3 code, in shared memory; then a barrier."""
+    for i in range(tid, 256, THREADS):
+        table[i] = float32(_e4m3_integer(i))
+    cuda.syncthreads()
+
+
+@cuda.jit(device=True, inline=True)
+def _lane_query(q, s, first, n_heads, d, scale, base, step, q_lane, acc):
+    """Channels base, base + step, ... of heads first ... first + n_heads - 1 of q[s], scaled, into q_lane (0 past
+    the heads or head_dim), and zeros into the accumulators."""
+    for i in range(q_lane.shape[0]):
+        for ch in range(q_lane.shape[1]):
+            c = base + ch * step
+            q_lane[i, ch] = q[s, first + i, c] * scale if i < n_heads and c < d else float32(0.0)
+            acc[i, ch] = float32(0.0)
+
+
+@cuda.jit(device=True, inline=True)
 def _round_half_even(r):
     """The integer nearest to r >= 0 (ties to the even one), as an int32: floor, then the parity."""
     q = int32(math.floor(r))
@@ -936,9 +955,7 @@ def _build_decode_kernel(G: int, T: int, fmt: str):
 
         table = cuda.shared.array(TABLE_SIZE, float32)
         if FP8:
-            for i in range(tid, TABLE_SIZE, THREADS):
-                table[i] = float32(_e4m3_integer(i))
-            cuda.syncthreads()
+            _fill_e4m3_table(table, tid)
 
         # Lane l holds channels l, l + 32, ... of each head (fp8: 4 l ... 4 l + 3, the channels of its word).
         q_lane = cuda.local.array((G, CHANNELS), float32)
@@ -952,11 +969,7 @@ def _build_decode_kernel(G: int, T: int, fmt: str):
         scores = cuda.local.array(NPAD, float32)
         pages = cuda.local.array(T, int32)
         slots = cuda.local.array(T, int32)
-        for i in range(G):
-            for ch in range(CHANNELS):
-                c = lane * CHANNELS + ch if FP8 else lane + ch * WARP
-                q_lane[i, ch] = q[s, first + i, c] * scale if i < n_heads and c < d else float32(0.0)
-                acc[i, ch] = float32(0.0)
+        _lane_query(q, s, first, n_heads, d, scale, lane * CHANNELS if FP8 else lane, 1 if FP8 else WARP, q_lane, acc)
         for u in range(T):
             if FP8:
                 k_next[u] = 0
@@ -1232,9 +1245,7 @@ def _build_page_runs_kernel(G: int, T: int, fmt: str):
 
         table = cuda.shared.array(TABLE_SIZE, float32)
         if FP8:
-            for i in range(tid, TABLE_SIZE, THREADS):
-                table[i] = float32(_e4m3_integer(i))
-            cuda.syncthreads()
+            _fill_e4m3_table(table, tid)
 
         q_lane = cuda.local.array((G, CHANNELS), float32)
         acc = cuda.local.array((G, CHANNELS), float32)
@@ -1245,11 +1256,7 @@ def _build_page_runs_kernel(G: int, T: int, fmt: str):
         k_token = cuda.local.array(CHANNELS, float32)
         v_token = cuda.local.array(CHANNELS, float32)
         scores = cuda.local.array(NPAD, float32)
-        for i in range(G):
-            for ch in range(CHANNELS):
-                c = lane * CHANNELS + ch
-                q_lane[i, ch] = q[s, first + i, c] * scale if i < n_heads and c < d else float32(0.0)
-                acc[i, ch] = float32(0.0)
+        _lane_query(q, s, first, n_heads, d, scale, lane * CHANNELS, 1, q_lane, acc)
         for u in range(T):
             for w in range(WORDS):
                 k_next[u, w] = 0
@@ -1323,11 +1330,12 @@ def gqa_decode_page_runs_kernel(group: int, fmt: str, block_size: int = 16):
     return _RUN_KERNELS[key]
 
 
-def cache_words(cache):
+def cache_words(cache, word=None):
     """A contiguous cache as the flat array of words ``gqa_decode_page_runs`` loads, no copy: uint64 words
-    (4 fp16 numbers or 2 float32) or, for uint8 fp8 codes, uint32 words of 4 codes. NumPy or device arrays."""
+    (4 fp16 numbers or 2 float32) or, for uint8 fp8 codes, uint32 words of 4 codes; ``word=np.uint64``: 8-byte
+    words whatever the format (8 fp8 codes, as ``gqa_decode_half_warps`` loads them). NumPy or device arrays."""
     flat = cache.reshape(cache.size)
-    return flat.view(np.uint32 if np.dtype(cache.dtype) == np.uint8 else np.uint64)
+    return flat.view(word or (np.uint32 if np.dtype(cache.dtype) == np.uint8 else np.uint64))
 
 
 def gqa_decode_page_runs(q, k_cache, v_cache, block_tables, context_lens, *, k_scales=None, v_scales=None,
@@ -1496,9 +1504,7 @@ def _build_half_warp_kernel(G: int, T: int, fmt: str, D: int, BS: int, fp8_conve
 
         table = cuda.shared.array(TABLE_SIZE, float32)
         if TABLE:
-            for i in range(tid, TABLE_SIZE, THREADS):
-                table[i] = float32(_e4m3_integer(i))
-            cuda.syncthreads()
+            _fill_e4m3_table(table, tid)
 
         q_lane = cuda.local.array((G, CH), float32)
         acc = cuda.local.array((G, CH), float32)
@@ -1509,11 +1515,7 @@ def _build_half_warp_kernel(G: int, T: int, fmt: str, D: int, BS: int, fp8_conve
         k_token = cuda.local.array(CH, float32)
         v_token = cuda.local.array(CH, float32)
         scores = cuda.local.array(NPAD, float32)
-        for i in range(G):
-            for ch in range(CH):
-                c = r * CH + ch
-                q_lane[i, ch] = q[s, first + i, c] * scale if i < n_heads and c < D else float32(0.0)
-                acc[i, ch] = float32(0.0)
+        _lane_query(q, s, first, n_heads, D, scale, r * CH, 1, q_lane, acc)
         for u in range(T):
             for w in range(WORDS):
                 k_a[u, w] = 0
@@ -1629,7 +1631,7 @@ def gqa_decode_half_warps(q, k_cache, v_cache, block_tables, context_lens, *, k_
         k_scales = v_scales = _no_scales(q)
     partial_max, partial_sum, partial_acc = _partials(q, num_seqs, heads, partitions, head_dim)
     kernel(heads // kv_heads, fmt, head_dim, block_size)[decode_grid(num_seqs, heads, kv_heads, partitions), THREADS](
-        q, _as_words64(k_cache), _as_words64(v_cache), k_scales, v_scales, block_tables, context_lens, scale,
+        q, cache_words(k_cache, np.uint64), cache_words(v_cache, np.uint64), k_scales, v_scales, block_tables, context_lens, scale,
         partition_size, kv_heads, partial_max, partial_sum, partial_acc)
     merge_kernel[(heads, num_seqs), HEAD_DIM_MAX](partial_max, partial_sum, partial_acc, out)
     return out
@@ -1641,11 +1643,6 @@ def _has_fp8_convert() -> bool:
     if config.ENABLE_CUDASIM:
         return True
     return tuple(cuda.get_current_device().compute_capability) >= (8, 9)
-
-
-def _as_words64(cache):
-    """A contiguous cache as a flat array of 8-byte words, no copy (8 fp8 codes, 4 fp16 or 2 float32 numbers)."""
-    return cache.reshape(cache.size).view(np.uint64)
 
 
 # ----------------------------------------------------------------------------------------------
