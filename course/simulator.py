@@ -798,6 +798,49 @@ def activemask():
     return _exchange(_ACTIVEMASK, FULL_MASK, None, key=(_ACTIVEMASK, caller.f_code, caller.f_lasti))
 
 
+def mma_m16n8k16(a, b, c):
+    """PTX's ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`` for the calling lane: ``a`` (4), ``b`` (2)
+    uint32 words of two fp16 numbers (the lower column or row in the low 16 bits) and ``c`` (4) float32,
+    this lane's fragments of A (16 x 16, row-major), B (16 x 8, column-major) and C (16 x 8), as the
+    PTX ISA lays them out (lane = 4 g + t: a = A[g, 2t:2t+2], A[g+8, 2t:2t+2], A[g, 2t+8:2t+10],
+    A[g+8, 2t+8:2t+10]; b = B[2t:2t+2, g], B[2t+8:2t+10, g]; c = C[g, 2t:2t+2], C[g+8, 2t:2t+2]).
+    Returns this lane's 4 float32 of D = A B + C. All 32 lanes of the warp must call it together,
+    as ``.sync.aligned`` requires. numba has no such intrinsic: kernels reach the instruction as
+    inline PTX and use this stand-in in the simulator. The products are exact in float64 and D is
+    rounded once to float32 (a tensor core rounds its sums its own way, within float32's error)."""
+    if len(a) != 4 or len(b) != 2 or len(c) != 4:
+        raise TypeError(f"mma_m16n8k16: a, b and c must hold 4, 2 and 4 numbers, got {len(a)}, {len(b)}, {len(c)}")
+    return _exchange("mma_m16n8k16", FULL_MASK, (tuple(int(w) & 0xFFFFFFFF for w in a),
+                                                  tuple(int(w) & 0xFFFFFFFF for w in b),
+                                                  tuple(float(x) for x in c)))
+
+
+def _halves(words) -> np.ndarray:
+    """uint32 words of two fp16 numbers each, as float64 pairs (low half first)."""
+    return np.array(words, np.uint32).view(np.float16).astype(np.float64).reshape(-1, 2)
+
+
+def _mma_m16n8k16(rnd):
+    if rnd.arrived != FULL_MASK:
+        raise WarpSyncError(f"mma_m16n8k16 needs all 32 lanes of the warp, got lanes {_lanes(rnd.arrived)}")
+    A, B, C = np.zeros((16, 16)), np.zeros((16, 8)), np.zeros((16, 8))
+    for lane, (a, b, c) in rnd.args.items():
+        g, t = lane >> 2, lane & 3
+        pairs = _halves(a)
+        A[g, 2 * t:2 * t + 2], A[g + 8, 2 * t:2 * t + 2] = pairs[0], pairs[1]
+        A[g, 2 * t + 8:2 * t + 10], A[g + 8, 2 * t + 8:2 * t + 10] = pairs[2], pairs[3]
+        pairs = _halves(b)
+        B[2 * t:2 * t + 2, g], B[2 * t + 8:2 * t + 10, g] = pairs[0], pairs[1]
+        C[g, 2 * t:2 * t + 2], C[g + 8, 2 * t:2 * t + 2] = c[:2], c[2:]
+    D = (A @ B + C).astype(np.float32)
+    return {lane: (D[lane >> 2, 2 * (lane & 3)], D[lane >> 2, 2 * (lane & 3) + 1],
+                   D[(lane >> 2) + 8, 2 * (lane & 3)], D[(lane >> 2) + 8, 2 * (lane & 3) + 1])
+            for lane in rnd.args}
+
+
+_RESULTS["mma_m16n8k16"] = _mma_m16n8k16
+
+
 def lanemask_lt():
     """uint32 mask of the lanes below the calling lane."""
     thread = _current_thread()

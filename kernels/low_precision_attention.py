@@ -137,7 +137,8 @@ __all__ = ["E4M3_MAX", "E4M3_MIN_NORMAL", "PREFILL_DTYPES", "CACHE_FORMATS", "TO
            "gqa_decode_mixed_precision_kernel", "gqa_decode_mixed_precision", "FP8_THREADS", "FP8_WARPS",
            "fp8_quantize_kernel", "fp8_quantize", "fp8_dequantize_kernel", "fp8_dequantize",
            "RUN_TOKENS", "run_tiling", "cache_words", "gqa_decode_page_runs_kernel", "gqa_decode_page_runs",
-           "HALF_RUN_TOKENS", "half_warp_tiling", "gqa_decode_half_warps_kernel", "gqa_decode_half_warps", "RUNGS"]
+           "HALF_RUN_TOKENS", "half_warp_tiling", "gqa_decode_half_warps_kernel", "gqa_decode_half_warps",
+           "TILE_TOKENS", "gqa_decode_tensor_cores_kernel", "gqa_decode_tensor_cores", "RUNGS"]
 
 E4M3_MAX = 448.0
 # Storage dtypes of the prefill (all four tensors share one) and of the decode cache.
@@ -763,6 +764,30 @@ def _decode_codes(raw, u, table, out):
         out[ch] = table[np.uint32(word >> np.uint32(8 * ch)) & np.uint32(0xFF)]
 
 
+@cuda.jit(device=True, inline=True)
+def _merge_warps(warp_max, warp_sum, warp_acc, partial_max, partial_sum, partial_acc, s, first, p, n_heads, d, tid):
+    """After a barrier: the block's warps' maxima, sums and accumulators (shared memory) merged into day 6's
+    partials of heads first ... first + n_heads - 1 of partition p."""
+    cuda.syncthreads()
+    for idx in range(tid, n_heads * d, THREADS):
+        i = idx // d
+        c = idx - i * d
+        block_max = float32(-math.inf)
+        for w in range(WARPS):
+            block_max = max(block_max, warp_max[w, i])
+        block_sum = float32(0.0)
+        channel = float32(0.0)
+        if block_max > -math.inf:
+            for w in range(WARPS):
+                factor = math.exp(warp_max[w, i] - block_max)
+                block_sum += warp_sum[w, i] * factor
+                channel += warp_acc[w, i, c] * factor
+        if c == 0:
+            partial_max[s, first + i, p] = block_max
+            partial_sum[s, first + i, p] = block_sum
+        partial_acc[s, first + i, p, c] = channel
+
+
 def _batch_steps(G: int, T: int, fmt: str, convert, lane_major: bool, lanes: int = WARP):
     """The device functions both decode kernels of this module run on a batch of ``T`` tokens per warp for
     ``G`` heads (one butterfly for the ``G * T`` scores, the online softmax where the scores are), and the
@@ -884,24 +909,7 @@ def _batch_steps(G: int, T: int, fmt: str, convert, lane_major: bool, lanes: int
                     c = lane * CH + ch if lane_major else lane + ch * WARP
                     if c < d:
                         warp_acc[warp, i, c] = acc[i, ch]
-        cuda.syncthreads()
-        for idx in range(tid, n_heads * d, THREADS):
-            i = idx // d
-            c = idx - i * d
-            block_max = float32(-math.inf)
-            for w in range(WARPS):
-                block_max = max(block_max, warp_max[w, i])
-            block_sum = float32(0.0)
-            channel = float32(0.0)
-            if block_max > -math.inf:
-                for w in range(WARPS):
-                    factor = math.exp(warp_max[w, i] - block_max)
-                    block_sum += warp_sum[w, i] * factor
-                    channel += warp_acc[w, i, c] * factor
-            if c == 0:
-                partial_max[s, first + i, p] = block_max
-                partial_sum[s, first + i, p] = block_sum
-            partial_acc[s, first + i, p, c] = channel
+        _merge_warps(warp_max, warp_sum, warp_acc, partial_max, partial_sum, partial_acc, s, first, p, n_heads, d, tid)
 
     return (NPAD, SHIFT, LOG_T), score_batch, accumulate_batch, write_partials
 
@@ -1646,6 +1654,481 @@ def _has_fp8_convert() -> bool:
 
 
 # ----------------------------------------------------------------------------------------------
+# Decode on tensor cores: mma.sync reached as inline PTX
+# ----------------------------------------------------------------------------------------------
+
+TILE_TOKENS = 16        # tokens a warp takes at a time in gqa_decode_tensor_cores: the k of an m16n8k16 mma
+# q's largest channel (times the softmax scale) becomes this before q is split into fp16 hi + lo, and a weight
+# of 1 times the partition's largest V scale becomes P_UNIT: both well inside fp16's range (65504), so hi
+# keeps 11 significant bits and lo the next 11 (lo's spacing below 2**-14 is 2**-24, far under float32's).
+Q_UNIT = 8192.0
+P_UNIT = 8192.0
+_LOW_WORD = 0xFFFFFFFF
+# Tiles a warp loads at a time, and blocks of 128 threads an SM must hold (launch_bounds: ptxas keeps the registers
+# under 65,536 / (128 x blocks)), by cache format. Timed on an H100 at group 4, head_dim 128, 4 x 131,072 tokens
+# (ms, median of 7): fp8 1 tile, 1 block (ptxas's choice, 211 registers): 0.499; 1 tile, 3 blocks (168, no
+# spills): 0.465; 2 tiles, 2 blocks (252): 0.551; 4 blocks spill. fp16 1 tile: 0.782 with 1 block (254
+# registers), 0.788 with 2. Moving the rows of the warp's next 1, 2 or 4 tiles into L2 ahead of their loads
+# (prefetch.global.L2) made every variant slower: fp8 0.470, 0.475, 0.553.
+TENSOR_TILES = {"float16": 1, "fp8_e4m3": 1}
+TENSOR_MIN_BLOCKS = {"float16": 1, "fp8_e4m3": 3}
+_TENSOR_KERNELS: dict = {}
+
+if config.ENABLE_CUDASIM:       # the simulator: NumPy on the bits, and course.simulator's warp-wide mma
+    @cuda.jit(device=True, inline=True)
+    def _e4m3_pairs(word):
+        """The 4 e4m3 codes of a uint32 word (byte j: code j) as two uint32 words of 2 fp16 numbers each (codes
+        0, 1 and 2, 3; the lower code in the low half), exactly as PTX's cvt.rn.f16x2.e4m3x2 gives them."""
+        values = np.empty(4, np.float16)
+        for j, code in enumerate(np.array([word], np.uint32).view(np.uint8)):
+            magnitude = math.nan if code & 0x7F == 0x7F else _e4m3_integer(code & 0x7F) * _TWO_TO_MINUS_9
+            values[j] = -magnitude if code & 0x80 else magnitude
+        pairs = values.view(np.uint32)
+        return uint32(pairs[0]), uint32(pairs[1])
+
+    @cuda.jit(device=True, inline=True)
+    def _byte_perm(a, b, selector):
+        """PTX's prmt.b32: byte j of the result is byte ``selector >> 4 j & 7`` of b:a (a's bytes are 0-3)."""
+        both = int(b) << 32 | int(a)
+        out = 0
+        for j in range(4):
+            out |= (both >> 8 * (int(selector) >> 4 * j & 7) & 0xFF) << 8 * j
+        return uint32(out)
+
+    @cuda.jit(device=True, inline=True)
+    def _pack_halves(low, high):
+        """Two float32 numbers rounded to nearest fp16 and packed into a uint32 (``low`` in the low half)."""
+        return uint32(np.array([low, high], np.float32).astype(np.float16).view(np.uint32)[0])
+
+    @cuda.jit(device=True, inline=True)
+    def _unpack_halves(word):
+        """The two fp16 numbers of a uint32 word, as float32 (the low half first)."""
+        h = np.array([word], np.uint32).view(np.float16)
+        return float32(h[0]), float32(h[1])
+
+    @cuda.jit(device=True, inline=True)
+    def _mma(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        """D = A B + C for an m16n8k16 tile, this lane's fragments (``course.simulator.mma_m16n8k16``)."""
+        from course.simulator import mma_m16n8k16
+
+        return mma_m16n8k16((a0, a1, a2, a3), (b0, b1), (c0, c1, c2, c3))
+else:                           # on a GPU: inline PTX (cvt, prmt, mma.sync) and an LLVM bit cast
+    def _asm_call(builder, text, constraints, result_types, operands):
+        """The results of inline PTX ``text`` (LLVM wants one result as itself, several as a struct)."""
+        single = len(result_types) == 1
+        returns = result_types[0] if single else ir.LiteralStructType(result_types)
+        function = ir.FunctionType(returns, [op.type for op in operands])
+        result = builder.call(ir.InlineAsm(function, text, constraints), operands)
+        return [result] if single else [builder.extract_value(result, i) for i in range(len(result_types))]
+
+    @intrinsic
+    def _e4m3_pairs(typingctx, word):
+        if word != types.uint32:
+            return None
+
+        def codegen(context, builder, signature, args):
+            i32 = ir.IntType(32)
+            pairs = _asm_call(builder, "{ .reg .b16 lo, hi; mov.b32 {lo, hi}, $2; cvt.rn.f16x2.e4m3x2 $0, lo; "
+                                       "cvt.rn.f16x2.e4m3x2 $1, hi; }", "=r,=r,r", [i32, i32], [args[0]])
+            return context.make_tuple(builder, signature.return_type, pairs)
+        return types.UniTuple(types.uint32, 2)(types.uint32), codegen
+
+    @intrinsic
+    def _byte_perm(typingctx, a, b, selector):
+        if (a, b, selector) != (types.uint32,) * 3:
+            return None
+
+        def codegen(context, builder, signature, args):
+            return _asm_call(builder, "prmt.b32 $0, $1, $2, $3;", "=r,r,r,r", [ir.IntType(32)], list(args))[0]
+        return types.uint32(types.uint32, types.uint32, types.uint32), codegen
+
+    @intrinsic
+    def _pack_halves(typingctx, low, high):
+        if (low, high) != (types.float32,) * 2:
+            return None
+
+        def codegen(context, builder, signature, args):
+            return _asm_call(builder, "cvt.rn.f16x2.f32 $0, $2, $1;", "=r,f,f", [ir.IntType(32)], list(args))[0]
+        return types.uint32(types.float32, types.float32), codegen
+
+    @intrinsic
+    def _unpack_halves(typingctx, word):
+        if word != types.uint32:
+            return None
+
+        def codegen(context, builder, signature, args):
+            vec = builder.bitcast(args[0], ir.VectorType(ir.HalfType(), 2))
+            return context.make_tuple(builder, signature.return_type, [
+                builder.fpext(builder.extract_element(vec, ir.Constant(ir.IntType(32), i)), ir.FloatType())
+                for i in range(2)])
+        return types.UniTuple(types.float32, 2)(types.uint32), codegen
+
+    @intrinsic
+    def _mma(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+        if (a0, a1, a2, a3, b0, b1) != (types.uint32,) * 6 or (c0, c1, c2, c3) != (types.float32,) * 4:
+            return None
+
+        def codegen(context, builder, signature, args):
+            d = _asm_call(builder, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {$0, $1, $2, $3}, "
+                                   "{$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};",
+                          "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", [ir.FloatType()] * 4, list(args))
+            return context.make_tuple(builder, signature.return_type, d)
+        return types.UniTuple(types.float32, 4)(*(types.uint32,) * 6, *(types.float32,) * 4), codegen
+
+
+@cuda.jit(device=True, inline=True)
+def _split_halves(x0, x1):
+    """Two float32 numbers as fp16 pairs hi + lo (hi: each rounded to fp16; lo: what rounding left, rounded)."""
+    high = _pack_halves(x0, x1)
+    h0, h1 = _unpack_halves(high)
+    return high, _pack_halves(x0 - h0, x1 - h1)
+
+
+def _build_tensor_core_kernel(fmt: str, D: int, BS: int):
+    """The decode kernel whose scores and weighted sums are mma.sync instructions (m16n8k16, fp16 inputs,
+    float32 accumulators) on an fp16 or fp8 cache, head_dim ``D`` and page size ``BS`` fixed when compiling.
+
+    Warp w takes tiles of 16 consecutive tokens, start + 16 w, then 64 tokens on. Lane 4 g + t:
+
+    - scores: S (16 x 8 tokens) = Q (16 x 16 channels) K^T, rows 0-7 of Q the block's heads' q in fp16 (hi)
+      and rows 8-15 what that rounding left (lo), so one mma gives both halves of every score; the lane reads
+      token g of each half-tile, channels 8 (t + 4 j) ... + 7, which are its columns of the mma (a score
+      sums over channels in any order, so q's fragments follow the same order). It ends holding the scores
+      of head g for tokens 2t, 2t + 1 of both half-tiles: the columns of P^T that the next mma takes.
+    - weights: the online softmax of head g over those 4 tokens (2 shuffles finish the tile's maximum), each
+      weight times its page's V scale and P_UNIT, split again into fp16 hi + lo.
+    - values: O^T (16 channels x 8 heads) += V^T (16 x 16 tokens) P^T, for hi and for lo. The lane reads
+      tokens 2t, 2t + 1, 2t + 8, 2t + 9, channels 8 (g + 8 i) ... + 7, and a byte (fp8) or half (fp16)
+      permute pairs the two tokens of each channel, as V^T's fragment wants them.
+
+    The cache is read as 8-byte words, each exactly once; q, the scores' accumulators and the output stay
+    float32, and the fp16 numbers are the cache's values themselves (an e4m3 code is exact in fp16)."""
+    FP8 = fmt == "fp8_e4m3"
+    if fmt not in ("float16", "fp8_e4m3") or D % 8 or not 0 < D <= HEAD_DIM_MAX:
+        raise ValueError(f"the tensor-core decode takes an fp16 or fp8 cache and a head_dim that is a multiple of 8 "
+                         f"up to {HEAD_DIM_MAX}, got {fmt!r} and {D}")
+    CW = 1 if FP8 else 2                    # 8-byte words of a chunk of 8 channels
+    STRIDE = D * CW // 8                    # 8-byte words of a row
+    KCH = cdiv(D, 32)                       # chunks of a K row a lane reads: chunk t + 4 j
+    KSTEPS = 2 * KCH                        # mma steps along head_dim, 16 channels each
+    VCH = cdiv(D, 64)                       # chunks of a V row a lane reads: chunk g + 8 i
+    MBLOCKS = 4 * VCH                       # mma blocks of 16 output channels
+    K_FULL = D % 32 == 0                    # every lane has every chunk it reads
+    V_FULL = D % 64 == 0
+    ONE_PAGE = BS % TILE_TOKENS == 0        # a tile (which starts at a multiple of 16) lies in one page
+    TILES = TENSOR_TILES[fmt]
+    STEP = TILE_TOKENS * TILES * WARPS      # tokens from a warp's tiles to its next
+    LOW = uint64(_LOW_WORD)
+
+    @cuda.jit(device=True, inline=True)
+    def row_of(block_tables, s, page_words, head_words, token):
+        page = block_tables[s, token // BS]
+        return page, uint64(page) * page_words + head_words + uint64((token % BS) * STRIDE)
+
+    @cuda.jit(device=True, inline=True)
+    def load_tile(k_cache, v_cache, k_scales, v_scales, block_tables, s, kv_head, page_words, head_words, t, end,
+                  g, tq, k_raw, v_raw, k_sc, v_sc, u):
+        """Issue the loads of tile t: K rows t + g and t + 8 + g, V rows t + 2 tq + e + 8 b, as stored, and (fp8)
+        the page scales of those V rows' tokens, the tokens of this lane's scores. Past the end nothing loads."""
+        if t >= end:
+            return
+        full = t + TILE_TOKENS <= end
+        if ONE_PAGE:
+            page = block_tables[s, t // BS]
+            base = uint64(page) * page_words + head_words + uint64((t % BS) * STRIDE)
+            if FP8:
+                ks = k_scales[page, kv_head]
+                vs = v_scales[page, kv_head]
+                for b in range(2):
+                    for e in range(2):
+                        k_sc[u, b, e] = ks
+                        v_sc[u, b, e] = vs
+        for b in range(2):
+            token = t + 8 * b + g
+            if full or token < end:
+                if ONE_PAGE:
+                    row = base + uint64((8 * b + g) * STRIDE)
+                else:
+                    _, row = row_of(block_tables, s, page_words, head_words, token)
+                for j in range(KCH):
+                    w = tq + 4 * j
+                    if K_FULL or 8 * w < D:
+                        for c in range(CW):
+                            k_raw[u, b, j, c] = k_cache[row + uint64(w * CW + c)]
+            for e in range(2):
+                token = t + 8 * b + 2 * tq + e
+                if full or token < end:
+                    if ONE_PAGE:
+                        row = base + uint64((8 * b + 2 * tq + e) * STRIDE)
+                    else:
+                        page, row = row_of(block_tables, s, page_words, head_words, token)
+                        if FP8:
+                            k_sc[u, b, e] = k_scales[page, kv_head]
+                            v_sc[u, b, e] = v_scales[page, kv_head]
+                    for i in range(VCH):
+                        w = g + 8 * i
+                        if V_FULL or 8 * w < D:
+                            for c in range(CW):
+                                v_raw[u, b, e, i, c] = v_cache[row + uint64(w * CW + c)]
+
+    @cuda.jit(device=True, inline=True)
+    def compute_tile(qa, k_raw, v_raw, k_sc, v_sc, u, t, end, tq, inv_f, pv_unit, running_max, running_sum, acc):
+        """Tile t's scores, online softmax (head g) and weighted V rows into acc; returns the new running
+        maximum and this lane's share of the running sum."""
+        scores = cuda.local.array((2, 2), float32)
+        for b in range(2):
+            c0 = c1 = c2 = c3 = float32(0.0)
+            for j in range(KCH):
+                if FP8:
+                    word = k_raw[u, b, j, 0]
+                    r0, r1 = _e4m3_pairs(uint32(word & LOW))
+                    r2, r3 = _e4m3_pairs(uint32(word >> uint64(32)))
+                else:
+                    r0 = uint32(k_raw[u, b, j, 0] & LOW)
+                    r1 = uint32(k_raw[u, b, j, 0] >> uint64(32))
+                    r2 = uint32(k_raw[u, b, j, 1] & LOW)
+                    r3 = uint32(k_raw[u, b, j, 1] >> uint64(32))
+                c0, c1, c2, c3 = _mma(qa[2 * j, 0], qa[2 * j, 1], qa[2 * j, 2], qa[2 * j, 3], r0, r1, c0, c1, c2, c3)
+                c0, c1, c2, c3 = _mma(qa[2 * j + 1, 0], qa[2 * j + 1, 1], qa[2 * j + 1, 2], qa[2 * j + 1, 3], r2, r3,
+                                      c0, c1, c2, c3)
+            scores[b, 0] = (c0 + c2) * (k_sc[u, b, 0] * inv_f)
+            scores[b, 1] = (c1 + c3) * (k_sc[u, b, 1] * inv_f)
+        tile_max = float32(-math.inf)
+        for b in range(2):
+            for e in range(2):
+                if t + 8 * b + 2 * tq + e >= end:
+                    scores[b, e] = float32(-math.inf)
+                tile_max = max(tile_max, scores[b, e])
+        tile_max = max(tile_max, cuda.shfl_xor_sync(FULL_MASK, tile_max, 1))
+        tile_max = max(tile_max, cuda.shfl_xor_sync(FULL_MASK, tile_max, 2))
+        new_max = max(running_max, tile_max)
+        grew = new_max > running_max
+        if cuda.any_sync(FULL_MASK, grew):
+            alpha = math.exp(running_max - new_max) if grew else float32(1.0)
+            running_sum *= alpha
+            alpha_even = cuda.shfl_sync(FULL_MASK, alpha, 8 * tq)        # heads 2 tq and 2 tq + 1: lanes 8 tq, 8 tq + 4
+            alpha_odd = cuda.shfl_sync(FULL_MASK, alpha, 8 * tq + 4)
+            for m in range(MBLOCKS):
+                acc[m, 0] *= alpha_even
+                acc[m, 1] *= alpha_odd
+                acc[m, 2] *= alpha_even
+                acc[m, 3] *= alpha_odd
+        weights = cuda.local.array((2, 2), float32)
+        for b in range(2):
+            for e in range(2):
+                weight = float32(0.0)
+                if scores[b, e] > -math.inf:
+                    weight = math.exp(scores[b, e] - new_max)
+                running_sum += weight
+                weights[b, e] = weight * (v_sc[u, b, e] * pv_unit)
+        high0, low0 = _split_halves(weights[0, 0], weights[0, 1])
+        high1, low1 = _split_halves(weights[1, 0], weights[1, 1])
+        for i in range(VCH):
+            for c in range(CW):
+                for hh in range(2):
+                    pairs = cuda.local.array((2, 4), uint32)    # [b]: channels x, x + 1 (fp16) or x ... x + 3 (fp8)
+                    for b in range(2):
+                        a = uint32((v_raw[u, b, 0, i, c] >> uint64(32 * hh)) & LOW)
+                        z = uint32((v_raw[u, b, 1, i, c] >> uint64(32 * hh)) & LOW)
+                        if FP8:
+                            pairs[b, 0], pairs[b, 1] = _e4m3_pairs(_byte_perm(a, z, uint32(0x5140)))
+                            pairs[b, 2], pairs[b, 3] = _e4m3_pairs(_byte_perm(a, z, uint32(0x7362)))
+                        else:
+                            pairs[b, 0] = _byte_perm(a, z, uint32(0x5410))
+                            pairs[b, 1] = _byte_perm(a, z, uint32(0x7632))
+                    for x in range(2 if FP8 else 1):
+                        m = 4 * i + (2 * hh + x if FP8 else 2 * c + hh)
+                        a0, a1, a2, a3 = pairs[0, 2 * x], pairs[0, 2 * x + 1], pairs[1, 2 * x], pairs[1, 2 * x + 1]
+                        d0, d1, d2, d3 = _mma(a0, a1, a2, a3, high0, high1, acc[m, 0], acc[m, 1], acc[m, 2], acc[m, 3])
+                        acc[m, 0], acc[m, 1], acc[m, 2], acc[m, 3] = _mma(a0, a1, a2, a3, low0, low1, d0, d1, d2, d3)
+        return new_max, running_sum
+
+    @cuda.jit(launch_bounds=(THREADS, TENSOR_MIN_BLOCKS[fmt]))
+    def gqa_decode_tensor_cores_kernel(q, k_cache, v_cache, k_scales, v_scales, block_tables, context_lens, scale,
+                                       partition_size, kv_heads, partial_max, partial_sum, partial_acc):
+        group = q.shape[1] // kv_heads
+        subgroups = (group + GROUP_MAX - 1) // GROUP_MAX
+        kv_head = cuda.blockIdx.x // subgroups
+        heads = (group + subgroups - 1) // subgroups
+        first = kv_head * group + (cuda.blockIdx.x - kv_head * subgroups) * heads
+        n_heads = min(heads, (kv_head + 1) * group - first)
+        s = cuda.blockIdx.y
+        p = cuda.blockIdx.z
+        tid = cuda.threadIdx.x
+        warp = tid // WARP
+        lane = tid % WARP
+        g = lane >> 2
+        tq = lane & 3
+        start = p * partition_size
+        end = min(start + partition_size, context_lens[s])
+
+        # q of head g (channels 8 (tq + 4 j) ...), scaled so its largest channel is Q_UNIT, as fp16 hi + lo:
+        # the A fragments of the score mma (rows g: hi, rows g + 8: lo) for every step along head_dim.
+        q_raw = cuda.local.array((KCH, 8), float32)
+        amax = float32(0.0)
+        for j in range(KCH):
+            for e in range(8):
+                c = 8 * (tq + 4 * j) + e
+                x = float32(0.0)
+                if g < n_heads and c < D:
+                    x = q[s, first + g, c] * scale
+                q_raw[j, e] = x
+                amax = max(amax, abs(x))
+        amax = max(amax, cuda.shfl_xor_sync(FULL_MASK, amax, 1))
+        amax = max(amax, cuda.shfl_xor_sync(FULL_MASK, amax, 2))
+        f = float32(Q_UNIT) / amax if amax > 0 else float32(1.0)
+        inv_f = float32(1.0) / f
+        qa = cuda.local.array((KSTEPS, 4), uint32)     # a0 hi(0, 1), a1 lo(0, 1), a2 hi(2, 3), a3 lo(2, 3)
+        for j in range(KCH):
+            for h in range(2):
+                qa[2 * j + h, 0], qa[2 * j + h, 1] = _split_halves(q_raw[j, 4 * h] * f, q_raw[j, 4 * h + 1] * f)
+                qa[2 * j + h, 2], qa[2 * j + h, 3] = _split_halves(q_raw[j, 4 * h + 2] * f, q_raw[j, 4 * h + 3] * f)
+
+        # fp8: weights times the V scale are brought to P_UNIT by the partition's largest V scale.
+        pv_unit = float32(P_UNIT)
+        if FP8:
+            vmax = float32(0.0)
+            for index in range(start // BS + lane, (end + BS - 1) // BS, WARP):
+                vmax = max(vmax, v_scales[block_tables[s, index], kv_head])
+            for step in range(5):
+                vmax = max(vmax, cuda.shfl_xor_sync(FULL_MASK, vmax, 1 << step))
+            if vmax > 0:
+                pv_unit = float32(P_UNIT) / vmax
+        acc = cuda.local.array((MBLOCKS, 4), float32)
+        for m in range(MBLOCKS):
+            for x in range(4):
+                acc[m, x] = float32(0.0)
+        k_a = cuda.local.array((TILES, 2, KCH, CW), uint64)
+        k_b = cuda.local.array((TILES, 2, KCH, CW), uint64)
+        v_a = cuda.local.array((TILES, 2, 2, VCH, CW), uint64)
+        v_b = cuda.local.array((TILES, 2, 2, VCH, CW), uint64)
+        ks_a = cuda.local.array((TILES, 2, 2), float32)
+        ks_b = cuda.local.array((TILES, 2, 2), float32)
+        vs_a = cuda.local.array((TILES, 2, 2), float32)
+        vs_b = cuda.local.array((TILES, 2, 2), float32)
+        for u in range(TILES):
+            for b in range(2):
+                for x in range(2):
+                    ks_a[u, b, x] = ks_b[u, b, x] = vs_a[u, b, x] = vs_b[u, b, x] = float32(1.0)
+                for j in range(KCH):
+                    for c in range(CW):
+                        k_a[u, b, j, c] = k_b[u, b, j, c] = 0
+                for x in range(2):
+                    for i in range(VCH):
+                        for c in range(CW):
+                            v_a[u, b, x, i, c] = v_b[u, b, x, i, c] = 0
+        running_max = float32(-math.inf)
+        running_sum = float32(0.0)
+        page_words = uint64(kv_heads) * uint64(BS * STRIDE)
+        head_words = uint64(kv_head) * uint64(BS * STRIDE)
+
+        # Warp w's tiles: TILES consecutive ones from start + 16 TILES w, then STEP tokens on. Registers a hold
+        # the tiles being computed while the next ones load into b, then the other way round.
+        t0 = start + warp * TILE_TOKENS * TILES
+        for u in range(TILES):
+            load_tile(k_cache, v_cache, k_scales, v_scales, block_tables, s, kv_head, page_words, head_words,
+                      t0 + TILE_TOKENS * u, end, g, tq, k_a, v_a, ks_a, vs_a, u)
+        while t0 < end:
+            for u in range(TILES):
+                load_tile(k_cache, v_cache, k_scales, v_scales, block_tables, s, kv_head, page_words, head_words,
+                          t0 + STEP + TILE_TOKENS * u, end, g, tq, k_b, v_b, ks_b, vs_b, u)
+            for u in range(TILES):
+                if t0 + TILE_TOKENS * u < end:
+                    running_max, running_sum = compute_tile(qa, k_a, v_a, ks_a, vs_a, u, t0 + TILE_TOKENS * u, end,
+                                                            tq, inv_f, pv_unit, running_max, running_sum, acc)
+            t0 += STEP
+            if t0 >= end:
+                break
+            for u in range(TILES):
+                load_tile(k_cache, v_cache, k_scales, v_scales, block_tables, s, kv_head, page_words, head_words,
+                          t0 + STEP + TILE_TOKENS * u, end, g, tq, k_a, v_a, ks_a, vs_a, u)
+            for u in range(TILES):
+                if t0 + TILE_TOKENS * u < end:
+                    running_max, running_sum = compute_tile(qa, k_b, v_b, ks_b, vs_b, u, t0 + TILE_TOKENS * u, end,
+                                                            tq, inv_f, pv_unit, running_max, running_sum, acc)
+            t0 += STEP
+
+        running_sum += cuda.shfl_xor_sync(FULL_MASK, running_sum, 1)
+        running_sum += cuda.shfl_xor_sync(FULL_MASK, running_sum, 2)
+        warp_max = cuda.shared.array((WARPS, GROUP_MAX), float32)
+        warp_sum = cuda.shared.array((WARPS, GROUP_MAX), float32)
+        warp_acc = cuda.shared.array((WARPS, GROUP_MAX, HEAD_DIM_MAX), float32)
+        if tq == 0:
+            warp_max[warp, g] = running_max
+            warp_sum[warp, g] = running_sum
+        out_unit = float32(1.0) / pv_unit
+        for i in range(VCH):
+            for e in range(4):
+                c = 8 * (g + 8 * i) + 2 * e         # channel of rows g (and c + 1: rows g + 8) of block 4 i + e
+                if V_FULL or c < D:
+                    m = 4 * i + e
+                    warp_acc[warp, 2 * tq, c] = acc[m, 0] * out_unit
+                    warp_acc[warp, 2 * tq + 1, c] = acc[m, 1] * out_unit
+                    warp_acc[warp, 2 * tq, c + 1] = acc[m, 2] * out_unit
+                    warp_acc[warp, 2 * tq + 1, c + 1] = acc[m, 3] * out_unit
+        _merge_warps(warp_max, warp_sum, warp_acc, partial_max, partial_sum, partial_acc, s, first, p, n_heads, D,
+                     tid)
+
+    return gqa_decode_tensor_cores_kernel
+
+
+def gqa_decode_tensor_cores_kernel(fmt: str, head_dim: int, block_size: int = 16):
+    """The tensor-core decode kernel for a cache format (fp16 or fp8), a head_dim and a page size, compiled on
+    first use and kept."""
+    key = (fmt, int(head_dim), int(block_size))
+    if key not in _TENSOR_KERNELS:
+        _TENSOR_KERNELS[key] = _build_tensor_core_kernel(*key)
+    return _TENSOR_KERNELS[key]
+
+
+def gqa_decode_tensor_cores(q, k_cache, v_cache, block_tables, context_lens, *, k_scales=None, v_scales=None,
+                            scale=None, out=None, partition_size=None, max_context=None,
+                            kernel=gqa_decode_tensor_cores_kernel, merge_kernel=paged_attention_v2_merge_kernel):
+    """Decode attention over a paged cache stored in fp16 or fp8 e4m3, its scores and weighted sums on tensor
+    cores; returns out (num_seqs, heads, head_dim) float32.
+
+    The arguments of ``gqa_decode_mixed_precision``, with an fp16 or fp8 cache (a float32 cache has no fp16
+    form to multiply: use ``gqa_decode_half_warps``); head_dim must be a multiple of 8 and ``partition_size``
+    of 16, the tokens of a warp's tile. fp8 needs PTX's e4m3 conversion (compute capability 8.9 or later) and
+    fp16 an mma (8.0 or later). ``kernel`` is a function of the format, the head_dim and the page size."""
+    fmt, num_seqs, heads, head_dim, kv_heads = check_decode_inputs(q, k_cache, v_cache, block_tables, context_lens)
+    _check_scales(k_cache, k_scales, v_scales, fmt)
+    if fmt == "float32":
+        raise ValueError("k_cache must be stored in fp16 or as fp8 e4m3 codes for the tensor-core decode (its "
+                         "numbers enter the mma as fp16), got float32: gqa_decode_half_warps takes a float32 cache")
+    if head_dim % 8:
+        raise ValueError(f"q must have a head_dim that is a multiple of 8 (a lane loads the 8-byte words of 8 "
+                         f"channels), got head_dim {head_dim}")
+    if not config.ENABLE_CUDASIM and cuda.is_available():       # (without a GPU the kernel can still be compiled)
+        needed = (8, 9) if fmt == "fp8_e4m3" else (8, 0)
+        have = tuple(cuda.get_current_device().compute_capability)
+        if have < needed:
+            raise ValueError(f"k_cache: a {fmt} cache needs compute capability {needed[0]}.{needed[1]} or later for "
+                             f"the tensor-core decode, this GPU has {have[0]}.{have[1]}: use gqa_decode_half_warps")
+    block_size = k_cache.shape[2]
+    scale = default_scale(head_dim, scale)
+    longest = longest_context(context_lens, max_context)
+    if partition_size is None:
+        partition_size = decode_partition_size(num_seqs, kv_heads * subgroups_for(heads // kv_heads), longest,
+                                               _sm_count(q))
+    partition_size = require_int("partition_size", partition_size, minimum=1)
+    if partition_size % TILE_TOKENS:
+        raise ValueError(f"partition_size must be a multiple of {TILE_TOKENS} (a warp's tile of tokens never "
+                         f"crosses a partition), got {partition_size}")
+    partitions = partitions_for(longest, partition_size)
+    out = output_array("out", out, (num_seqs, heads, head_dim), like=q)
+    if not (num_seqs and heads):
+        return out
+    if fmt != "fp8_e4m3":
+        k_scales = v_scales = _no_scales(q)
+    partial_max, partial_sum, partial_acc = _partials(q, num_seqs, heads, partitions, head_dim)
+    kernel(fmt, head_dim, block_size)[decode_grid(num_seqs, heads, kv_heads, partitions), THREADS](
+        q, cache_words(k_cache, np.uint64), cache_words(v_cache, np.uint64), k_scales, v_scales, block_tables,
+        context_lens, scale, partition_size, kv_heads, partial_max, partial_sum, partial_acc)
+    merge_kernel[(heads, num_seqs), HEAD_DIM_MAX](partial_max, partial_sum, partial_acc, out)
+    return out
+
+# ----------------------------------------------------------------------------------------------
 # Tools: quantize to fp8 e4m3 codes with per-group scales, and back
 # ----------------------------------------------------------------------------------------------
 
@@ -1775,4 +2258,6 @@ RUNGS = ladder(
          "each warp on runs of consecutive tokens of a page: one table read a run, rows read as packed words"),
     Rung("gqa_decode_half_warps", gqa_decode_half_warps,
          "half a warp per token, 8 channels a lane, head_dim and page size compiled in; fp8 decoded by cvt"),
+    Rung("gqa_decode_tensor_cores", gqa_decode_tensor_cores,
+         "scores and weighted sums as mma.sync through inline PTX: q and weights as fp16 hi + lo, float32 sums"),
 )

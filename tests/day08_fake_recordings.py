@@ -20,11 +20,13 @@ COPY_GBPS = 3000.0
 CEILINGS = {"copy_gbps": COPY_GBPS, "fp32_tflops": 50.0}
 # Fraction of the copy bandwidth each rung reads its compulsory bytes at, on long steps.
 FRACTION = {"decode_fp32": 0.8, "decode_fp16": 0.55, "decode_fp8": 0.4, "runs_fp32": 0.85, "runs_fp16": 0.86,
-            "runs_fp8": 0.6, "half_fp32": 0.86, "half_fp16": 0.87, "half_fp8": 0.8, "day7_gqa_decode": 0.78,
+            "runs_fp8": 0.6, "half_fp32": 0.86, "half_fp16": 0.87, "half_fp8": 0.8, "tensor_fp16": 0.88,
+            "tensor_fp8": 0.82, "day7_gqa_decode": 0.78,
             "torch_sdpa_fp16": 0.9}
 FMT = {"decode_fp32": "float32", "decode_fp16": "float16", "decode_fp8": "fp8_e4m3", "runs_fp32": "float32",
        "runs_fp16": "float16", "runs_fp8": "fp8_e4m3", "half_fp32": "float32", "half_fp16": "float16",
-       "half_fp8": "fp8_e4m3", "day7_gqa_decode": "float32", "torch_sdpa_fp16": "float16"}
+       "half_fp8": "fp8_e4m3", "tensor_fp16": "float16", "tensor_fp8": "fp8_e4m3", "day7_gqa_decode": "float32",
+       "torch_sdpa_fp16": "float16"}
 PREFILL = {"B": 2, "heads": 32, "kv_heads": 8, "N": 4096, "d": 128}
 
 
@@ -100,7 +102,8 @@ def fake_full_size_checks():
                                ("decode_fp8", "fp8_e4m3", 2.8e-2), ("runs_fp32", "float32", 0.0),
                                ("runs_fp16", "float16", 2.2e-4), ("runs_fp8", "fp8_e4m3", 2.8e-2),
                                ("half_fp32", "float32", 0.0), ("half_fp16", "float16", 2.2e-4),
-                               ("half_fp8", "fp8_e4m3", 2.8e-2)):
+                               ("half_fp8", "fp8_e4m3", 2.8e-2), ("tensor_fp16", "float16", 2.2e-4),
+                               ("tensor_fp8", "fp8_e4m3", 2.8e-2)):
         rec.add(rung=rung, fmt=fmt, **common, storage_rel_err=storage, against="stored values", rel_err=5e-8,
                 max_abs_err=3e-7, seed=8)
         if fmt != "float32":
@@ -117,7 +120,8 @@ def fake_dram_bytes():
     rec = _recording("day08_dram_bytes", ceilings={})
     for label, fmt in (("decode_fp32", "float32"), ("decode_fp16", "float16"), ("decode_fp8", "fp8_e4m3"),
                        ("runs_fp32", "float32"), ("runs_fp16", "float16"), ("runs_fp8", "fp8_e4m3"),
-                       ("half_fp32", "float32"), ("half_fp16", "float16"), ("half_fp8", "fp8_e4m3")):
+                       ("half_fp32", "float32"), ("half_fp16", "float16"), ("half_fp8", "fp8_e4m3"),
+                       ("tensor_fp16", "float16"), ("tensor_fp8", "fp8_e4m3")):
         measured = 1.01 * model.compulsory_bytes_decode([8192] * 8, SHAPE["heads"], SHAPE["kv_heads"], SHAPE["d"], fmt)
         rec.add(label=label, N=8192, num_seqs=8, context=8192, **SHAPE, dram_read_bytes=0.99 * measured,
                 dram_write_bytes=0.01 * measured, dram_bytes=measured, launches=2)

@@ -94,6 +94,8 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
         ("half warps fp8 group 4", lp.gqa_decode_half_warps_kernel(4, "fp8_e4m3", 128, fp8_convert=True), halves()),
         ("half warps fp8 table group 4", lp.gqa_decode_half_warps_kernel(4, "fp8_e4m3", 128, fp8_convert=False),
          halves()),
+        ("tensor cores fp16", lp.gqa_decode_tensor_cores_kernel("float16", 128), halves()),
+        ("tensor cores fp8", lp.gqa_decode_tensor_cores_kernel("fp8_e4m3", 128), halves()),
         ("prefill fp16", lp.gqa_prefill_mixed_precision_kernel(16), prefill(types.float16)),
         ("prefill bf16", lp.gqa_prefill_mixed_precision_kernel(16), prefill(types.bfloat16)),
         ("quantize", lp.fp8_quantize_kernel, (a2, numba.float32[::1], numba.uint8[:, ::1], numba.boolean)),
@@ -108,7 +110,8 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
                 body = ptx[ptx.index(".entry"):]
                 record.update(local=".local" in body, ieee_division="div.rn.f32" in body,
                               fp16_conversions=body.count("cvt.f32.f16"),
-                              e4m3_conversions=body.count("cvt.rn.f16x2.e4m3x2"))
+                              e4m3_conversions=body.count("cvt.rn.f16x2.e4m3x2"),
+                              mma=body.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"))
             except Exception as exc:
                 record["error"] = f"{type(exc).__name__}: {exc}"[:2000]
             print(json.dumps(record), flush=True)
@@ -385,10 +388,11 @@ def test_prefill_rejects_bad_input_naming_the_argument(change, error, words):
 # Decode: an fp16 or fp8 cache, float32 q, out and arithmetic
 # ------------------------------------------------------------------------------------------------
 
-def decode_case(fmt, lens, block_size, *, kv_heads=1, group=2, d=8, magnitude=None, seed=None):
+def decode_case(fmt, lens, block_size, *, kv_heads=1, group=2, d=8, magnitude=None, ramp=False, seed=None):
     """One decode step over a shuffled paged cache stored as ``fmt``: slots that hold no key are NaN
     (fp16) or the NaN code 0x7f (fp8), two spare blocks end the pool, every table row ends with -1.
-    ``cache32``: the float32 cache the stored one rounds (fp16) or quantizes (fp8, scales per page)."""
+    ``cache32``: the float32 cache the stored one rounds (fp16) or quantizes (fp8, scales per page).
+    ``ramp``: keys grow 16-fold along the context, so a later tile's scores often beat the running maximum."""
     rng, seed = random_inputs(seed)
     heads = kv_heads * group
     shape = (len(lens), kv_heads, max(lens), d)
@@ -399,6 +403,8 @@ def decode_case(fmt, lens, block_size, *, kv_heads=1, group=2, d=8, magnitude=No
     else:
         k = rng.standard_normal(shape, dtype=np.float32)
         q = rng.standard_normal((len(lens), heads, d), dtype=np.float32)
+    if ramp:
+        k *= np.geomspace(0.25, 4.0, shape[2], dtype=np.float32)[:, None]
     v = rng.standard_normal(shape, dtype=np.float32) * rng.uniform(0.5, 4.0, (1, kv_heads, 1, 1)).astype(np.float32)
     k32, v32, tables, context_lens = reference.build_paged_cache(k, v, block_size, rng, np.array(lens), spare_blocks=2,
                                                                  padding_pages=1)
@@ -583,6 +589,41 @@ def test_half_warp_tiling_and_what_it_cannot_run():
     assert t.launches == 0
 
 
+# (fmt, block_size, contexts, kv_heads, group, head_dim, partition_size) for gqa_decode_tensor_cores: pages of 16
+# and 32 (a tile in one page) and of 3, 6 and 8 (a tile over several pages, a lane's rows on different pages),
+# empty, one-token and partial last tiles, groups of 1, 3, 4, 8 and 9 (two blocks of 5 and 4 heads per KV head),
+# head_dim 8 and 24 (lanes without channels: of K, t >= 1 and 3; of V, g >= 1 and 3), 72 and 128; contexts of
+# 250 and 300 tokens in one partition (4 or 5 tiles a warp) whose keys grow along the context, so the running
+# maximum of a head often grows after its accumulators hold weighted rows.
+TENSOR_CASES = [
+    pytest.param("float16", 16, [0, 37, 1], 2, 4, 8, 64, id="fp16-g4-pages-of-16"),
+    pytest.param("fp8_e4m3", 16, [21, 3], 1, 4, 24, 16, id="fp8-g4-head-dim-24"),
+    pytest.param("fp8_e4m3", 3, [40, 17], 1, 8, 8, 16, id="fp8-g8-pages-of-3"),
+    pytest.param("float16", 6, [29], 1, 9, 72, 32, id="fp16-g9-pages-of-6-head-dim-72"),
+    pytest.param("fp8_e4m3", 8, [13, 0], 2, 1, 8, 16, id="fp8-g1-pages-of-8"),
+    pytest.param("fp8_e4m3", 32, [70, 33], 1, 4, 128, 32, id="fp8-g4-head-dim-128"),
+    pytest.param("float16", 16, [50], 1, 8, 128, 48, id="fp16-g8-head-dim-128"),
+    pytest.param("fp8_e4m3", 16, [300, 161], 1, 4, 16, 320, id="fp8-g4-growing-logits-many-tiles"),
+    pytest.param("float16", 5, [250], 1, 3, 16, 256, id="fp16-g3-growing-logits-pages-of-5"),
+]
+
+
+@pytest.mark.parametrize("fmt, block_size, lens, kv_heads, group, d, partition_size", TENSOR_CASES)
+def test_tensor_cores_meet_the_precision_rule_and_read_the_cache_once(fmt, block_size, lens, kv_heads, group, d,
+                                                                     partition_size):
+    """gqa_decode_tensor_cores (the simulator's mma: course.simulator.mma_m16n8k16): right to float32's
+    tolerance on the stored cache and by the §6 rule (slots past every context are NaN); every K and V element
+    of a context read once per block."""
+    case = decode_case(fmt, lens, block_size, kv_heads=kv_heads, group=group, d=d, ramp=max(lens) > 200)
+    with count_traffic() as t:
+        out = lp.gqa_decode_tensor_cores(case.q, case.k_cache, case.v_cache, case.tables, case.lens, **case.extra,
+                                         out=poison(np.empty_like(case.q)), partition_size=partition_size)
+    check_decode(out, case, f"gqa_decode_tensor_cores out, {fmt} cache, group {group}, pages of {block_size}")
+    assert t.kernel_names == ["gqa_decode_tensor_cores_kernel", "paged_attention_v2_merge_kernel"]
+    readers = kv_heads * -(-group // 8)
+    assert t.load_bytes["k_cache"] == t.load_bytes["v_cache"] == readers * sum(lens) * d * model.ITEMSIZE[fmt]
+
+
 def test_eight_codes_are_the_e4m3_numbers_bit_for_bit():
     """_eight_codes (on a GPU: PTX's cvt.rn.f16x2.e4m3x2, compiled above; here NumPy) turns every one of the
     256 codes into its e4m3 number, NaN, -0.0 and subnormals included, channel j from byte j."""
@@ -696,11 +737,11 @@ def test_decode_tiling_model_constants_and_kernel_cache():
 
 def test_kernels_compile_for_sm90_at_every_storage_format(compiled):
     """fp16, bf16 and fp8 versions of the kernels compile for sm_90 (the registry test compiles the
-    float32 ones for sm_80 and sm_90); the decode kernels keep their per-lane arrays in registers (no local memory);
+    float32 ones, and the tensor-core decode on fp16, for sm_80 and sm_90); the decode kernels keep their per-lane arrays in registers (no local memory);
     fp16 loads convert with ``cvt.f32.f16``; the quantizer divides with IEEE rounding (``div.rn.f32``),
     which its bit-exactness needs."""
     records = {(r["kernel"], r["cc"]): r for r in compiled()}
-    assert len(records) == 12
+    assert len(records) == 14
     failures = [f"{name} for {cc}: {r['error']}" for (name, cc), r in records.items() if "error" in r]
     assert not failures, "\n".join(failures)
     for cc in ("sm_90",):
@@ -714,4 +755,7 @@ def test_kernels_compile_for_sm90_at_every_storage_format(compiled):
         assert records["half warps fp8 group 4", cc]["e4m3_conversions"] >= 4      # _eight_codes: 2 codes each
         assert records["half warps fp8 table group 4", cc]["e4m3_conversions"] == 0
         assert records["quantize", cc]["ieee_division"]
+        for name in ("tensor cores fp16", "tensor cores fp8"):      # per tile: 16 score mmas, 16 value mmas
+            assert not records[name, cc]["local"] and records[name, cc]["mma"] >= 32, name
+        assert records["tensor cores fp8", cc]["e4m3_conversions"] >= 32     # _e4m3_pairs: 2 codes each
     assert not records["half warps fp8 table group 4", "sm_80"]["local"]

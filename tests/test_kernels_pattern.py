@@ -173,6 +173,13 @@ def _half_warps_inputs(rng, rung):
                                                                              "partition_size": 4}
 
 
+def _tensor_cores_inputs(rng, rung):
+    """``_half_warps_inputs`` with the cache stored in fp16 (the tensor-core decode multiplies fp16 numbers) in
+    partitions of 16 tokens (a warp's tile)."""
+    (q, k_cache, v_cache, tables, lens), kwargs = _half_warps_inputs(rng, rung)
+    return (q, k_cache.astype(np.float16), v_cache.astype(np.float16), tables, lens), {**kwargs, "partition_size": 16}
+
+
 def _paged_reference(q, k_cache, v_cache, block_tables, context_lens, **_):
     from kernels import reference
 
@@ -231,6 +238,7 @@ OPERATIONS = {
     "gqa_decode": Operation(_gqa_decode_inputs, _paged_reference),
     "gqa_decode_page": Operation(_page_runs_inputs, _paged_reference),       # gqa_decode_page_runs
     "gqa_decode_half": Operation(_half_warps_inputs, _paged_reference),      # gqa_decode_half_warps
+    "gqa_decode_tensor": Operation(_tensor_cores_inputs, _paged_reference),  # gqa_decode_tensor_cores
 }
 
 

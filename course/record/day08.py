@@ -49,8 +49,10 @@ FORMATS = ("float32", "float16", "fp8_e4m3")
 LABEL = {"float32": "decode_fp32", "float16": "decode_fp16", "fp8_e4m3": "decode_fp8"}
 RUNS_LABEL = {"float32": "runs_fp32", "float16": "runs_fp16", "fp8_e4m3": "runs_fp8"}     # gqa_decode_page_runs
 HALF_LABEL = {"float32": "half_fp32", "float16": "half_fp16", "fp8_e4m3": "half_fp8"}     # gqa_decode_half_warps
-# The decode rungs in ladder order, by the name _decode_launch takes, with the labels of their rows.
-DECODE_RUNGS = {"decode": LABEL, "runs": RUNS_LABEL, "half": HALF_LABEL}
+TENSOR_LABEL = {"float16": "tensor_fp16", "fp8_e4m3": "tensor_fp8"}      # gqa_decode_tensor_cores: narrow caches only
+# The decode rungs in ladder order, by the name _decode_launch takes, with the labels of their rows (by the cache
+# formats each runs).
+DECODE_RUNGS = {"decode": LABEL, "runs": RUNS_LABEL, "half": HALF_LABEL, "tensor": TENSOR_LABEL}
 SEQS = (8, 16, 64)
 CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768)
 MAX_TOKENS = 1024 * 1024       # num_seqs * context at most: a float32 cache of 2 x 4 GiB, and its narrow copies
@@ -89,11 +91,12 @@ def narrow_caches(device: dict, t: dict) -> dict:
 
 def _decode_launch(fmt: str, device: dict, caches: dict, out, context: int, rung: str = "decode"):
     """One decode step over the cache in ``fmt`` of a rung of ``DECODE_RUNGS``: ``gqa_decode_mixed_precision``
-    (decode), ``gqa_decode_page_runs`` (runs) or ``gqa_decode_half_warps`` (half)."""
+    (decode), ``gqa_decode_page_runs`` (runs), ``gqa_decode_half_warps`` (half) or ``gqa_decode_tensor_cores``
+    (tensor)."""
     from kernels import low_precision_attention as lp
 
     decode = {"decode": lp.gqa_decode_mixed_precision, "runs": lp.gqa_decode_page_runs,
-              "half": lp.gqa_decode_half_warps}[rung]
+              "half": lp.gqa_decode_half_warps, "tensor": lp.gqa_decode_tensor_cores}[rung]
     k_cache, v_cache, extra = caches[fmt]
     return lambda: decode(device["q"], k_cache, v_cache, device["block_tables"], device["context_lens"], out=out,
                           max_context=context, **extra)
@@ -168,7 +171,9 @@ def decode_checks(longest: int) -> list[Check]:
               "float16": tuple(caches["float16"][i].copy_to_host() for i in (0, 1)),
               "fp8_e4m3": (reference.dequantize_fp8(k_codes.copy_to_host(), scales["k_scales"].copy_to_host()),
                            reference.dequantize_fp8(v_codes.copy_to_host(), scales["v_scales"].copy_to_host()))}
-    for rung, fmt in itertools.product(DECODE_RUNGS, FORMATS):     # every decode rung at every cache format
+    for rung, fmt in itertools.product(DECODE_RUNGS, FORMATS):     # every decode rung at every cache format it runs
+        if fmt not in DECODE_RUNGS[rung]:
+            continue
         out = cuda.device_array(tuple(device["q"].shape), np.float32)
         launch = _decode_launch(fmt, device, caches, out, longest, rung)
         on_stored = exact if fmt == "float32" else reference.paged_attention(host["q"], *stored[fmt], *args)
@@ -241,7 +246,7 @@ def _decode_cases(point) -> list[Timed]:
     cases = [Timed(LABEL[fmt], _decode_launch(fmt, device, caches, out, context), moved(fmt), flops, {"fmt": fmt})
              for fmt in FORMATS]
     cases += [Timed(labels[fmt], _decode_launch(fmt, device, caches, out, context, rung), moved(fmt), flops, {"fmt": fmt})
-              for rung, labels in DECODE_RUNGS.items() if rung != "decode" for fmt in FORMATS]
+              for rung, labels in DECODE_RUNGS.items() if rung != "decode" for fmt in FORMATS if fmt in labels]
     cases.append(Timed("day7_gqa_decode",
                        lambda: gqa_attention.gqa_decode_split_k(*_decode_args(device), out=out, max_context=context),
                        moved("float32"), flops, {"fmt": "float32"}))
@@ -263,6 +268,8 @@ def decode_sweep() -> Sweep:
                f"head (decode_fp8); gqa_decode_page_runs on the same three caches (runs_fp32, runs_fp16, runs_fp8); "
                f"gqa_decode_half_warps on them (half_fp32, half_fp16, half_fp8; fp8 decoded by PTX's "
                f"cvt.rn.f16x2.e4m3x2 on this GPU if its compute capability is 8.9 or more, else by a table); "
+               f"gqa_decode_tensor_cores on the fp16 and fp8 caches (tensor_fp16, tensor_fp8: scores and weighted "
+               f"sums as mma.sync m16n8k16 instructions, fp16 inputs, float32 accumulators); "
                f"day 7's gqa_decode_split_k on the float32 cache (day7_gqa_decode); "
                f"torch.nn.functional.scaled_dot_product_attention(enable_gqa=True) in fp16 on the same fp16 K and V "
                f"gathered into contiguous tensors (torch_sdpa_fp16, gather not timed). q and out are float32 for "
@@ -397,7 +404,7 @@ def _ncu_launch(fmt: str, context: int, rung: str = "decode"):
 
 def ncu_cases() -> list[NcuCase]:
     return [NcuCase(labels[fmt], NCU_CONTEXT, harness.lazy(_ncu_launch, fmt, NCU_CONTEXT, rung))
-            for rung, labels in DECODE_RUNGS.items() for fmt in FORMATS]
+            for rung, labels in DECODE_RUNGS.items() for fmt in FORMATS if fmt in labels]
 
 
 def ncu_shape(n: int) -> dict:
@@ -415,7 +422,7 @@ def sanitize() -> None:
     device, t = paged_inputs(3, [37, 0, 16], seed=2, heads=9, kv_heads=3, d=24, block_size=16)
     caches = narrow_caches(device, t)
     for fmt in FORMATS:
-        for rung in DECODE_RUNGS:
+        for rung in (rung for rung, labels in DECODE_RUNGS.items() if fmt in labels):
             _decode_launch(fmt, device, caches, cuda.device_array(tuple(device["q"].shape), np.float32), 37, rung)()
     lens = cuda.to_device(np.array([40], np.int32))
     for dtype in PREFILL_DTYPES:
