@@ -20,7 +20,7 @@ COPY_GBPS = 3000.0
 CEILINGS = {"copy_gbps": COPY_GBPS, "fp32_tflops": 50.0}
 # Fraction of the copy bandwidth each rung reads its compulsory bytes at, on long steps.
 FRACTION = {"decode_fp32": 0.8, "decode_fp16": 0.55, "decode_fp8": 0.4, "runs_fp32": 0.85, "runs_fp16": 0.86,
-            "runs_fp8": 0.6, "half_fp32": 0.86, "half_fp16": 0.87, "half_fp8": 0.8, "tensor_fp16": 0.88,
+            "runs_fp8": 0.6, "half_fp32": 0.86, "half_fp16": 0.87, "half_fp8": 0.8, "tensor_fp16": 0.92,
             "tensor_fp8": 0.82, "day7_gqa_decode": 0.78,
             "torch_sdpa_fp16": 0.9}
 FMT = {"decode_fp32": "float32", "decode_fp16": "float16", "decode_fp8": "fp8_e4m3", "runs_fp32": "float32",

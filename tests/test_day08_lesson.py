@@ -81,7 +81,7 @@ def test_the_exercise_is_announced_not_assumed():
 
 # ----------------------------------------------------------------------------- the prose against the data
 
-FMT_OF_LABEL = {f"{rung}_{name}": fmt for rung in ("decode", "runs", "half")
+FMT_OF_LABEL = {f"{rung}_{name}": fmt for rung in ("decode", "runs", "half", "tensor")
                 for name, fmt in (("fp32", "float32"), ("fp16", "float16"), ("fp8", "fp8_e4m3"))}
 
 
@@ -96,6 +96,9 @@ def claims(recordings: dict) -> None:
       faster than the first rung in every format on long steps; gqa_decode_half_warps reads its fp8 cache at
       0.7 of the copy bandwidth or more somewhere, more than 3.3 times the first rung's float32 step and more
       than 2.8 times the page-runs float32 step there, and its fp8 step is faster than page runs' on long steps;
+      gqa_decode_tensor_cores reads its fp16 cache at 0.9 of the copy bandwidth or more somewhere and its fp8
+      cache at 0.75 or more, more than 3.5 times the first rung's float32 step and more than 3 times the
+      page-runs float32 step there, and its fp8 step is faster than the half-warp one on long steps;
     - Nsight: DRAM moves the modelled bytes (within 15%), fp32 > fp16 > fp8, nothing read twice;
     - prefill: fp16 storage does not speed our kernel up, which stays well under the float32 roof that
       torch's float32 kernel gets much closer to; the tensor-core roof is an order of magnitude above the
@@ -122,9 +125,16 @@ def claims(recordings: dict) -> None:
                 assert ms < by["decode" + rung.removeprefix("runs"), s, c], (rung, s, c)
             if rung == "half_fp8" and s * c >= 131072:
                 assert ms < by["runs_fp8", s, c], (rung, s, c)
+            if rung == "tensor_fp8" and s * c >= 131072:
+                assert ms < by["half_fp8", s, c], (rung, s, c)
         best_fp8 = max((r for r in decode.rows if r["rung"] == "half_fp8"), key=lambda r: r["fraction_of_copy"])
         assert best_fp8["fraction_of_copy"] >= 0.7 and best_fp8["speedup_over_fp32"] > 3.3, best_fp8
         assert best_fp8["speedup_over_runs_fp32"] > 2.8, best_fp8
+        tensor = {rung: max((r for r in decode.rows if r["rung"] == rung), key=lambda r: r["fraction_of_copy"])
+                  for rung in ("tensor_fp16", "tensor_fp8")}
+        assert tensor["tensor_fp16"]["fraction_of_copy"] >= 0.9, tensor
+        assert tensor["tensor_fp8"]["fraction_of_copy"] >= 0.75 and tensor["tensor_fp8"]["speedup_over_fp32"] > 3.5
+        assert tensor["tensor_fp8"]["speedup_over_runs_fp32"] > 3.0, tensor
     nsight = recordings.get("day08_dram_bytes")
     if nsight is not None:
         dram = {}
@@ -136,6 +146,7 @@ def claims(recordings: dict) -> None:
             dram[r["label"]] = r["dram_bytes"]
         for rung in ("decode", "runs", "half"):
             assert dram[f"{rung}_fp32"] > dram[f"{rung}_fp16"] > dram[f"{rung}_fp8"], dram
+        assert dram["tensor_fp16"] > dram["tensor_fp8"], dram
     prefill, roofs = recordings.get("day08_prefill_timing"), recordings.get("day08_matmul_roofs")
     if prefill is not None:
         ms = {r["rung"]: r["median_ms"] for r in prefill.rows}
