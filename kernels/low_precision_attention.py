@@ -54,6 +54,15 @@ is the storage format's rounding, not an accumulation of it (``DESIGN.md`` §6).
   float32. On an H100 (4 x 131,072 tokens, group 4, head_dim 128, median of 7): the fp8 step takes
   0.522 ms, 0.69 of the copy bandwidth, 2.88 times ``gqa_decode_page_runs``'s float32 step (1.504 ms)
   and 1.50 times its fp8 step; fp16 0.836 ms (0.86 of copy), float32 as the previous rung.
+- ``gqa_decode_tensor_cores``: the scores and the weighted sums of a tile of 16 tokens as tensor-core
+  instructions, ``mma.sync.aligned.m16n8k16`` (fp16 inputs, float32 accumulators), held as inline PTX by
+  the intrinsic ``_mma`` (in the simulator, ``course.simulator.mma_m16n8k16``). The cache's fp16 numbers
+  and fp8 codes are exact in fp16; q and the weights are split into fp16 pairs ``hi + lo`` (22
+  significant bits), so the step keeps float32's accuracy. fp16 and fp8 caches only. On an H100 (group
+  4, head_dim 128, steps of 512K tokens or more, the day's recording): the fp8 step reads its cache at
+  0.78 to 0.82 of the copy bandwidth, 3.6 to 3.8 times ``gqa_decode_mixed_precision``'s float32 step and
+  3.15 to 3.3 times ``gqa_decode_page_runs``'s; fp16 0.93 to 0.96 of copy. Nsight: the fp8 step waits on
+  loads (issue slots 34% busy, 12 warps an SM at 168 registers), no longer on instructions.
 
 Tools that build and read an fp8 cache (kernels with launchers of the same pattern, not rungs of the
 ladder: their outputs are bits, checked bit for bit, where the registry's check compares floats):
