@@ -124,6 +124,7 @@ import math
 import numpy as np
 from numba import config, cuda, float32, int32, types, uint32, uint64
 from numba import types as numba_types
+from types import SimpleNamespace as types_namespace
 
 from kernels.flash_attention import prepare_kv_lens
 from kernels.gqa_attention import (GROUP_MAX, HEAD_DIM_MAX, ROWS_MAX, TILE_KV, TILE_POS, decode_grid,
@@ -1355,6 +1356,48 @@ def cache_words(cache, word=None):
     return flat.view(word or (np.uint32 if np.dtype(cache.dtype) == np.uint8 else np.uint64))
 
 
+def _prepare_decode(q, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales, scale, out, partition_size,
+                    max_context, *, channels: int, tokens, refused: dict | None = None):
+    """What the page-runs, half-warp and tensor-core launchers check and size alike. head_dim must be a multiple of
+    ``channels`` (the channels of a lane's words); ``tokens(group, fmt, block_size)`` gives the multiple of tokens a
+    partition must be and why, ``(n, "...")``; ``refused``: cache formats the rung does not run, with the message
+    to raise. Returns ``(out, step)``: ``step`` is None when out is empty (nothing to launch), else a namespace
+    with the format, the sizes, the scale, the partition size and count, the scales (ones but for fp8) and the
+    partial buffers."""
+    fmt, num_seqs, heads, head_dim, kv_heads = check_decode_inputs(q, k_cache, v_cache, block_tables, context_lens)
+    _check_scales(k_cache, k_scales, v_scales, fmt)
+    if refused and fmt in refused:
+        raise ValueError(refused[fmt])
+    if head_dim % channels:
+        raise ValueError(f"q must have a head_dim that is a multiple of {channels} (a lane loads the words of "
+                         f"{channels} channels), got head_dim {head_dim}")
+    block_size = k_cache.shape[2]
+    multiple, why = tokens(heads // kv_heads, fmt, block_size)
+    scale = default_scale(head_dim, scale)
+    longest = longest_context(context_lens, max_context)
+    if partition_size is None:
+        partition_size = decode_partition_size(num_seqs, kv_heads * subgroups_for(heads // kv_heads), longest,
+                                               _sm_count(q))
+    partition_size = require_int("partition_size", partition_size, minimum=1)
+    if partition_size % multiple:
+        raise ValueError(f"partition_size must be a multiple of {why}, got {partition_size}")
+    partitions = partitions_for(longest, partition_size)
+    out = output_array("out", out, (num_seqs, heads, head_dim), like=q)
+    if not (num_seqs and heads):
+        return out, None
+    if fmt != "fp8_e4m3":
+        k_scales = v_scales = _no_scales(q)
+    return out, types_namespace(fmt=fmt, num_seqs=num_seqs, heads=heads, head_dim=head_dim, kv_heads=kv_heads,
+                                group=heads // kv_heads, block_size=block_size, scale=scale,
+                                partition_size=partition_size, partitions=partitions, k_scales=k_scales,
+                                v_scales=v_scales, partials=_partials(q, num_seqs, heads, partitions, head_dim),
+                                grid=decode_grid(num_seqs, heads, kv_heads, partitions))
+
+
+def _runs_of(run: int) -> tuple[int, str]:
+    return run, f"the run of {run} tokens (runs never cross a partition)"
+
+
 def gqa_decode_page_runs(q, k_cache, v_cache, block_tables, context_lens, *, k_scales=None, v_scales=None,
                          scale=None, out=None, partition_size=None, max_context=None,
                          kernel=gqa_decode_page_runs_kernel, merge_kernel=paged_attention_v2_merge_kernel):
@@ -1365,26 +1408,18 @@ def gqa_decode_page_runs(q, k_cache, v_cache, block_tables, context_lens, *, k_s
     ``partition_size`` a multiple of the run (``run_tiling``), so that no run crosses a page. ``kernel``
     is a function of the group size, the cache format and the page size (``gqa_decode_page_runs_kernel``).
     """
-    fmt, num_seqs, heads, head_dim, kv_heads = check_decode_inputs(q, k_cache, v_cache, block_tables, context_lens)
-    _check_scales(k_cache, k_scales, v_scales, fmt)
-    if head_dim % CHANNELS:
-        raise ValueError(f"q must have a head_dim that is a multiple of {CHANNELS} (a lane loads the words of "
-                         f"{CHANNELS} channels), got head_dim {head_dim}")
-    block_size = k_cache.shape[2]
-    run = run_tiling(heads // kv_heads, fmt, block_size)[2]
-    scale = default_scale(head_dim, scale)
-    longest = longest_context(context_lens, max_context)
-    if partition_size is None:
-        partition_size = decode_partition_size(num_seqs, kv_heads * subgroups_for(heads // kv_heads), longest,
-                                               _sm_count(q))
-    partition_size = require_int("partition_size", partition_size, minimum=1)
-    if partition_size % run:
-        raise ValueError(f"partition_size must be a multiple of the run of {run} tokens (runs never cross a "
-                         f"partition), got {partition_size}")
-    partitions = partitions_for(longest, partition_size)
-    out = output_array("out", out, (num_seqs, heads, head_dim), like=q)
-    if not (num_seqs and heads):
+    out, step = _prepare_decode(q, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales, scale, out,
+                                partition_size, max_context, channels=CHANNELS,
+                                tokens=lambda group, fmt, block_size: _runs_of(run_tiling(group, fmt, block_size)[2]))
+    if step is None:
         return out
+    row_words = (step.head_dim // 4 if step.fmt == "fp8_e4m3"
+                 else step.head_dim * np.dtype(k_cache.dtype).itemsize // 8)
+    kernel(step.group, step.fmt, step.block_size)[step.grid, THREADS](
+        q, cache_words(k_cache), cache_words(v_cache), step.k_scales, step.v_scales, block_tables, context_lens,
+        step.scale, step.partition_size, step.kv_heads, step.block_size, row_words, *step.partials)
+    merge_kernel[(step.heads, step.num_seqs), HEAD_DIM_MAX](*step.partials, out)
+    return out
     if fmt != "fp8_e4m3":
         k_scales = v_scales = _no_scales(q)
     row_words = head_dim // 4 if fmt == "fp8_e4m3" else head_dim * np.dtype(k_cache.dtype).itemsize // 8
@@ -1624,26 +1659,16 @@ def gqa_decode_half_warps(q, k_cache, v_cache, block_tables, context_lens, *, k_
     The arguments of ``gqa_decode_mixed_precision``; head_dim must be a multiple of 8 and ``partition_size`` a
     multiple of the run (``half_warp_tiling``). ``kernel`` is a function of the group size, the cache format,
     the head_dim and the page size (``gqa_decode_half_warps_kernel``)."""
-    fmt, num_seqs, heads, head_dim, kv_heads = check_decode_inputs(q, k_cache, v_cache, block_tables, context_lens)
-    _check_scales(k_cache, k_scales, v_scales, fmt)
-    if head_dim % 8:
-        raise ValueError(f"q must have a head_dim that is a multiple of 8 (a lane loads the 8-byte words of 8 "
-                         f"channels), got head_dim {head_dim}")
-    block_size = k_cache.shape[2]
-    run = half_warp_tiling(heads // kv_heads, fmt, block_size)[2]
-    scale = default_scale(head_dim, scale)
-    longest = longest_context(context_lens, max_context)
-    if partition_size is None:
-        partition_size = decode_partition_size(num_seqs, kv_heads * subgroups_for(heads // kv_heads), longest,
-                                               _sm_count(q))
-    partition_size = require_int("partition_size", partition_size, minimum=1)
-    if partition_size % run:
-        raise ValueError(f"partition_size must be a multiple of the run of {run} tokens (runs never cross a "
-                         f"partition), got {partition_size}")
-    partitions = partitions_for(longest, partition_size)
-    out = output_array("out", out, (num_seqs, heads, head_dim), like=q)
-    if not (num_seqs and heads):
+    out, step = _prepare_decode(q, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales, scale, out,
+                                partition_size, max_context, channels=8,
+                                tokens=lambda group, fmt, block_size: _runs_of(half_warp_tiling(group, fmt, block_size)[2]))
+    if step is None:
         return out
+    kernel(step.group, step.fmt, step.head_dim, step.block_size)[step.grid, THREADS](
+        q, cache_words(k_cache, np.uint64), cache_words(v_cache, np.uint64), step.k_scales, step.v_scales,
+        block_tables, context_lens, step.scale, step.partition_size, step.kv_heads, *step.partials)
+    merge_kernel[(step.heads, step.num_seqs), HEAD_DIM_MAX](*step.partials, out)
+    return out
     if fmt != "fp8_e4m3":
         k_scales = v_scales = _no_scales(q)
     partial_max, partial_sum, partial_acc = _partials(q, num_seqs, heads, partitions, head_dim)
@@ -1673,6 +1698,8 @@ TILE_TOKENS = 16        # tokens a warp takes at a time in gqa_decode_tensor_cor
 Q_UNIT = 8192.0
 P_UNIT = 8192.0
 _LOW_WORD = 0xFFFFFFFF
+_TENSOR_REFUSED = {"float32": "k_cache must be stored in fp16 or as fp8 e4m3 codes for the tensor-core decode (its "
+                              "numbers enter the mma as fp16), got float32: gqa_decode_half_warps takes a float32 cache"}
 # Tiles a warp loads at a time, and blocks of 128 threads an SM must hold (launch_bounds: ptxas keeps the registers
 # under 65,536 / (128 x blocks)), by cache format. Timed on an H100 at group 4, head_dim 128, 4 x 131,072 tokens
 # (ms, median of 7): fp8 1 tile, 1 block (ptxas's choice, 211 registers): 0.499; 1 tile, 3 blocks (168, no
@@ -2100,34 +2127,23 @@ def gqa_decode_tensor_cores(q, k_cache, v_cache, block_tables, context_lens, *, 
     form to multiply: use ``gqa_decode_half_warps``); head_dim must be a multiple of 8 and ``partition_size``
     of 16, the tokens of a warp's tile. fp8 needs PTX's e4m3 conversion (compute capability 8.9 or later) and
     fp16 an mma (8.0 or later). ``kernel`` is a function of the format, the head_dim and the page size."""
-    fmt, num_seqs, heads, head_dim, kv_heads = check_decode_inputs(q, k_cache, v_cache, block_tables, context_lens)
-    _check_scales(k_cache, k_scales, v_scales, fmt)
-    if fmt == "float32":
-        raise ValueError("k_cache must be stored in fp16 or as fp8 e4m3 codes for the tensor-core decode (its "
-                         "numbers enter the mma as fp16), got float32: gqa_decode_half_warps takes a float32 cache")
-    if head_dim % 8:
-        raise ValueError(f"q must have a head_dim that is a multiple of 8 (a lane loads the 8-byte words of 8 "
-                         f"channels), got head_dim {head_dim}")
+    out, step = _prepare_decode(q, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales, scale, out,
+                                partition_size, max_context, channels=8, refused=_TENSOR_REFUSED,
+                                tokens=lambda *_: (TILE_TOKENS, f"{TILE_TOKENS} (a warp's tile of tokens never "
+                                                                f"crosses a partition)"))
+    if step is None:
+        return out
     if not config.ENABLE_CUDASIM and cuda.is_available():       # (without a GPU the kernel can still be compiled)
-        needed = (8, 9) if fmt == "fp8_e4m3" else (8, 0)
+        needed = (8, 9) if step.fmt == "fp8_e4m3" else (8, 0)
         have = tuple(cuda.get_current_device().compute_capability)
         if have < needed:
-            raise ValueError(f"k_cache: a {fmt} cache needs compute capability {needed[0]}.{needed[1]} or later for "
-                             f"the tensor-core decode, this GPU has {have[0]}.{have[1]}: use gqa_decode_half_warps")
-    block_size = k_cache.shape[2]
-    scale = default_scale(head_dim, scale)
-    longest = longest_context(context_lens, max_context)
-    if partition_size is None:
-        partition_size = decode_partition_size(num_seqs, kv_heads * subgroups_for(heads // kv_heads), longest,
-                                               _sm_count(q))
-    partition_size = require_int("partition_size", partition_size, minimum=1)
-    if partition_size % TILE_TOKENS:
-        raise ValueError(f"partition_size must be a multiple of {TILE_TOKENS} (a warp's tile of tokens never "
-                         f"crosses a partition), got {partition_size}")
-    partitions = partitions_for(longest, partition_size)
-    out = output_array("out", out, (num_seqs, heads, head_dim), like=q)
-    if not (num_seqs and heads):
-        return out
+            raise ValueError(f"k_cache: a {step.fmt} cache needs compute capability {needed[0]}.{needed[1]} or later "
+                             f"for the tensor-core decode, this GPU has {have[0]}.{have[1]}: use gqa_decode_half_warps")
+    kernel(step.fmt, step.head_dim, step.block_size)[step.grid, THREADS](
+        q, cache_words(k_cache, np.uint64), cache_words(v_cache, np.uint64), step.k_scales, step.v_scales,
+        block_tables, context_lens, step.scale, step.partition_size, step.kv_heads, *step.partials)
+    merge_kernel[(step.heads, step.num_seqs), HEAD_DIM_MAX](*step.partials, out)
+    return out
     if fmt != "fp8_e4m3":
         k_scales = v_scales = _no_scales(q)
     partial_max, partial_sum, partial_acc = _partials(q, num_seqs, heads, partitions, head_dim)
