@@ -244,4 +244,9 @@ def mismatches(case: Case, row: dict | None, release: dict | None = None) -> lis
         for needle in case.expect.get(key, []):
             if needle not in text:
                 problems.append(f"{key} lack {needle!r}: {text[:400]}")
+    if problems:
+        # Every cell short of its points, so a mismatch in the total alone still says where.
+        short = [f"{gid} {cell.get('points')}/{cell.get('max_points')}" for gid, cell in row["cells"].items()
+                 if cell.get("points") != cell.get("max_points")]
+        problems.append("cells short of their points: " + (", ".join(short) or "none"))
     return problems

@@ -513,6 +513,55 @@ def test_reduction_context_names_the_tree_mistakes():
     assert res.causes == ["max_identity"] and "last" not in res.causes
 
 
+def _float32_loop_sum(x):
+    acc = np.zeros(x.shape[0], np.float32)
+    for col in range(x.shape[1]):
+        acc += x[:, col]
+    return acc
+
+
+def test_a_cancelling_float32_sum_passes_with_its_reduction_context():
+    """A row whose sum cancels: float32's honest rounding is far above 1e-4 of the sum, in any order."""
+    x = np.array([[1e4, 1e-3, -1e4]], np.float32)
+    got = _float32_loop_sum(x)                       # 1e4 + 1e-3 rounds to 1e4 + 2^-10: 2% off row 0
+    want = x.astype(np.float64).sum(axis=1)
+    assert abs(got[0] - want[0]) > 1e-3 * abs(want[0])
+    with pytest.raises(CheckFailure):
+        check(got, want, dims=("row",))              # without the context: the plain fp32 rule
+    check(got, want, dims=("row",), reduction=dict(x=x, op="sum", threads=64))
+    # A sum that leaves an element out, or counts one twice, still fails with the context.
+    for wrong in (_float32_loop_sum(x[:, :2]), got + x[:, 0]):
+        with pytest.raises(CheckFailure):
+            check(wrong, want, dims=("row",), reduction=dict(x=x, op="sum", threads=64))
+
+
+def test_the_hidden_row_sum_inputs_pass_a_correct_float32_sum_for_every_seed():
+    """The seed never decides a score (DESIGN.md section 6): day 1's hidden row-sum shapes, a
+    strided-loop-then-tree sum as the course's kernels do it, over many seeds."""
+    threads = 64
+
+    def tree_sum(x):
+        part = np.zeros((x.shape[0], threads), np.float32)
+        for col in range(x.shape[1]):
+            part[:, col % threads] += x[:, col]
+        while part.shape[1] > 1:
+            half = part.shape[1] // 2
+            part = part[:, :half] + part[:, half:]
+        return part[:, 0]
+
+    failed = []
+    for seed in range(3000):
+        rng, _ = random_inputs(seed=seed)
+        for shape in ((2, 131), (2, 20), (1, 64)):
+            x = rng.uniform(-1e4, 1e4, shape).astype(np.float32)
+            try:
+                check(tree_sum(x), x.astype(np.float64).sum(axis=1), dims=("row",), seed=seed,
+                      reduction=dict(x=x, op="sum", threads=threads))
+            except CheckFailure:
+                failed.append((seed, shape))
+    assert not failed, failed[:5]
+
+
 def test_gemm_context_names_the_k_loop_mistakes():
     rng, _ = random_inputs(seed=22)
     a, b = rng.standard_normal((9, 19)), rng.standard_normal((19, 11))

@@ -164,6 +164,21 @@ def _submitted_lines(workdir, student, assignment):
     return {line.strip() for c in nb["cells"] for line in "".join(c["source"]).splitlines()}
 
 
+def _errors_in_graded_cells(workdir, case) -> list[str]:
+    """The last line of each error a grade cell of the case's autograded notebook shows."""
+    found = list(workdir.glob(f"out/*/autograded/{case.student}/{case.assignment}/{case.assignment}.ipynb"))
+    if not found:
+        return []
+    errors = []
+    for cell in json.loads(found[0].read_text(encoding="utf-8"))["cells"]:
+        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        for output in cell.get("outputs", []):
+            if gid and output.get("output_type") == "error":
+                text = f"{output.get('ename')}: {output.get('evalue', '')}".strip().splitlines()
+                errors.append(f"{gid} raised {' / '.join(text[:6])[:600]}")
+    return errors
+
+
 # ---------------------------------------------------------------------------------------------
 # The catalog: one class per grading run, so `make test` (pytest-xdist, --dist loadscope) gives
 # each run to one worker and spreads the runs over the workers.
@@ -176,9 +191,11 @@ def _catalog_class(group: str) -> type:
         @pytest.mark.slow
         @pytest.mark.parametrize("case", cases, ids=_case_id)
         def test_sample_submission_gets_its_expected_score(self, graded, case):
-            rows, _ = graded(group)
+            rows, workdir = graded(group)
             release = json.loads(RELEASED[case.assignment].read_text(encoding="utf-8"))
             problems = mismatches(case, rows.get(case.student), release)
+            if problems:
+                problems += _errors_in_graded_cells(workdir, case)
             assert not problems, (f"{_case_id(case)} ({case.doc.splitlines()[0] if case.doc else ''}):\n  "
                                   + "\n  ".join(problems))
 
