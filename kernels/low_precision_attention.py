@@ -1705,7 +1705,13 @@ _TENSOR_REFUSED = {"float32": "k_cache must be stored in fp16 or as fp8 e4m3 cod
 # (ms, median of 7): fp8 1 tile, 1 block (ptxas's choice, 211 registers): 0.499; 1 tile, 3 blocks (168, no
 # spills): 0.465; 2 tiles, 2 blocks (252): 0.551; 4 blocks spill. fp16 1 tile: 0.782 with 1 block (254
 # registers), 0.788 with 2. Moving the rows of the warp's next 1, 2 or 4 tiles into L2 ahead of their loads
-# (prefetch.global.L2) made every variant slower: fp8 0.470, 0.475, 0.553.
+# (prefetch.global.L2) made every variant slower: fp8 0.470, 0.475, 0.553. Copying each warp's tiles into a
+# ring of 2, 3 or 4 slots in shared memory with cp.async (no registers held while the bytes travel; 16-byte
+# copies, rows swizzled against bank conflicts) and computing from there, in one run against this kernel
+# (fp8 0.510 ms, 0.71 of copy; fp16 0.795): fp8 3 slots at 3 blocks 0.485 (0.75 of copy; at 32 x 16,384
+# tokens 0.81 against 0.76), 2 slots at 4 blocks 0.693, 3 at 2 blocks 0.548, 4 at 2 blocks 0.557; fp16 2
+# slots 0.805, 3 slots 1.04. At 16 x 8,192 tokens (a few tiles a warp) the ring was slower for both, fp8 0.305
+# against 0.244, so the registers stay.
 TENSOR_TILES = {"float16": 1, "fp8_e4m3": 1}
 TENSOR_MIN_BLOCKS = {"float16": 1, "fp8_e4m3": 3}
 _TENSOR_KERNELS: dict = {}
@@ -2143,14 +2149,6 @@ def gqa_decode_tensor_cores(q, k_cache, v_cache, block_tables, context_lens, *, 
         q, cache_words(k_cache, np.uint64), cache_words(v_cache, np.uint64), step.k_scales, step.v_scales,
         block_tables, context_lens, step.scale, step.partition_size, step.kv_heads, *step.partials)
     merge_kernel[(step.heads, step.num_seqs), HEAD_DIM_MAX](*step.partials, out)
-    return out
-    if fmt != "fp8_e4m3":
-        k_scales = v_scales = _no_scales(q)
-    partial_max, partial_sum, partial_acc = _partials(q, num_seqs, heads, partitions, head_dim)
-    kernel(fmt, head_dim, block_size)[decode_grid(num_seqs, heads, kv_heads, partitions), THREADS](
-        q, cache_words(k_cache, np.uint64), cache_words(v_cache, np.uint64), k_scales, v_scales, block_tables,
-        context_lens, scale, partition_size, kv_heads, partial_max, partial_sum, partial_acc)
-    merge_kernel[(heads, num_seqs), HEAD_DIM_MAX](partial_max, partial_sum, partial_acc, out)
     return out
 
 # ----------------------------------------------------------------------------------------------
