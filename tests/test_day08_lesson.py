@@ -96,9 +96,10 @@ def claims(recordings: dict) -> None:
       faster than the first rung in every format on long steps; gqa_decode_half_warps reads its fp8 cache at
       0.7 of the copy bandwidth or more somewhere, more than 3.3 times the first rung's float32 step and more
       than 2.8 times the page-runs float32 step there, and its fp8 step is faster than page runs' on long steps;
-      gqa_decode_tensor_cores reads its fp16 cache at 0.9 of the copy bandwidth or more somewhere and its fp8
-      cache at 0.75 or more, more than 3.5 times the first rung's float32 step and more than 3 times the
-      page-runs float32 step there, and its fp8 step is faster than the half-warp one on long steps;
+      gqa_decode_tensor_cores, on every step of 524,288 tokens or more (the steps its table shows), reads its
+      fp16 cache at 0.9 of the copy bandwidth or more and its fp8 cache at 0.75 or more, more than 3.5 times
+      the first rung's float32 step and more than 3 times the page-runs float32 step, and its fp8 step is
+      faster than the half-warp one on every step of 131,072 tokens or more;
     - Nsight: DRAM moves the modelled bytes (within 15%), fp32 > fp16 > fp8, nothing read twice;
     - prefill: fp16 storage does not speed our kernel up, which stays well under the float32 roof that
       torch's float32 kernel gets much closer to; the tensor-core roof is an order of magnitude above the
@@ -130,11 +131,15 @@ def claims(recordings: dict) -> None:
         best_fp8 = max((r for r in decode.rows if r["rung"] == "half_fp8"), key=lambda r: r["fraction_of_copy"])
         assert best_fp8["fraction_of_copy"] >= 0.7 and best_fp8["speedup_over_fp32"] > 3.3, best_fp8
         assert best_fp8["speedup_over_runs_fp32"] > 2.8, best_fp8
-        tensor = {rung: max((r for r in decode.rows if r["rung"] == rung), key=lambda r: r["fraction_of_copy"])
-                  for rung in ("tensor_fp16", "tensor_fp8")}
-        assert tensor["tensor_fp16"]["fraction_of_copy"] >= 0.9, tensor
-        assert tensor["tensor_fp8"]["fraction_of_copy"] >= 0.75 and tensor["tensor_fp8"]["speedup_over_fp32"] > 3.5
-        assert tensor["tensor_fp8"]["speedup_over_runs_fp32"] > 3.0, tensor
+        # The tensor-core table shows the steps of 524,288 tokens or more: every one bears the text out.
+        longest = [r for r in decode.rows if r["num_seqs"] * r["context"] >= 524288]
+        assert {r["rung"] for r in longest} >= {"tensor_fp16", "tensor_fp8"}, "no step of 524,288 tokens recorded"
+        for r in longest:
+            if r["rung"] == "tensor_fp16":
+                assert r["fraction_of_copy"] >= 0.9, r
+            if r["rung"] == "tensor_fp8":
+                assert r["fraction_of_copy"] >= 0.75 and r["speedup_over_fp32"] > 3.5, r
+                assert r["speedup_over_runs_fp32"] > 3.0, r
     nsight = recordings.get("day08_dram_bytes")
     if nsight is not None:
         dram = {}
