@@ -6,6 +6,7 @@ Every wrong output below is a bug a student could write; the test asserts which 
 
 import pathlib
 
+import ml_dtypes
 import numpy as np
 import pytest
 from numba import cuda, float32
@@ -151,6 +152,30 @@ def test_low_precision_threshold_is_twice_plus_atol():
     assert "2 x" in res.limit
     assert check(ref + 2.5 * err, ref, precision="lowp", same_precision_ref=same,
                  atol=float(np.abs(err).max())).passed
+
+
+BF16 = ml_dtypes.bfloat16
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16], ids=["fp16", "bf16"])
+def test_an_fp16_or_bf16_element_may_be_the_other_neighbour_of_the_same_precision_answer(dtype):
+    """A float32 result near a rounding midpoint is stored as either neighbour: one unit in the last place
+    beyond the same-precision answer's own error passes, even where twice the largest such error is less;
+    two units fail."""
+    ulp = float(np.spacing(np.array(1.0, dtype)).astype(np.float64))
+    ref = np.array([1.0 + 0.3 * ulp, 3.0, -2.0])        # same-precision errors: 0.3 ulp, 0, 0
+    same = ref.astype(dtype)
+    neighbour = same.copy()
+    neighbour[0] = np.array(1.0 + ulp, dtype)           # 0.7 ulp off: more than 2 x 0.3 ulp
+    assert check(neighbour, ref, precision="lowp", same_precision_ref=same, atol=0.0).passed
+    two_off = same.copy()
+    two_off[0] = np.array(1.0 + 2 * ulp, dtype)
+    res = failure(two_off, ref, precision="lowp", same_precision_ref=same, atol=0.0, dims=("i",))
+    assert "unit in the last place" in res.limit and res.n_wrong == 1
+    # float32 outputs are not rounded to a storage format: no such allowance.
+    res = failure(neighbour.astype(np.float32), ref, precision="lowp", same_precision_ref=same, atol=0.0,
+                  dims=("i",))
+    assert "unit in the last place" not in res.limit
 
 
 def test_wrong_low_precision_answers_fail():
