@@ -1453,11 +1453,18 @@ def fp8_corner_values() -> np.ndarray:
     return np.concatenate([magnitudes, -magnitudes, [np.float32(np.nan)]]).astype(np.float32)
 
 
+# Scales whose float32 reciprocal is off by nearly half a unit in the last place: with x = tie * scale (exact),
+# x / scale is the tie exactly, and x * (1 / scale) lands on one side of it, so about half of e4m3's ties come
+# out as the other code when a kernel multiplies by the reciprocal instead of dividing.
+FP8_RECIPROCAL_SCALES = (61.0, 63.0, 0.953125, 15.0)
+
+
 def fp8_quantize_case(rng, values, *, block_size: int = 4, head_dim: int = 16, kv_heads: int = 2,
-                      power_of_two_scales: bool = True) -> dict:
+                      power_of_two_scales: bool = True, scale_choices=None) -> dict:
     """``values`` (float32, shuffled) laid out as a cache (num_blocks, kv_heads, block_size, head_dim), the
     last page padded with random normal numbers, and a scale per (block, kv_head): powers of two (x / scale
-    is then each value exactly, x = value * scale) or random in [1e-3, 1e3] (x = value * scale rounded)."""
+    is then each value exactly, x = value * scale), random in [1e-3, 1e3] (x = value * scale rounded), or
+    drawn from ``scale_choices`` (such as ``FP8_RECIPROCAL_SCALES``)."""
     values = rng.permutation(np.asarray(values, np.float32))
     page = block_size * head_dim
     pages = -(-values.size // page)
@@ -1465,7 +1472,9 @@ def fp8_quantize_case(rng, values, *, block_size: int = 4, head_dim: int = 16, k
     flat = rng.standard_normal(num_blocks * kv_heads * page).astype(np.float32)
     flat[:values.size] = values
     y = flat.reshape(num_blocks, kv_heads, block_size, head_dim)
-    if power_of_two_scales:
+    if scale_choices is not None:
+        scales = rng.choice(np.asarray(scale_choices, np.float32), (num_blocks, kv_heads)).astype(np.float32)
+    elif power_of_two_scales:
         scales = (2.0 ** rng.integers(-8, 9, (num_blocks, kv_heads))).astype(np.float32)
     else:
         scales = (10.0 ** rng.uniform(-3, 3, (num_blocks, kv_heads))).astype(np.float32)
@@ -1575,14 +1584,19 @@ def check_fp8_scales(got_scales, case: dict, *, seed=None, label: str = "") -> N
 
 
 def fp8_quantize_matches_reference(kernel) -> None:
-    """Given power-of-two scales: ties, values between codes, subnormals, past 448, -0.0; bit for bit."""
+    """Given power-of-two scales: ties, values between codes, subnormals, past 448, -0.0; then the ties again
+    with scales whose reciprocal is not exact (x / scale is one division, not x times 1 / scale); bit for bit."""
     rng, seed = random_inputs()
     picks = fp8_corner_values()
     wanted = np.concatenate([picks[np.abs(picks) <= 2.0], [500.0, -1e30, 2.0 ** -10, -0.0]]).astype(np.float32)
     case = fp8_quantize_case(rng, wanted, block_size=4, head_dim=16, kv_heads=2)
     codes, _ = fp8_quantize_run(kernel, case)
     check_fp8_codes(codes, case, seed=seed)
-    _passed(f"{case['x'].size} codes bit for bit: ties, subnormals, saturation, -0.0")
+    case = fp8_quantize_case(rng, wanted, block_size=4, head_dim=16, kv_heads=2, scale_choices=FP8_RECIPROCAL_SCALES)
+    codes, _ = fp8_quantize_run(kernel, case)
+    check_fp8_codes(codes, case, seed=seed, label="ties with scales 61, 63, 0.953125 and 15")
+    _passed(f"{2 * case['x'].size} codes bit for bit: ties (with power-of-two and other scales), subnormals, "
+            f"saturation, -0.0")
 
 
 def fp8_quantize_computes_scales(kernel) -> None:

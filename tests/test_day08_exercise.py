@@ -128,6 +128,25 @@ def test_fp8_findings_name_the_encoding_a_kernel_followed(options, key):
     assert [found for found, _ in fp8_findings(e4m3_encode(y, **options), y, y, scales)] == [key]
 
 
+def test_fp8_findings_name_a_multiplication_by_the_reciprocal_of_the_scale():
+    """With the scales of FP8_RECIPROCAL_SCALES, x * (1 / scale) rounds about half of e4m3's ties the other
+    way; the codes it gives are named, and those of the division are not."""
+    from course.diagnoses.precision import e4m3_encode, fp8_findings
+    from course.exercise_checks import FP8_RECIPROCAL_SCALES, fp8_corner_values
+
+    ties = fp8_corner_values()
+    ties = ties[np.isfinite(ties) & (np.abs(ties) <= 448)]
+    for scale in FP8_RECIPROCAL_SCALES:
+        scales = np.array([scale], np.float32)
+        x = (ties * scales[0]).astype(np.float32).reshape(1, -1)
+        y = (x / scales[0]).astype(np.float32)
+        assert np.array_equal(y, ties.reshape(1, -1))                  # the division gives each value back
+        reciprocal = e4m3_encode((x * (np.float32(1.0) / scales[0])).astype(np.float32))
+        assert (reciprocal != e4m3_encode(y)).sum() >= 20, scale       # many ties come out the other way
+        assert fp8_findings(e4m3_encode(y), y, x, scales) == []
+        assert [key for key, _ in fp8_findings(reciprocal, y, x, scales)] == ["fp8_scale_reciprocal"]
+
+
 def test_fp8_scale_findings_name_one_scale_for_all_and_a_wrong_divisor():
     from course.diagnoses.precision import fp8_scale_findings
 

@@ -31,7 +31,8 @@ __all__ = ["FP16_MAX", "FP16_EXACT", "overflow_findings", "accumulation_findings
            "e4m3_encode", "fp8_findings", "fp8_scale_findings", "KEYS"]
 
 KEYS = ("lowp_unscaled_logits", "lowp_accumulation", "lowp_rounding", "fp8_truncated", "fp8_ties_away",
-        "fp8_nan_not_saturated", "fp8_subnormals_flushed", "fp8_scale_multiplied", "fp8_scale_global",
+        "fp8_nan_not_saturated", "fp8_subnormals_flushed", "fp8_scale_multiplied", "fp8_scale_reciprocal",
+        "fp8_scale_global",
         "fp8_scale_signed_max", "fp8_scale_other")
 
 FP16_MAX = 65504.0
@@ -187,6 +188,14 @@ def fp8_findings(got: np.ndarray, y: np.ndarray, x: np.ndarray, scales: np.ndarr
     if (multiplied != want).any() and np.array_equal(got, multiplied):
         return [("fp8_scale_multiplied", "your codes encode x * scale: a code stores x / scale (the scale "
                                          "brings a page's largest |x| to 448), and x = value(code) * scale")]
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        inverse = (np.float32(1.0) / scales.astype(np.float32)).astype(np.float32)
+        reciprocal = e4m3_encode((x.astype(np.float32) * inverse[:, None]).astype(np.float32))
+    if (reciprocal != want).any() and np.array_equal(got, reciprocal):
+        return [("fp8_scale_reciprocal", "your codes encode x * (1 / scale): 1 / scale is rounded to float32, "
+                                         "so where x / scale is a tie between two codes the product lands "
+                                         "beside it and rounds the other way. Divide: y = x / scale is one "
+                                         "correctly rounded division")]
     return []
 
 
