@@ -517,7 +517,8 @@ def check(out, ref, *, name: str = "out", dims=None, tile=None, seed: int | None
             # unit in the last place beyond the same-precision answer's own error is rounding, not a bug.
             own = np.where(finite_ref, np.abs(same64 - np.where(finite_ref, want, 0.0)), 0.0)
             element_limit = np.maximum(element_limit, own + ulp + atol)
-            limit_words += f", or within one {out.dtype.name} unit in the last place of the same-precision answer's"
+            limit_words += (f", or off by its own same-precision error plus one {out.dtype.name} unit in the "
+                            f"last place")
         noise = float(np.linalg.norm(same_diff)) / ref_norm if ref_norm > 0 else 1e-5
     wrong = bad_nonfinite | (diff > element_limit)
     n_wrong = int(wrong.sum())
