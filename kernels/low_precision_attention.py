@@ -60,8 +60,8 @@ is the storage format's rounding, not an accumulation of it (``DESIGN.md`` §6).
   and fp8 codes are exact in fp16; q and the weights are split into fp16 pairs ``hi + lo`` (22
   significant bits), so the step keeps float32's accuracy. fp16 and fp8 caches only. On an H100 (group
   4, head_dim 128, steps of 512K tokens or more, the day's recording): the fp8 step reads its cache at
-  0.78 to 0.82 of the copy bandwidth, 3.6 to 3.8 times ``gqa_decode_mixed_precision``'s float32 step and
-  3.15 to 3.3 times ``gqa_decode_page_runs``'s; fp16 0.93 to 0.96 of copy. Nsight: the fp8 step waits on
+  0.76 to 0.86 of the copy bandwidth, 3.8 to 4.0 times ``gqa_decode_mixed_precision``'s float32 step and
+  3.3 to 3.5 times ``gqa_decode_page_runs``'s; fp16 0.95 to 0.97 of copy. Nsight: the fp8 step waits on
   loads (issue slots 34% busy, 12 warps an SM at 168 registers), no longer on instructions.
 
 Tools that build and read an fp8 cache (kernels with launchers of the same pattern, not rungs of the
@@ -1700,8 +1700,8 @@ P_UNIT = 8192.0
 _LOW_WORD = 0xFFFFFFFF
 _TENSOR_REFUSED = {"float32": "k_cache must be stored in fp16 or as fp8 e4m3 codes for the tensor-core decode (its "
                               "numbers enter the mma as fp16), got float32: gqa_decode_half_warps takes a float32 cache"}
-# Tiles a warp loads at a time, and blocks of 128 threads an SM must hold (launch_bounds: ptxas keeps the registers
-# under 65,536 / (128 x blocks)), by cache format. Timed on an H100 at group 4, head_dim 128, 4 x 131,072 tokens
+# Blocks of 128 threads an SM must hold (launch_bounds: ptxas keeps the registers under 65,536 / (128 x blocks)),
+# by cache format; a warp loads one tile at a time (two were slower). Timed on an H100 at group 4, head_dim 128, 4 x 131,072 tokens
 # (ms, median of 7): fp8 1 tile, 1 block (ptxas's choice, 211 registers): 0.499; 1 tile, 3 blocks (168, no
 # spills): 0.465; 2 tiles, 2 blocks (252): 0.551; 4 blocks spill. fp16 1 tile: 0.782 with 1 block (254
 # registers), 0.788 with 2. Moving the rows of the warp's next 1, 2 or 4 tiles into L2 ahead of their loads
@@ -1711,8 +1711,10 @@ _TENSOR_REFUSED = {"float32": "k_cache must be stored in fp16 or as fp8 e4m3 cod
 # (fp8 0.510 ms, 0.71 of copy; fp16 0.795): fp8 3 slots at 3 blocks 0.485 (0.75 of copy; at 32 x 16,384
 # tokens 0.81 against 0.76), 2 slots at 4 blocks 0.693, 3 at 2 blocks 0.548, 4 at 2 blocks 0.557; fp16 2
 # slots 0.805, 3 slots 1.04. At 16 x 8,192 tokens (a few tiles a warp) the ring was slower for both, fp8 0.305
-# against 0.244, so the registers stay.
-TENSOR_TILES = {"float16": 1, "fp8_e4m3": 1}
+# against 0.244, so the registers stay. Written for one tile a warp (no loop over a warp's tiles, arrays one
+# dimension fewer), the kernel computes the same bits and ptxas schedules it a little better: in one run fp8
+# 0.466 against 0.494 ms, fp16 0.780 against 0.793 (at 64 x 16,384 tokens 0.854 against 0.896, 1.494 against
+# 1.510).
 TENSOR_MIN_BLOCKS = {"float16": 1, "fp8_e4m3": 3}
 _TENSOR_KERNELS: dict = {}
 
@@ -1858,8 +1860,7 @@ def _build_tensor_core_kernel(fmt: str, D: int, BS: int):
     K_FULL = D % 32 == 0                    # every lane has every chunk it reads
     V_FULL = D % 64 == 0
     ONE_PAGE = BS % TILE_TOKENS == 0        # a tile (which starts at a multiple of 16) lies in one page
-    TILES = TENSOR_TILES[fmt]
-    STEP = TILE_TOKENS * TILES * WARPS      # tokens from a warp's tiles to its next
+    STEP = TILE_TOKENS * WARPS              # tokens from a warp's tile to its next
     LOW = uint64(_LOW_WORD)
 
     @cuda.jit(device=True, inline=True)
@@ -1869,7 +1870,7 @@ def _build_tensor_core_kernel(fmt: str, D: int, BS: int):
 
     @cuda.jit(device=True, inline=True)
     def load_tile(k_cache, v_cache, k_scales, v_scales, block_tables, s, kv_head, page_words, head_words, t, end,
-                  g, tq, k_raw, v_raw, k_sc, v_sc, u):
+                  g, tq, k_raw, v_raw, k_sc, v_sc):
         """Issue the loads of tile t: K rows t + g and t + 8 + g, V rows t + 2 tq + e + 8 b, as stored, and (fp8)
         the page scales of those V rows' tokens, the tokens of this lane's scores. Past the end nothing loads."""
         if t >= end:
@@ -1883,8 +1884,8 @@ def _build_tensor_core_kernel(fmt: str, D: int, BS: int):
                 vs = v_scales[page, kv_head]
                 for b in range(2):
                     for e in range(2):
-                        k_sc[u, b, e] = ks
-                        v_sc[u, b, e] = vs
+                        k_sc[b, e] = ks
+                        v_sc[b, e] = vs
         for b in range(2):
             token = t + 8 * b + g
             if full or token < end:
@@ -1896,7 +1897,7 @@ def _build_tensor_core_kernel(fmt: str, D: int, BS: int):
                     w = tq + 4 * j
                     if K_FULL or 8 * w < D:
                         for c in range(CW):
-                            k_raw[u, b, j, c] = k_cache[row + uint64(w * CW + c)]
+                            k_raw[b, j, c] = k_cache[row + uint64(w * CW + c)]
             for e in range(2):
                 token = t + 8 * b + 2 * tq + e
                 if full or token < end:
@@ -1905,16 +1906,16 @@ def _build_tensor_core_kernel(fmt: str, D: int, BS: int):
                     else:
                         page, row = row_of(block_tables, s, page_words, head_words, token)
                         if FP8:
-                            k_sc[u, b, e] = k_scales[page, kv_head]
-                            v_sc[u, b, e] = v_scales[page, kv_head]
+                            k_sc[b, e] = k_scales[page, kv_head]
+                            v_sc[b, e] = v_scales[page, kv_head]
                     for i in range(VCH):
                         w = g + 8 * i
                         if V_FULL or 8 * w < D:
                             for c in range(CW):
-                                v_raw[u, b, e, i, c] = v_cache[row + uint64(w * CW + c)]
+                                v_raw[b, e, i, c] = v_cache[row + uint64(w * CW + c)]
 
     @cuda.jit(device=True, inline=True)
-    def compute_tile(qa, k_raw, v_raw, k_sc, v_sc, u, t, end, tq, inv_f, pv_unit, running_max, running_sum, acc):
+    def compute_tile(qa, k_raw, v_raw, k_sc, v_sc, t, end, tq, inv_f, pv_unit, running_max, running_sum, acc):
         """Tile t's scores, online softmax (head g) and weighted V rows into acc; returns the new running
         maximum and this lane's share of the running sum."""
         scores = cuda.local.array((2, 2), float32)
@@ -1922,19 +1923,19 @@ def _build_tensor_core_kernel(fmt: str, D: int, BS: int):
             c0 = c1 = c2 = c3 = float32(0.0)
             for j in range(KCH):
                 if FP8:
-                    word = k_raw[u, b, j, 0]
+                    word = k_raw[b, j, 0]
                     r0, r1 = _e4m3_pairs(uint32(word & LOW))
                     r2, r3 = _e4m3_pairs(uint32(word >> uint64(32)))
                 else:
-                    r0 = uint32(k_raw[u, b, j, 0] & LOW)
-                    r1 = uint32(k_raw[u, b, j, 0] >> uint64(32))
-                    r2 = uint32(k_raw[u, b, j, 1] & LOW)
-                    r3 = uint32(k_raw[u, b, j, 1] >> uint64(32))
+                    r0 = uint32(k_raw[b, j, 0] & LOW)
+                    r1 = uint32(k_raw[b, j, 0] >> uint64(32))
+                    r2 = uint32(k_raw[b, j, 1] & LOW)
+                    r3 = uint32(k_raw[b, j, 1] >> uint64(32))
                 c0, c1, c2, c3 = _mma(qa[2 * j, 0], qa[2 * j, 1], qa[2 * j, 2], qa[2 * j, 3], r0, r1, c0, c1, c2, c3)
                 c0, c1, c2, c3 = _mma(qa[2 * j + 1, 0], qa[2 * j + 1, 1], qa[2 * j + 1, 2], qa[2 * j + 1, 3], r2, r3,
                                       c0, c1, c2, c3)
-            scores[b, 0] = (c0 + c2) * (k_sc[u, b, 0] * inv_f)
-            scores[b, 1] = (c1 + c3) * (k_sc[u, b, 1] * inv_f)
+            scores[b, 0] = (c0 + c2) * (k_sc[b, 0] * inv_f)
+            scores[b, 1] = (c1 + c3) * (k_sc[b, 1] * inv_f)
         tile_max = float32(-math.inf)
         for b in range(2):
             for e in range(2):
@@ -1962,7 +1963,7 @@ def _build_tensor_core_kernel(fmt: str, D: int, BS: int):
                 if scores[b, e] > -math.inf:
                     weight = math.exp(scores[b, e] - new_max)
                 running_sum += weight
-                weights[b, e] = weight * (v_sc[u, b, e] * pv_unit)
+                weights[b, e] = weight * (v_sc[b, e] * pv_unit)
         high0, low0 = _split_halves(weights[0, 0], weights[0, 1])
         high1, low1 = _split_halves(weights[1, 0], weights[1, 1])
         for i in range(VCH):
@@ -1970,8 +1971,8 @@ def _build_tensor_core_kernel(fmt: str, D: int, BS: int):
                 for hh in range(2):
                     pairs = cuda.local.array((2, 4), uint32)    # [b]: channels x, x + 1 (fp16) or x ... x + 3 (fp8)
                     for b in range(2):
-                        a = uint32((v_raw[u, b, 0, i, c] >> uint64(32 * hh)) & LOW)
-                        z = uint32((v_raw[u, b, 1, i, c] >> uint64(32 * hh)) & LOW)
+                        a = uint32((v_raw[b, 0, i, c] >> uint64(32 * hh)) & LOW)
+                        z = uint32((v_raw[b, 1, i, c] >> uint64(32 * hh)) & LOW)
                         if FP8:
                             pairs[b, 0], pairs[b, 1] = _e4m3_pairs(_byte_perm(a, z, uint32(0x5140)))
                             pairs[b, 2], pairs[b, 3] = _e4m3_pairs(_byte_perm(a, z, uint32(0x7362)))
@@ -2040,54 +2041,46 @@ def _build_tensor_core_kernel(fmt: str, D: int, BS: int):
         for m in range(MBLOCKS):
             for x in range(4):
                 acc[m, x] = float32(0.0)
-        k_a = cuda.local.array((TILES, 2, KCH, CW), uint64)
-        k_b = cuda.local.array((TILES, 2, KCH, CW), uint64)
-        v_a = cuda.local.array((TILES, 2, 2, VCH, CW), uint64)
-        v_b = cuda.local.array((TILES, 2, 2, VCH, CW), uint64)
-        ks_a = cuda.local.array((TILES, 2, 2), float32)
-        ks_b = cuda.local.array((TILES, 2, 2), float32)
-        vs_a = cuda.local.array((TILES, 2, 2), float32)
-        vs_b = cuda.local.array((TILES, 2, 2), float32)
-        for u in range(TILES):
-            for b in range(2):
-                for x in range(2):
-                    ks_a[u, b, x] = ks_b[u, b, x] = vs_a[u, b, x] = vs_b[u, b, x] = float32(1.0)
-                for j in range(KCH):
+        k_a = cuda.local.array((2, KCH, CW), uint64)
+        k_b = cuda.local.array((2, KCH, CW), uint64)
+        v_a = cuda.local.array((2, 2, VCH, CW), uint64)
+        v_b = cuda.local.array((2, 2, VCH, CW), uint64)
+        ks_a = cuda.local.array((2, 2), float32)
+        ks_b = cuda.local.array((2, 2), float32)
+        vs_a = cuda.local.array((2, 2), float32)
+        vs_b = cuda.local.array((2, 2), float32)
+        for b in range(2):
+            for x in range(2):
+                ks_a[b, x] = ks_b[b, x] = vs_a[b, x] = vs_b[b, x] = float32(1.0)
+            for j in range(KCH):
+                for c in range(CW):
+                    k_a[b, j, c] = k_b[b, j, c] = 0
+            for x in range(2):
+                for i in range(VCH):
                     for c in range(CW):
-                        k_a[u, b, j, c] = k_b[u, b, j, c] = 0
-                for x in range(2):
-                    for i in range(VCH):
-                        for c in range(CW):
-                            v_a[u, b, x, i, c] = v_b[u, b, x, i, c] = 0
+                        v_a[b, x, i, c] = v_b[b, x, i, c] = 0
         running_max = float32(-math.inf)
         running_sum = float32(0.0)
         page_words = uint64(kv_heads) * uint64(BS * STRIDE)
         head_words = uint64(kv_head) * uint64(BS * STRIDE)
 
-        # Warp w's tiles: TILES consecutive ones from start + 16 TILES w, then STEP tokens on. Registers a hold
-        # the tiles being computed while the next ones load into b, then the other way round.
-        t0 = start + warp * TILE_TOKENS * TILES
-        for u in range(TILES):
-            load_tile(k_cache, v_cache, k_scales, v_scales, block_tables, s, kv_head, page_words, head_words,
-                      t0 + TILE_TOKENS * u, end, g, tq, k_a, v_a, ks_a, vs_a, u)
+        # Warp w's tiles: from start + 16 w, STEP tokens apart. Registers a hold the tile being computed while the
+        # next one loads into b, then the other way round.
+        t0 = start + warp * TILE_TOKENS
+        load_tile(k_cache, v_cache, k_scales, v_scales, block_tables, s, kv_head, page_words, head_words, t0, end, g,
+                  tq, k_a, v_a, ks_a, vs_a)
         while t0 < end:
-            for u in range(TILES):
-                load_tile(k_cache, v_cache, k_scales, v_scales, block_tables, s, kv_head, page_words, head_words,
-                          t0 + STEP + TILE_TOKENS * u, end, g, tq, k_b, v_b, ks_b, vs_b, u)
-            for u in range(TILES):
-                if t0 + TILE_TOKENS * u < end:
-                    running_max, running_sum = compute_tile(qa, k_a, v_a, ks_a, vs_a, u, t0 + TILE_TOKENS * u, end,
-                                                            tq, inv_f, pv_unit, running_max, running_sum, acc)
+            load_tile(k_cache, v_cache, k_scales, v_scales, block_tables, s, kv_head, page_words, head_words,
+                      t0 + STEP, end, g, tq, k_b, v_b, ks_b, vs_b)
+            running_max, running_sum = compute_tile(qa, k_a, v_a, ks_a, vs_a, t0, end, tq, inv_f, pv_unit,
+                                                    running_max, running_sum, acc)
             t0 += STEP
             if t0 >= end:
                 break
-            for u in range(TILES):
-                load_tile(k_cache, v_cache, k_scales, v_scales, block_tables, s, kv_head, page_words, head_words,
-                          t0 + STEP + TILE_TOKENS * u, end, g, tq, k_a, v_a, ks_a, vs_a, u)
-            for u in range(TILES):
-                if t0 + TILE_TOKENS * u < end:
-                    running_max, running_sum = compute_tile(qa, k_b, v_b, ks_b, vs_b, u, t0 + TILE_TOKENS * u, end,
-                                                            tq, inv_f, pv_unit, running_max, running_sum, acc)
+            load_tile(k_cache, v_cache, k_scales, v_scales, block_tables, s, kv_head, page_words, head_words,
+                      t0 + STEP, end, g, tq, k_a, v_a, ks_a, vs_a)
+            running_max, running_sum = compute_tile(qa, k_b, v_b, ks_b, vs_b, t0, end, tq, inv_f, pv_unit,
+                                                    running_max, running_sum, acc)
             t0 += STEP
 
         running_sum += cuda.shfl_xor_sync(FULL_MASK, running_sum, 1)

@@ -21,7 +21,6 @@ EXPECT = {
         "quantize_rounds_to_nearest_even": 0,
         "quantize_computes_scales": 1,
     },
-    "details": [],
 }
 
 _ALTERNATIVE = runpy.run_path(str(pathlib.Path(__file__).with_name("correct_alternative.py")))["CELLS"]
