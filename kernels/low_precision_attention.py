@@ -58,11 +58,13 @@ is the storage format's rounding, not an accumulation of it (``DESIGN.md`` §6).
   instructions, ``mma.sync.aligned.m16n8k16`` (fp16 inputs, float32 accumulators), held as inline PTX by
   the intrinsic ``_mma`` (in the simulator, ``course.simulator.mma_m16n8k16``). The cache's fp16 numbers
   and fp8 codes are exact in fp16; q and the weights are split into fp16 pairs ``hi + lo`` (22
-  significant bits), so the step keeps float32's accuracy. fp16 and fp8 caches only. On an H100 (group
-  4, head_dim 128, steps of 512K tokens or more, the day's recording): the fp8 step reads its cache at
-  0.76 to 0.86 of the copy bandwidth, 3.8 to 4.0 times ``gqa_decode_mixed_precision``'s float32 step and
-  3.3 to 3.5 times ``gqa_decode_page_runs``'s; fp16 0.95 to 0.97 of copy. Nsight: the fp8 step waits on
-  loads (issue slots 34% busy, 12 warps an SM at 168 registers), no longer on instructions.
+  significant bits), so the step keeps float32's accuracy. fp16 and fp8 caches only. Its partitions
+  come from ``tensor_partition_size``, a model of how an SM runs the few long blocks it holds. On an
+  H100 (group 4, head_dim 128, steps of 512K tokens or more, the day's recording, GPU time alone): the
+  fp8 step reads its cache at 0.88 to 0.92 of the copy bandwidth, 4.1 to 4.3 times
+  ``gqa_decode_mixed_precision``'s float32 step and 3.6 to 3.7 times ``gqa_decode_page_runs``'s; fp16
+  0.99 to 1.00 of copy. Nsight: the fp8 step waits on loads (issue slots 34% busy, 12 warps an SM at
+  168 registers), no longer on instructions.
 
 Tools that build and read an fp8 cache (kernels with launchers of the same pattern, not rungs of the
 ladder: their outputs are bits, checked bit for bit, where the registry's check compares floats):
@@ -148,7 +150,8 @@ __all__ = ["E4M3_MAX", "E4M3_MIN_NORMAL", "PREFILL_DTYPES", "CACHE_FORMATS", "TO
            "fp8_quantize_kernel", "fp8_quantize", "fp8_dequantize_kernel", "fp8_dequantize",
            "RUN_TOKENS", "run_tiling", "cache_words", "gqa_decode_page_runs_kernel", "gqa_decode_page_runs",
            "HALF_RUN_TOKENS", "half_warp_tiling", "gqa_decode_half_warps_kernel", "gqa_decode_half_warps",
-           "TILE_TOKENS", "gqa_decode_tensor_cores_kernel", "gqa_decode_tensor_cores", "RUNGS"]
+           "TILE_TOKENS", "tensor_partition_size", "gqa_decode_tensor_cores_kernel", "gqa_decode_tensor_cores",
+           "RUNGS"]
 
 E4M3_MAX = 448.0
 # Storage dtypes of the prefill (all four tensors share one) and of the decode cache.
@@ -1357,11 +1360,12 @@ def cache_words(cache, word=None):
 
 
 def _prepare_decode(q, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales, scale, out, partition_size,
-                    max_context, *, channels: int, tokens, refused: dict | None = None):
+                    max_context, *, channels: int, tokens, refused: dict | None = None, choose_partition=None):
     """What the page-runs, half-warp and tensor-core launchers check and size alike. head_dim must be a multiple of
     ``channels`` (the channels of a lane's words); ``tokens(group, fmt, block_size)`` gives the multiple of tokens a
     partition must be and why, ``(n, "...")``; ``refused``: cache formats the rung does not run, with the message
-    to raise. Returns ``(out, step)``: ``step`` is None when out is empty (nothing to launch), else a namespace
+    to raise; ``choose_partition(fmt, num_seqs, blocks_per_partition, longest, sm_count)``: the partition size
+    when ``partition_size`` is None (default: day 7's ``decode_partition_size``). Returns ``(out, step)``: ``step`` is None when out is empty (nothing to launch), else a namespace
     with the format, the sizes, the scale, the partition size and count, the scales (ones but for fp8) and the
     partial buffers."""
     fmt, num_seqs, heads, head_dim, kv_heads = check_decode_inputs(q, k_cache, v_cache, block_tables, context_lens)
@@ -1376,8 +1380,11 @@ def _prepare_decode(q, k_cache, v_cache, block_tables, context_lens, k_scales, v
     scale = default_scale(head_dim, scale)
     longest = longest_context(context_lens, max_context)
     if partition_size is None:
-        partition_size = decode_partition_size(num_seqs, kv_heads * subgroups_for(heads // kv_heads), longest,
-                                               _sm_count(q))
+        blocks_per_partition = kv_heads * subgroups_for(heads // kv_heads)
+        if choose_partition is None:
+            partition_size = decode_partition_size(num_seqs, blocks_per_partition, longest, _sm_count(q))
+        else:
+            partition_size = choose_partition(fmt, num_seqs, blocks_per_partition, longest, _sm_count(q))
     partition_size = require_int("partition_size", partition_size, minimum=1)
     if partition_size % multiple:
         raise ValueError(f"partition_size must be a multiple of {why}, got {partition_size}")
@@ -1692,6 +1699,7 @@ def _has_fp8_convert() -> bool:
 # ----------------------------------------------------------------------------------------------
 
 TILE_TOKENS = 16        # tokens a warp takes at a time in gqa_decode_tensor_cores: the k of an m16n8k16 mma
+TENSOR_PARTITION_MIN = 64   # the shortest partition tensor_partition_size weighs
 # q's largest channel (times the softmax scale) becomes this before q is split into fp16 hi + lo, and a weight
 # of 1 times the partition's largest V scale becomes P_UNIT: both well inside fp16's range (65504), so hi
 # keeps 11 significant bits and lo the next 11 (lo's spacing below 2**-14 is 2**-24, far under float32's).
@@ -1717,6 +1725,49 @@ _TENSOR_REFUSED = {"float32": "k_cache must be stored in fp16 or as fp8 e4m3 cod
 # 1.510).
 TENSOR_MIN_BLOCKS = {"float16": 1, "fp8_e4m3": 3}
 _TENSOR_KERNELS: dict = {}
+
+# Partitions of the tensor-core decode (partition_size=None). Few of its blocks fit an SM at once (the blocks
+# the registers leave: 2 for fp16, 3 for fp8), each lives long, and an SM with one block left runs it slowly:
+# so the partition is chosen by a model of an SM's time. The grid's blocks spread evenly over the SMs; an SM
+# runs its share in rounds of as many blocks as it holds, a round of m blocks at TENSOR_SM_RATES[m] of its speed
+# with all it holds, and each block costs TENSOR_BLOCK_COST tokens' worth on top of its partition (its start,
+# the first loads, the merge of its warps). The constants were fitted (least squares on log time) to fp8 timings
+# on an H100 (8 KV heads, group 4, head_dim 128, partitions of 512 to 32,768 tokens at 9 steps from 8 x 4,096
+# to 4 x 131,072 tokens; ms at 16 x 32,768: 512 0.481, 1,024 0.444, 2,048 0.429, 4,096 0.412, 8,192 0.499,
+# 16,384 0.426, 32,768 0.721). Timed again at the 17 steps of day 8's recording, partitions of 64 to 16,384
+# tokens, the model's choice was within 0.6% of the fastest partition at every step, fp8 and fp16 alike. Day
+# 7's rule (the longest of up to 1,024 tokens giving 6 blocks per SM) was up to 1.68 times slower for fp8 (8 x
+# 1,024 tokens; 1.06 to 1.08 on steps of 512K tokens or more) and 1.75 for fp16. Doing without the scan of the
+# partition's V scales (the largest met so far, rescaled like the running maximum) and issuing the first tile's
+# loads before preparing q were tried too, together: 0.5 to 4.6% slower at 8 of 9 steps at day 7's partitions
+# (0.9% faster at 8 x 4,096), 0.8% slower at 16 x 32,768 in partitions of 4,096, so neither is kept.
+TENSOR_BLOCKS_PER_SM = {"float16": 2, "fp8_e4m3": 3}
+TENSOR_SM_RATES = {1: 0.58, 2: 0.92, 3: 1.0}
+TENSOR_BLOCK_COST = 140
+
+
+def tensor_partition_size(fmt: str, num_seqs: int, blocks_per_partition: int, longest: int,
+                          sm_count: int | None) -> int:
+    """Tokens per partition of gqa_decode_tensor_cores when ``partition_size`` is None: of 64, 128, ... up to the
+    first that holds the ``longest`` context, the one the SM model above finishes first (the shorter on a tie).
+    Without an SM count (the simulator), day 6's ``PARTITION_SIZE``."""
+    if not sm_count:
+        return decode_partition_size(num_seqs, blocks_per_partition, longest, sm_count)
+    holds = TENSOR_BLOCKS_PER_SM[fmt]
+    best_time, best = math.inf, TENSOR_PARTITION_MIN
+    size = TENSOR_PARTITION_MIN
+    while True:
+        per_sm = cdiv(num_seqs * blocks_per_partition * partitions_for(longest, size), sm_count)
+        rounds, left = divmod(per_sm, holds)
+        block = size + TENSOR_BLOCK_COST
+        time = rounds * holds * block / TENSOR_SM_RATES[holds]
+        if left:
+            time += left * block / TENSOR_SM_RATES[left]
+        if time < best_time:
+            best_time, best = time, size
+        if size >= longest:
+            return best
+        size *= 2
 
 if config.ENABLE_CUDASIM:       # the simulator: NumPy on the bits, and course.simulator's warp-wide mma
     @cuda.jit(device=True, inline=True)
@@ -2125,11 +2176,13 @@ def gqa_decode_tensor_cores(q, k_cache, v_cache, block_tables, context_lens, *, 
     The arguments of ``gqa_decode_mixed_precision``, with an fp16 or fp8 cache (a float32 cache has no fp16
     form to multiply: use ``gqa_decode_half_warps``); head_dim must be a multiple of 8 and ``partition_size``
     of 16, the tokens of a warp's tile. fp8 needs PTX's e4m3 conversion (compute capability 8.9 or later) and
-    fp16 an mma (8.0 or later). ``kernel`` is a function of the format, the head_dim and the page size."""
+    fp16 an mma (8.0 or later); ``partition_size`` None: ``tensor_partition_size``. ``kernel`` is a function of
+    the format, the head_dim and the page size."""
     out, step = _prepare_decode(q, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales, scale, out,
                                 partition_size, max_context, channels=8, refused=_TENSOR_REFUSED,
                                 tokens=lambda *_: (TILE_TOKENS, f"{TILE_TOKENS} (a warp's tile of tokens never "
-                                                                f"crosses a partition)"))
+                                                                f"crosses a partition)"),
+                                choose_partition=tensor_partition_size)
     if step is None:
         return out
     if not config.ENABLE_CUDASIM and cuda.is_available():       # (without a GPU the kernel can still be compiled)

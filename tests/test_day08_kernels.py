@@ -40,7 +40,8 @@ from course.models import low_precision as model
 from course.traffic import count_traffic
 from kernels import low_precision_attention as lp
 from kernels import reference
-from kernels.gqa_attention import prefill_block, prefill_grid
+from kernels.gqa_attention import decode_partition_size, prefill_block, prefill_grid
+from kernels.paged_attention import PARTITION_SIZE
 from kernels.low_precision_attention import (FP8_THREADS, TOKENS_IN_FLIGHT, decode_tiling, fp8_dequantize, fp8_quantize,
                                              gqa_decode_mixed_precision, gqa_prefill_mixed_precision)
 
@@ -388,11 +389,14 @@ def test_prefill_rejects_bad_input_naming_the_argument(change, error, words):
 # Decode: an fp16 or fp8 cache, float32 q, out and arithmetic
 # ------------------------------------------------------------------------------------------------
 
-def decode_case(fmt, lens, block_size, *, kv_heads=1, group=2, d=8, magnitude=None, ramp=False, seed=None):
+def decode_case(fmt, lens, block_size, *, kv_heads=1, group=2, d=8, magnitude=None, ramp=False, v_spread=False,
+                seed=None):
     """One decode step over a shuffled paged cache stored as ``fmt``: slots that hold no key are NaN
     (fp16) or the NaN code 0x7f (fp8), two spare blocks end the pool, every table row ends with -1.
     ``cache32``: the float32 cache the stored one rounds (fp16) or quantizes (fp8, scales per page).
-    ``ramp``: keys grow 16-fold along the context, so a later tile's scores often beat the running maximum."""
+    ``ramp``: keys grow 16-fold along the context, so a later tile's scores often beat the running maximum.
+    ``v_spread``: the values of each page are scaled by 2**u, u uniform in [-8, 8], so the V scales of pages
+    differ up to 65,536-fold, up and down along the context."""
     rng, seed = random_inputs(seed)
     heads = kv_heads * group
     shape = (len(lens), kv_heads, max(lens), d)
@@ -406,6 +410,9 @@ def decode_case(fmt, lens, block_size, *, kv_heads=1, group=2, d=8, magnitude=No
     if ramp:
         k *= np.geomspace(0.25, 4.0, shape[2], dtype=np.float32)[:, None]
     v = rng.standard_normal(shape, dtype=np.float32) * rng.uniform(0.5, 4.0, (1, kv_heads, 1, 1)).astype(np.float32)
+    if v_spread:
+        pages = -(-shape[2] // block_size)
+        v *= np.exp2(rng.uniform(-8.0, 8.0, pages)).astype(np.float32).repeat(block_size)[:shape[2], None]
     k32, v32, tables, context_lens = reference.build_paged_cache(k, v, block_size, rng, np.array(lens), spare_blocks=2,
                                                                  padding_pages=1)
     unused = np.isnan(k32)
@@ -606,6 +613,12 @@ TENSOR_CASES = [
     pytest.param("fp8_e4m3", 16, [300, 161], 1, 4, 16, 320, id="fp8-g4-growing-logits-many-tiles"),
     pytest.param("float16", 5, [250], 1, 3, 16, 256, id="fp16-g3-growing-logits-pages-of-5"),
 ]
+# fp8 pages whose V scales differ up to 65,536-fold (v_spread): a warp's largest V scale grows after its
+# accumulators hold weighted rows, from a tile's one page (pages of 16) or from one lane's token (pages of 3).
+TENSOR_V_SPREAD_CASES = [
+    pytest.param(16, [300, 97], 1, 4, 16, 320, id="fp8-pages-of-16"),
+    pytest.param(3, [200], 1, 2, 8, 208, id="fp8-pages-of-3"),
+]
 
 
 @pytest.mark.parametrize("fmt, block_size, lens, kv_heads, group, d, partition_size", TENSOR_CASES)
@@ -622,6 +635,38 @@ def test_tensor_cores_meet_the_precision_rule_and_read_the_cache_once(fmt, block
     assert t.kernel_names == ["gqa_decode_tensor_cores_kernel", "paged_attention_v2_merge_kernel"]
     readers = kv_heads * -(-group // 8)
     assert t.load_bytes["k_cache"] == t.load_bytes["v_cache"] == readers * sum(lens) * d * model.ITEMSIZE[fmt]
+
+
+@pytest.mark.parametrize("block_size, lens, kv_heads, group, d, partition_size", TENSOR_V_SPREAD_CASES)
+def test_tensor_cores_follow_the_largest_v_scale_online(block_size, lens, kv_heads, group, d, partition_size):
+    """gqa_decode_tensor_cores on an fp8 cache whose pages' V scales rise and fall along the context: each warp
+    brings its weights and accumulators down whenever a tile's V scale beats the largest it has met."""
+    case = decode_case("fp8_e4m3", lens, block_size, kv_heads=kv_heads, group=group, d=d, v_spread=True)
+    scales = case.extra["v_scales"][case.tables[0, :lens[0] // block_size], 0]
+    assert scales.max() > 1000 * scales.min() and np.any(np.diff(scales) > 0) and np.any(np.diff(scales) < 0)
+    out = lp.gqa_decode_tensor_cores(case.q, case.k_cache, case.v_cache, case.tables, case.lens, **case.extra,
+                                     out=poison(np.empty_like(case.q)), partition_size=partition_size)
+    check_decode(out, case, f"gqa_decode_tensor_cores out, fp8 cache with V scales spread, pages of {block_size}")
+
+
+# The fastest partition of gqa_decode_tensor_cores on an H100 (132 SMs), fp8 cache, 8 KV heads, group 4, head_dim
+# 128, partitions of 512 to 32,768 tokens timed at each step: {(num_seqs, context): tokens}.
+FASTEST_FP8_PARTITIONS = {(8, 4096): 1024, (32, 2048): 2048, (128, 1024): 1024, (64, 4096): 2048, (16, 8192): 4096,
+                          (64, 8192): 4096, (16, 32768): 4096, (4, 131072): 4096, (64, 16384): 8192}
+
+
+def test_tensor_partition_size_picks_the_partitions_timed_fastest():
+    """tensor_partition_size's model of an SM's time picks the partition that was fastest at every step timed;
+    day 7's rule picks another at most of them. Without an SM count (the simulator) it is day 6's size."""
+    picks = {step: lp.tensor_partition_size("fp8_e4m3", step[0], 8, step[1], 132) for step in FASTEST_FP8_PARTITIONS}
+    assert picks == FASTEST_FP8_PARTITIONS
+    day7 = {step: decode_partition_size(step[0], 8, step[1], 132) for step in FASTEST_FP8_PARTITIONS}
+    assert sum(day7[step] != best for step, best in FASTEST_FP8_PARTITIONS.items()) >= 6, day7
+    assert lp.tensor_partition_size("fp8_e4m3", 4, 8, 1000, None) == PARTITION_SIZE
+    for fmt in ("float16", "fp8_e4m3"):
+        for seqs, longest, sms in ((1, 1, 132), (1, 100, 132), (3, 70_000, 108), (256, 4096, 132), (2, 10**6, 16)):
+            size = lp.tensor_partition_size(fmt, seqs, 8, longest, sms)
+            assert size % lp.TILE_TOKENS == 0 and lp.TENSOR_PARTITION_MIN <= size < max(2 * longest, 128), (seqs, size)
 
 
 def test_eight_codes_are_the_e4m3_numbers_bit_for_bit():

@@ -96,9 +96,11 @@ def claims(recordings: dict) -> None:
       faster than the first rung in every format on long steps; gqa_decode_half_warps reads its fp8 cache at
       0.7 of the copy bandwidth or more somewhere, more than 3.3 times the first rung's float32 step and more
       than 2.8 times the page-runs float32 step there, and its fp8 step is faster than page runs' on long steps;
-      gqa_decode_tensor_cores, on every step of 524,288 tokens or more (the steps its table shows), reads its
-      fp16 cache at 0.9 of the copy bandwidth or more and its fp8 cache at 0.75 or more, more than 3.5 times
-      the first rung's float32 step and more than 3 times the page-runs float32 step, and its fp8 step is
+      gqa_decode_tensor_cores, on every step of 524,288 tokens or more (the steps its table shows) and on
+      the GPU's time alone (kernel_ms), reads its fp16 cache at 0.95 of the copy bandwidth or more ("about
+      the copy bandwidth") and its fp8 cache at 0.85 to 0.95 ("about nine tenths"), more than 4 times the
+      first rung's float32 step and more than 3.5 times the page-runs float32 step; on one of them at
+      least a queued call's median is over 1.1 times kernel_ms (Python's launch shows); its fp8 step is
       faster than the half-warp one on every step of 131,072 tokens or more, but reads its fp8 cache at
       less of the copy bandwidth than runs_fp32 reads its own, short of 4 times runs_fp32 everywhere;
     - Nsight: DRAM moves the modelled bytes (within 15%), fp32 > fp16 > fp8, nothing read twice;
@@ -132,21 +134,27 @@ def claims(recordings: dict) -> None:
         best_fp8 = max((r for r in decode.rows if r["rung"] == "half_fp8"), key=lambda r: r["fraction_of_copy"])
         assert best_fp8["fraction_of_copy"] >= 0.7 and best_fp8["speedup_over_fp32"] > 3.3, best_fp8
         assert best_fp8["speedup_over_runs_fp32"] > 2.8, best_fp8
-        # The tensor-core table shows the steps of 524,288 tokens or more: every one bears the text out.
+        # The tensor-core table shows the steps of 524,288 tokens or more: every one bears the text out, with the
+        # fraction of the copy bandwidth on the GPU's time alone, as the table computes it.
+        def on_gpu_alone(r):
+            return r["fraction_of_copy"] * r["median_ms"] / r["kernel_ms"]
+
         longest = [r for r in decode.rows if r["num_seqs"] * r["context"] >= 524288]
         assert {r["rung"] for r in longest} >= {"tensor_fp16", "tensor_fp8"}, "no step of 524,288 tokens recorded"
         for r in longest:
             if r["rung"] == "tensor_fp16":
-                assert r["fraction_of_copy"] >= 0.9, r
+                assert on_gpu_alone(r) >= 0.95, r
             if r["rung"] == "tensor_fp8":
-                assert r["fraction_of_copy"] >= 0.75 and r["speedup_over_fp32"] > 3.5, r
-                assert r["speedup_over_runs_fp32"] > 3.0, r
-        fp8_fraction = {(r["num_seqs"], r["context"]): r["fraction_of_copy"] for r in decode.rows if r["rung"] == "tensor_fp8"}
+                assert 0.85 <= on_gpu_alone(r) < 0.95 and r["speedup_over_fp32"] > 4, r
+                assert r["speedup_over_runs_fp32"] > 3.5, r
+        assert any(r["median_ms"] > 1.1 * r["kernel_ms"] for r in longest if r["rung"].startswith("tensor")), \
+            "the text says a queued median times the host on some of these steps"
+        fp8_fraction = {(r["num_seqs"], r["context"]): on_gpu_alone(r) for r in decode.rows if r["rung"] == "tensor_fp8"}
         for r in decode.rows:       # "more slowly than the page-runs float32 step ... short of four times that step"
             if r["rung"] == "tensor_fp8":
                 assert r["speedup_over_runs_fp32"] < 4, r
             if r["rung"] == "runs_fp32" and r["num_seqs"] * r["context"] >= 524288:
-                assert fp8_fraction[r["num_seqs"], r["context"]] < r["fraction_of_copy"], r
+                assert fp8_fraction[r["num_seqs"], r["context"]] < on_gpu_alone(r), r
     nsight = recordings.get("day08_dram_bytes")
     if nsight is not None:
         dram = {}
