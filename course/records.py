@@ -260,6 +260,12 @@ def live_or_recorded(name: str, run) -> tuple[Recording, bool]:
     return rec, True
 
 
+def fraction_of_copy_on_gpu(row: dict) -> float:
+    """A timing row's ``fraction_of_copy`` (taken on its median) moved onto its ``kernel_ms``, the GPU's time alone:
+    a step shorter than the host's cost to launch it is timed by the host when calls queue one after another."""
+    return row["fraction_of_copy"] * row["median_ms"] / row["kernel_ms"]
+
+
 def live_else_recorded(name: str, run=None) -> Recording | None:
     """The numbers a lesson shows: measured live on a GPU, else recorded, else None with a note.
 

@@ -1365,9 +1365,9 @@ def _prepare_decode(q, k_cache, v_cache, block_tables, context_lens, k_scales, v
     ``channels`` (the channels of a lane's words); ``tokens(group, fmt, block_size)`` gives the multiple of tokens a
     partition must be and why, ``(n, "...")``; ``refused``: cache formats the rung does not run, with the message
     to raise; ``choose_partition(fmt, num_seqs, blocks_per_partition, longest, sm_count)``: the partition size
-    when ``partition_size`` is None (default: day 7's ``decode_partition_size``). Returns ``(out, step)``: ``step`` is None when out is empty (nothing to launch), else a namespace
-    with the format, the sizes, the scale, the partition size and count, the scales (ones but for fp8) and the
-    partial buffers."""
+    when ``partition_size`` is None (default: day 7's ``decode_partition_size``). Returns ``(out, step)``:
+    ``step`` is None when out is empty (nothing to launch), else a namespace with the format, the sizes, the
+    scale, the partition size and count, the scales (ones but for fp8) and the partial buffers."""
     fmt, num_seqs, heads, head_dim, kv_heads = check_decode_inputs(q, k_cache, v_cache, block_tables, context_lens)
     _check_scales(k_cache, k_scales, v_scales, fmt)
     if refused and fmt in refused:
@@ -1709,8 +1709,8 @@ _LOW_WORD = 0xFFFFFFFF
 _TENSOR_REFUSED = {"float32": "k_cache must be stored in fp16 or as fp8 e4m3 codes for the tensor-core decode (its "
                               "numbers enter the mma as fp16), got float32: gqa_decode_half_warps takes a float32 cache"}
 # Blocks of 128 threads an SM must hold (launch_bounds: ptxas keeps the registers under 65,536 / (128 x blocks)),
-# by cache format; a warp loads one tile at a time (two were slower). Timed on an H100 at group 4, head_dim 128, 4 x 131,072 tokens
-# (ms, median of 7): fp8 1 tile, 1 block (ptxas's choice, 211 registers): 0.499; 1 tile, 3 blocks (168, no
+# by cache format; a warp loads one tile at a time (two were slower). Timed on an H100 at group 4, head_dim 128,
+# 4 x 131,072 tokens in day 7's partitions of 1,024 (ms, median of 7): fp8 1 tile, 1 block (ptxas's choice, 211 registers): 0.499; 1 tile, 3 blocks (168, no
 # spills): 0.465; 2 tiles, 2 blocks (252): 0.551; 4 blocks spill. fp16 1 tile: 0.782 with 1 block (254
 # registers), 0.788 with 2. Moving the rows of the warp's next 1, 2 or 4 tiles into L2 ahead of their loads
 # (prefetch.global.L2) made every variant slower: fp8 0.470, 0.475, 0.553. Copying each warp's tiles into a

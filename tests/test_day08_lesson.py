@@ -15,7 +15,7 @@ import re
 import nbformat
 import pytest
 
-from course.records import load_recording, recorded_names
+from course.records import fraction_of_copy_on_gpu, load_recording, recorded_names
 from day08_fake_recordings import fake_recordings
 from grader import markers
 from kernels import low_precision_attention as lp
@@ -136,25 +136,23 @@ def claims(recordings: dict) -> None:
         assert best_fp8["speedup_over_runs_fp32"] > 2.8, best_fp8
         # The tensor-core table shows the steps of 524,288 tokens or more: every one bears the text out, with the
         # fraction of the copy bandwidth on the GPU's time alone, as the table computes it.
-        def on_gpu_alone(r):
-            return r["fraction_of_copy"] * r["median_ms"] / r["kernel_ms"]
-
         longest = [r for r in decode.rows if r["num_seqs"] * r["context"] >= 524288]
         assert {r["rung"] for r in longest} >= {"tensor_fp16", "tensor_fp8"}, "no step of 524,288 tokens recorded"
         for r in longest:
             if r["rung"] == "tensor_fp16":
-                assert on_gpu_alone(r) >= 0.95, r
+                assert fraction_of_copy_on_gpu(r) >= 0.95, r
             if r["rung"] == "tensor_fp8":
-                assert 0.85 <= on_gpu_alone(r) < 0.95 and r["speedup_over_fp32"] > 4, r
+                assert 0.85 <= fraction_of_copy_on_gpu(r) < 0.95 and r["speedup_over_fp32"] > 4, r
                 assert r["speedup_over_runs_fp32"] > 3.5, r
         assert any(r["median_ms"] > 1.1 * r["kernel_ms"] for r in longest if r["rung"].startswith("tensor")), \
             "the text says a queued median times the host on some of these steps"
-        fp8_fraction = {(r["num_seqs"], r["context"]): on_gpu_alone(r) for r in decode.rows if r["rung"] == "tensor_fp8"}
+        fp8_fraction = {(r["num_seqs"], r["context"]): fraction_of_copy_on_gpu(r)
+                        for r in decode.rows if r["rung"] == "tensor_fp8"}
         for r in decode.rows:       # "more slowly than the page-runs float32 step ... short of four times that step"
             if r["rung"] == "tensor_fp8":
                 assert r["speedup_over_runs_fp32"] < 4, r
             if r["rung"] == "runs_fp32" and r["num_seqs"] * r["context"] >= 524288:
-                assert fp8_fraction[r["num_seqs"], r["context"]] < on_gpu_alone(r), r
+                assert fp8_fraction[r["num_seqs"], r["context"]] < fraction_of_copy_on_gpu(r), r
     nsight = recordings.get("day08_dram_bytes")
     if nsight is not None:
         dram = {}

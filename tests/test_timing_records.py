@@ -89,6 +89,13 @@ def sample(name="day99_demo") -> Recording:
     return rec
 
 
+def test_fraction_of_copy_on_gpu_moves_the_fraction_onto_kernel_ms():
+    """A row read at half the copy bandwidth over a median twice its kernel time read at all of it on the GPU."""
+    row = {"fraction_of_copy": 0.5, "median_ms": 0.4, "kernel_ms": 0.2}
+    assert records.fraction_of_copy_on_gpu(row) == pytest.approx(1.0)
+    assert records.fraction_of_copy_on_gpu(dict(row, median_ms=0.2)) == pytest.approx(0.5)
+
+
 def test_new_recording_fills_metadata():
     rec = sample()
     assert rec.live and rec.device == "CUDA simulator" and rec.driver == "none"
