@@ -721,7 +721,7 @@ def merge_matches_reference(kernel) -> None:
 
 def merge_handles_empty_partitions(kernel) -> None:
     """Partitions that saw no key: an empty context next to a short and a long one (the merge alone)."""
-    context_lens = [0, 2, 9]
+    context_lens = [0, 2, 29]
     out, case, seed, _ = merge_run(kernel, context_lens, partition_size=5, heads=1, kv_heads=1, head_dim=4,
                                    block_size=4)
     check_paged(out, case, seed=seed, kernel=kernel, partition_size=5)

@@ -102,10 +102,11 @@ DAYS = (
             Mutation("pv_kernel", "    if flat >= p.shape[2] * head_dim:\n        return\n", "",
                      "no guard: the threads of the last block past N*d read past the end of p"),
         ),
-        # An unnormalised softmax moves the right number of elements, and with logits of 1e4 every row is
-        # already one-hot (its largest entry is exp(0) = 1): the budget and large-logit cells pass it.
+        # An unnormalised softmax moves the right number of elements: the budget cell passes it. The large-logit
+        # cell fails it on its row of logits near 1e4, whatever the draw (its rows of size 1e4 are one-hot, or
+        # nearly, so those rows alone caught it in only about 1 draw in 300).
         wrong_fails=frozenset({"scores_matches_reference", "scores_reads_and_writes", "softmax_rows_matches_reference",
-                               "pv_matches_reference", "pv_reads_and_writes"}),
+                               "softmax_rows_large_logits", "pv_matches_reference", "pv_reads_and_writes"}),
     ),
     Day(
         assignment="day03_online_softmax",
