@@ -18,7 +18,8 @@ Policy (DESIGN.md section 6):
   every element error is at most ``2 · max|same_precision_ref − ref| + atol``, where
   ``same_precision_ref`` is the same computation done in NumPy at the kernel's storage precision. An
   fp16 or bf16 output element may also be off by that element's own same-precision error plus one
-  unit in the last place: a float32 result near a rounding midpoint rounds to either neighbour.
+  unit in the last place (of the format ``precision`` names, else of the output's): a float32 result
+  near a rounding midpoint rounds to either neighbour.
 
 On failure ``check`` raises :class:`CheckFailure` (an ``AssertionError``) whose message gives the
 seed, how many elements are wrong, the first wrong element by named dimensions (and its tile), got
@@ -378,12 +379,15 @@ def _reduction_context(reduction, out: np.ndarray) -> dict | None:
     return {"x": x.astype(np.float64), "op": reduction["op"], "threads": threads}
 
 
-def _storage_ulp(dtype: np.dtype, values: np.ndarray) -> np.ndarray | None:
-    """One unit in the last place of ``values`` in a 2-byte float storage format (fp16, bf16), else None."""
+def _storage_ulp(dtype: np.dtype, values: np.ndarray, precision: str = "lowp") -> np.ndarray | None:
+    """One unit in the last place of ``values`` in the 2-byte float storage format (fp16, bf16) an output of
+    ``dtype`` holds, else None. The format is the one ``precision`` names where it names one: a bf16 output
+    judged as fp16 is allowed fp16's unit, not its own (8 times larger)."""
     if dtype.itemsize != 2 or dtype.kind not in "fV":     # fp16 is "f", ml_dtypes' bf16 "V"
         return None
     import ml_dtypes
 
+    dtype = {"fp16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16)}.get(precision, dtype)
     try:
         info = ml_dtypes.finfo(dtype)
     except (ValueError, TypeError):                         # another 2-byte record type
@@ -511,14 +515,14 @@ def check(out, ref, *, name: str = "out", dims=None, tile=None, seed: int | None
         element_limit = LOWP_FACTOR * same_err + atol
         limit_words = (f"every |out - ref| <= {LOWP_FACTOR:g} x {same_err:.3g} (same-precision NumPy "
                        f"error) + atol {atol:.2g}")
-        ulp = _storage_ulp(out.dtype, same64)
+        ulp = _storage_ulp(out.dtype, same64, precision)
         if ulp is not None:
             # A float32 result within a hair of a rounding midpoint may be stored as either neighbour: one
             # unit in the last place beyond the same-precision answer's own error is rounding, not a bug.
             own = np.where(finite_ref, np.abs(same64 - np.where(finite_ref, want, 0.0)), 0.0)
             element_limit = np.maximum(element_limit, own + ulp + atol)
-            limit_words += (f", or off by its own same-precision error plus one {out.dtype.name} unit in the "
-                            f"last place")
+            unit = precision if precision in ("fp16", "bf16") else out.dtype.name
+            limit_words += f", or off by its own same-precision error plus one {unit} unit in the last place"
         noise = float(np.linalg.norm(same_diff)) / ref_norm if ref_norm > 0 else 1e-5
     wrong = bad_nonfinite | (diff > element_limit)
     n_wrong = int(wrong.sum())

@@ -178,6 +178,18 @@ def test_an_fp16_or_bf16_element_may_be_the_other_neighbour_of_the_same_precisio
     assert "unit in the last place" not in res.limit
 
 
+def test_the_unit_in_the_last_place_is_that_of_the_format_asked_for():
+    """A bf16 answer judged as fp16 is allowed one fp16 unit beyond its own error, not one bf16 unit
+    (8 times larger), and fails; the same answer judged as bf16 passes."""
+    fp16_ulp = 2.0 ** -10
+    ref = np.array([1.0 + 0.3 * fp16_ulp, 3.0, -2.0])
+    bf16_answer = np.array([1.0 + 2.0 ** -7, 3.0, -2.0]).astype(BF16)     # one bf16 unit above 1
+    res = failure(bf16_answer, ref, precision="fp16", same_precision_ref=ref.astype(np.float16), atol=0.0,
+                  dims=("i",))
+    assert res.n_wrong == 1 and "one fp16 unit in the last place" in res.limit
+    assert check(bf16_answer, ref, precision="bf16", same_precision_ref=ref.astype(BF16), atol=0.0).passed
+
+
 def test_wrong_low_precision_answers_fail():
     rng, _ = random_inputs(seed=6)
     a16, b16, ref, same = _gemm_fp16(rng)
