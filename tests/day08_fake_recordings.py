@@ -133,7 +133,40 @@ def fake_dram_bytes():
     return rec
 
 
+# The second GPU of day08_decode_timing_other_gpu: 1.4 times the copy bandwidth, and how much faster each rung runs
+# there (the rungs that read at the copy bandwidth by as much, the fp8 steps bound by instructions or latency not
+# at all or little; every other rung 1.2).
+OTHER_COPY_GBPS = 1.4 * COPY_GBPS
+OTHER_GAIN = {"torch_sdpa_fp16": 1.4, "tensor_fp16": 1.4, "runs_fp32": 1.33, "decode_fp32": 1.15, "half_fp8": 1.0,
+              "tensor_fp8": 1.15}
+OTHER_POINTS = ((16, 8192), (64, 8192), (64, 16384))
+
+
+def fake_decode_timing_other_gpu():
+    """``day08_decode_timing_other_gpu``: ``fake_decode_timing``'s rows at OTHER_POINTS on "Fake GPU 2", each
+    kernel_ms divided by its OTHER_GAIN, the median by as much; rates and ratios computed again."""
+    rec = _recording("day08_decode_timing_other_gpu", ceilings={**CEILINGS, "copy_gbps": OTHER_COPY_GBPS})
+    rec.device = "Fake GPU 2"
+    base = fake_decode_timing()
+    for num_seqs, context in OTHER_POINTS:
+        rows = []
+        for row in base.rows:
+            if (row["num_seqs"], row["context"]) == (num_seqs, context):
+                gain = OTHER_GAIN.get(row["rung"], 1.2)
+                moved = row["gbps"] * row["median_ms"] * 1e6
+                median = row["median_ms"] / gain
+                rows.append({**row, "median_ms": median, "p10_ms": 0.98 * median, "p90_ms": 1.03 * median,
+                             "kernel_ms": row["kernel_ms"] / gain, "gbps": moved / median / 1e6,
+                             "tflops": row["tflops"] * gain, "fraction_of_copy": moved / median / 1e6 / OTHER_COPY_GBPS})
+        ms = {r["rung"]: r["kernel_ms"] for r in rows}
+        for row in rows:
+            rec.add(**{**row, "speedup_over_fp32": ms["decode_fp32"] / row["kernel_ms"],
+                       "speedup_over_runs_fp32": ms["runs_fp32"] / row["kernel_ms"],
+                       "kernel_speedup_over_torch": ms["torch_sdpa_fp16"] / row["kernel_ms"]})
+    return rec
+
+
 def fake_recordings():
     """Every day-8 recording the lesson reads."""
     return [fake_decode_timing(), fake_prefill_timing(), fake_matmul_roofs(), fake_full_size_checks(),
-            fake_dram_bytes()]
+            fake_dram_bytes(), fake_decode_timing_other_gpu()]

@@ -9,6 +9,8 @@ Modes:
 - ``--ncu-list``: print the Nsight Compute cases of each day, one ``day label`` per line;
 - ``--ncu-case DAY LABEL N``: run one case once after a warm-up, between ``cuda.profile_start()`` and
   ``cuda.profile_stop()``, so ``ncu --profile-from-start off`` measures exactly that launch;
+- ``--other-gpu``: the recordings a lesson compares across two GPUs, made on the second one (day 8: its
+  decode sweep at a few points, ``record_other_gpu``);
 - ``--ncu``: run every case of the days under Nsight Compute and save the DRAM bytes it measured as
   the recording ``dayNN_dram_bytes``.
 """
@@ -36,6 +38,8 @@ def main(argv=None) -> int:
     parser.add_argument("--ncu-list", action="store_true", help="list the Nsight Compute cases")
     parser.add_argument("--ncu-case", nargs=3, metavar=("DAY", "LABEL", "N"), help="run one Nsight case")
     parser.add_argument("--ncu", action="store_true", help="measure DRAM bytes of every case with ncu")
+    parser.add_argument("--other-gpu", action="store_true",
+                        help="record what a lesson compares across GPUs, on the second GPU (days that have it)")
     args = parser.parse_args(argv)
 
     course.use_device()
@@ -68,6 +72,12 @@ def main(argv=None) -> int:
             elif args.ncu_list:
                 for case in getattr(module, "ncu_cases", lambda: [])():
                     print(day, repr(case[0]), case[1])
+            elif args.other_gpu:
+                if hasattr(module, "record_other_gpu"):
+                    args.out.mkdir(parents=True, exist_ok=True)
+                    print(f"== {day}: record for the comparison with another GPU", flush=True)
+                    for path in module.record_other_gpu(args.out, quick=args.quick):
+                        print(f"   wrote {path}", flush=True)
             elif args.sanitize:
                 if hasattr(module, "sanitize"):
                     print(f"== {day}: sanitize", flush=True)

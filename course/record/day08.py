@@ -28,6 +28,10 @@ tokens in a shuffled block table). The checks run first, then ``record(out_dir)`
   and bf16 (tensor cores, float32 accumulation), and fp8 e4m3 (``torch._scaled_mm``, where this torch
   has it): the compute roofs the lesson draws.
 
+``record_other_gpu(out_dir)`` (``python -m course.record day08 --other-gpu``), on a second GPU: the decode
+checks at full size, then ``day08_decode_timing_other_gpu.json``, the decode sweep at
+``OTHER_GPU_POINTS`` (steps of ``day08_decode_timing``'s points), for the lesson to set beside it.
+
 ``ncu_cases()``: one decode step per cache format at 8 sequences of 8,192 tokens; ``sanitize()``
 launches every kernel once, small, at a group that does not divide the tiles.
 """
@@ -63,6 +67,9 @@ PREFILL_DTYPES = ("float16", "bfloat16")
 MATMUL_N = 8192
 NCU_SEQS, NCU_CONTEXT = 8, 8192
 CHECK_SEQS, CHECK_CONTEXT, CHECK_N = 8, 4096, 1024
+# The steps recorded on a second GPU, to compare with the same steps of day08_decode_timing (one of
+# 131,072 tokens, two of 524,288 or more).
+OTHER_GPU_POINTS = ((16, 8192), (16, 32768), (64, 16384))
 
 
 def _decode_args(device: dict) -> tuple:
@@ -468,3 +475,20 @@ def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
             for row in rec.rows:
                 print(f"   {row['rung']:<24} {row['tflops']:8.1f} TFLOP/s", flush=True)
     return paths
+
+
+def record_other_gpu(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
+    """On a second GPU: check every decode rung at full size (raises on a failure), then time the decode sweep
+    at ``OTHER_GPU_POINTS`` (only the first with ``quick``) and save it as ``day08_decode_timing_other_gpu``."""
+    import dataclasses
+
+    from course.timing import measure_ceilings
+
+    harness.run_checks(decode_checks(CHECK_CONTEXT))
+    base = decode_sweep()
+    sweep = dataclasses.replace(
+        base, name="day08_decode_timing_other_gpu", points=OTHER_GPU_POINTS, quick_points=OTHER_GPU_POINTS[:1],
+        notes=f"day08_decode_timing's sweep on another GPU, at {len(OTHER_GPU_POINTS)} of its points, after "
+              f"every decode rung passed its full-size checks on this GPU. {base.notes}")
+    rec = harness.record_sweep(sweep, quick=quick, ceilings=measure_ceilings())
+    return [rec.save(pathlib.Path(out_dir) / f"{rec.name}.json")]
