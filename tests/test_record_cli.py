@@ -49,7 +49,6 @@ def test_ncu_case_that_does_not_exist_names_the_cases(monkeypatch, capsys):
     assert "N=512" in capsys.readouterr().err
 
 
-
 def test_other_gpu_records_only_the_days_that_compare_across_gpus(monkeypatch, tmp_path, capsys):
     """``--other-gpu`` runs a day's ``record_other_gpu`` (day 8: its decode sweep on a second GPU) and passes over
     a day without one; the day's own recorder is not run."""
@@ -72,6 +71,7 @@ def test_day08_records_its_other_gpu_sweep_at_points_of_its_own_sweep():
 
     assert set(day08.OTHER_GPU_POINTS) <= set(day08.POINTS)
     assert sum(s * c >= 524288 for s, c in day08.OTHER_GPU_POINTS) >= 2     # the steps the lesson's text speaks of
+
 
 # --------------------------------------------------------------------------- a day in miniature
 # "Kernels" in NumPy: the harness only sees callables, so its bookkeeping is tested without launches.
