@@ -8,7 +8,12 @@ choose the device (``course.use_device()``) before a kernel module loads numba.
   heads, paged attention, GEMM, int8 / int4 / GGUF quantization, fp16 / bf16 / fp8 rounding);
   numpy only
 - ``kernels.launching``: what every launcher does first: ``cdiv`` and the ``require_*`` checks
-  (arrays of a dtype and shape, bools, ints, kv_heads dividing heads), allocating the output
+  (arrays of a dtype and shape, bools, ints, kv_heads dividing heads), allocating the output; and
+  ``WARP`` and ``FULL_MASK``, the warp's size and full mask, for every kernel module
+- ``kernels.paging``: what the attention launchers of days 5 to 8 share: ``kv_lens``, block-table
+  checks, split-K partial buffers, the SM count and the partitions' sizes
+- ``kernels.intrinsics``: the instructions numba cannot write (bit casts, fp8 conversions, byte
+  permutes, the tensor-core mma), as llvmlite intrinsics and inline PTX, each with a simulator twin
 - ``kernels.registry``: ``Rung`` and ``ladder``, the registry every kernel module ends with
 - ``kernels.elementwise``: day 1, copy and elementwise kernels, bounds guards, grid-stride loops, 3D grids
 - ``kernels.reduction``: day 1, row max and row sum (shared-memory tree, warp shuffles)
@@ -22,15 +27,22 @@ choose the device (``course.use_device()``) before a kernel module loads numba.
 - ``kernels.flash_attention``: day 5, tiled flash attention with causal masking and kv_lens, then
   the same kernel with head_dim fixed at compile time so its per-thread arrays live in registers,
   then register tiles of scores and outputs per thread (day 4's blocking applied to both products)
+- ``kernels.paged_attention``: day 6, decode attention over a paged KV cache: one block per query
+  head, then split-K partitions merged by a second kernel, then both in one launch
+- ``kernels.kv_cache``: day 6, writing new tokens' keys and values into their slots of the paged cache
+- ``kernels.block_pool`` and ``kernels.block_manager``: day 6, the host-side allocator of the cache's
+  blocks (free list, reference counts, prefix sharing; ``append`` with copy-on-write and ``fork``)
 - ``kernels.gqa_attention``: day 7, grouped-query attention: flash prefill whose tiles fold the
   query heads of a group into their rows, and split-K paged decode with one block per KV head, so
-  K and V are read once per group of query heads instead of once per query head
+  K and V are read once per group of query heads instead of once per query head; a package, its prefill
+  and its decode rungs one module each
 - ``kernels.low_precision_attention``: day 8, day 7's prefill and decode over tensors stored in
-  fp16, bf16 or fp8 (e4m3 codes with a scale per page) and computed in float32, and the kernels
-  that quantize a cache to fp8 and back
+  fp16, bf16 or fp8 (e4m3 codes with a scale per page) and computed in float32, then decode rungs
+  that spend fewer instructions on each byte, up to tensor cores, and the kernels that quantize a
+  cache to fp8 and back; a package, one module per family of rungs
 
 Each kernel module lists its rungs in its docstring, one line per rung, saying what the rung
-adds over the one before (``attention_v1_naive`` ... ``attention_v5_flash_registers``), and
+adds over the one before (``attention_v1_naive`` ... ``attention_v6_register_tiles``), and
 registers them in that order in ``RUNGS``. A rung's launcher takes the kernel it launches as
 ``kernel=`` (the course's own by default): it validates, sizes the grid and launches it.
 """

@@ -32,12 +32,12 @@ multiply-adds. The 8 x 8 tile is the largest that fits: the scores and the outpu
 thread's 255 registers, and Q, K (then P) and V take the 48 KiB of shared memory a block may
 allocate statically, so an SM holds 4 blocks of 2 warps. On an H100 (B=4, H=16, N=4,096, fp32) v6
 runs at 1.17 of torch SDPA fp32 at head_dim 64 and 1.11 causal (41.2 and 36.1 TFLOP/s; v5: 0.49;
-recording ``day05_flash_timing``), where torch runs 3xTF32 on tensor cores: 0.80 of cuBLAS's fp32
-FFMA rate (51.7 TFLOP/s). 82 % of its instructions are FFMA; Nsight Compute finds the schedulers
-issuing in 77 % of cycles (2 warps
-each, so latency shows) and the FMA pipe 66 % busy. At head_dim 128 the 48 KiB allow only blocks of
-32 x 32 and 4 x 4 score tiles: 0.72 of torch, 0.71 causal (33.4 and 32.0 TFLOP/s; recording
-``day05_head_dim_128_timing``), whose 46.5 TFLOP/s there is 0.90 of cuBLAS's FFMA rate, out of reach
+recording ``course/data/day05_flash_timing.json``), where torch runs 3xTF32 on tensor cores: 0.80 of
+cuBLAS's fp32 FFMA rate, the 51.7 TFLOP/s of ``torch.matmul`` in fp32 that the same recording holds as
+its ``fp32_tflops`` ceiling. Its time goes mostly to FFMA instructions, and with 2 warps per scheduler
+their latency shows. At head_dim 128 the 48 KiB allow only blocks of 32 x 32 and 4 x 4 score tiles: 0.72 of
+torch, 0.71 causal (33.4 and 32.0 TFLOP/s; recording ``course/data/day05_head_dim_128_timing.json``),
+whose 46.5 TFLOP/s there is 0.90 of cuBLAS's FFMA rate (that recording's ``fp32_tflops``), out of reach
 of FFMA code. ``_build_v6_kernel`` lists what the speed took.
 
 Launchers accept NumPy arrays or numba device arrays (see ``kernels.launching``), validate their
@@ -55,7 +55,9 @@ from numba import cuda, float32
 
 from kernels.attention import RUNGS as attention_rungs
 from kernels.attention import check_qkv
-from kernels.launching import cdiv, default_scale, is_device_array, output_array, require_bool, require_same_kind
+from kernels.launching import FULL_MASK, cdiv, default_scale, output_array, require_bool, require_same_kind
+# kv_lens as the kernels read them: shared with the prefill launchers of days 7 and 8.
+from kernels.paging import prepare_kv_lens
 from kernels.registry import Rung, ladder
 
 __all__ = ["TILE_Q", "TILE_KV", "HEAD_DIM_MAX", "attention_v3_tiled_kernel", "attention_v3_tiled",
@@ -97,38 +99,6 @@ def check_attention_shapes(q, k, v, head_dim_max: int = HEAD_DIM_MAX) -> tuple[i
                          f"are sized for it), got head_dim {head_dim} in shape {tuple(q.shape)}")
     require_same_kind(q=q, k=k, v=v)
     return batch, heads, n_queries, n_keys, head_dim
-
-
-def prepare_kv_lens(kv_lens, batch: int, n_keys: int, like):
-    """Return kv_lens as an int32 array (batch,) of the same kind as ``like`` (NumPy or device).
-
-    ``None`` means every key exists (``n_keys`` for each batch element). The values of a NumPy
-    array must lie in ``[0, n_keys]``; a device array must be int32 of shape (batch,), and its
-    values are not copied back to be checked (the v4 kernel clamps them to ``[0, n_keys]``).
-    Raises TypeError or ValueError naming ``kv_lens``.
-    """
-    if is_device_array(kv_lens):
-        if not is_device_array(like):
-            raise TypeError("kv_lens must be a NumPy array when q, k and v are NumPy arrays, got a device array")
-        if np.dtype(kv_lens.dtype) != np.int32 or tuple(kv_lens.shape) != (batch,):
-            raise ValueError(f"kv_lens must be int32 of shape ({batch},), got {np.dtype(kv_lens.dtype)} "
-                             f"of shape {tuple(kv_lens.shape)}")
-        return kv_lens
-    if kv_lens is None:
-        lens = np.full(batch, n_keys, dtype=np.int32)
-    else:
-        if not isinstance(kv_lens, np.ndarray):
-            raise TypeError(f"kv_lens must be a NumPy or device array of ints, got {type(kv_lens).__name__}")
-        if not np.issubdtype(kv_lens.dtype, np.integer):
-            raise TypeError(f"kv_lens must hold integers (int32), got dtype {kv_lens.dtype}")
-        if kv_lens.shape != (batch,):
-            raise ValueError(f"kv_lens must have shape ({batch},) (one length per batch element), "
-                             f"got {kv_lens.shape}")
-        if batch and (kv_lens.min() < 0 or kv_lens.max() > n_keys):
-            raise ValueError(f"kv_lens must lie in [0, {n_keys}] (the number of keys in k), got "
-                             f"values from {kv_lens.min()} to {kv_lens.max()}")
-        lens = np.ascontiguousarray(kv_lens, dtype=np.int32)
-    return cuda.to_device(lens) if is_device_array(like) else lens
 
 
 # ----------------------------------------------------------------------------------------------
@@ -478,7 +448,6 @@ V6_TILING_128 = Tiling(rows_per_thread=4, keys_per_thread=4, row_groups=8, threa
 V6_TILING_SMALL = Tiling(rows_per_thread=8, keys_per_thread=8, row_groups=4, threads_per_row=2)
 # Static shared memory a block may allocate.
 SHARED_BYTES_MAX = 48 * 1024
-FULL_MASK = 0xFFFFFFFF
 LOG2E = math.log2(math.e)
 
 
@@ -545,15 +514,15 @@ def attention_v6_register_tiles_kernel(head_dim: int, tiling: Tiling | None = No
 def _build_v6_kernel(D: int, tiling: Tiling):
     """One kernel for head_dim D and a tiling; every size below is a constant when it compiles.
 
-    What the speed took, beyond the register tiles, measured on an H100 at head_dim 64 (B=4, H=16,
-    N=4,096; SASS instructions per thread and key tile counted with nvdisasm). The first version,
-    these tiles written plainly, took 9.14 ms (0.87 of torch SDPA), 69 % of its instructions FFMA;
-    with all of the below, 6.66 ms (1.19), 82 % FFMA:
+    What the speed took, beyond the register tiles: each step was found on an H100 at head_dim 64
+    (B=4, H=16, N=4,096) by timing the kernel and counting its SASS instructions per thread and key
+    tile with nvdisasm, measurements of the kernel's development that no recording keeps. With all of
+    them it takes 6.68 ms there, 1.17 of torch SDPA (recording ``course/data/day05_flash_timing.json``):
 
     - flat arrays: the launcher passes q, k, v and o as flat views, so that with D a constant every
       load of a tile sits at a constant offset from one address (numba indexes a 4D array with its
-      run-time shape: a multiplication per row). With the next two points the loads and stores of a
-      tile fell from 1,283 instructions to about 410;
+      run-time shape: a multiplication per row). With the next two points they cut most of the
+      instructions that load and store a tile;
     - every load of a tile in flight at once: flat loops that unroll, into registers, then the stores
       to shared memory; only a partial last tile tests each key (``load_tile(..., full)``);
     - unsigned indices into shared memory (``np.uint32`` constants, ``u(...)``): numba adds no
@@ -561,13 +530,13 @@ def _build_v6_kernel(D: int, tiling: Tiling):
       array merge into one 16-byte load (``ld.shared.v4.f32``);
     - eight channels (keys) per trip of the loops of multiply-adds, as eight calls of an inlined step:
       NVVM unrolls a loop of two such steps but not of four or eight, and each trip pays for its
-      counter and addresses (163 instructions per 128 FFMA at two steps, 580 per 512 at eight);
-    - ``fastmath`` (NVVM's flush to zero): ``exp2`` is one ``MUFU.EX2`` instead of five instructions
-      that handle denormal results (the softmax of a tile: 645 instructions, then 428). fastmath
-      also lets the compiler assume there are no infinities, so a masked score is ``MASKED = -1e38``,
-      not -inf: ``exp2(MASKED - max)`` is 0 all the same;
-    - row groups interleaved within a warp (below): the 16-byte stores of P had 8-way bank conflicts
-      (Nsight Compute: 242 million conflicts, 41 million after), 7.40 ms before, 6.66 ms after.
+      counter and addresses, which eight steps spread over four times the multiply-adds of two;
+    - ``fastmath`` (NVVM's flush to zero): ``exp2`` is one ``MUFU.EX2`` instead of a sequence that
+      handles denormal results, a large part of a tile's softmax. fastmath also lets the compiler
+      assume there are no infinities, so a masked score is ``MASKED = -1e38``, not -inf:
+      ``exp2(MASKED - max)`` is 0 all the same;
+    - row groups interleaved within a warp (below): with consecutive threads in one row group, the
+      16-byte stores of P had 8-way bank conflicts (8 passes per store instead of 2).
     """
     RM, KN, TR, TC = tiling
     T, BQ, BK = tiling.threads, tiling.block_q, tiling.block_kv

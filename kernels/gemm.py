@@ -36,8 +36,8 @@ reference is ``kernels.reference.gemm``. The byte and FLOP models of each rung a
   across the whole tile: the 32 lanes of a 16-byte shared load then ask for 8 different runs of A
   and 4 of B (one 128-byte wavefront each) instead of 2 and 16 (B: two wavefronts). The same loads,
   multiply-adds and tile choice as v8 (its own ``autotune`` entries). On an H100 it runs at 0.99 of v8
-  from 2048³ to 8192³ and 0.88 at 1024³: v8's shared memory was busy about 38% of the time, not its
-  limit, so fewer wavefronts buy nothing here (day 4's lesson, section 13).
+  from 2048³ to 8192³ and 0.88 at 1024³ (recording ``course/data/day04_gemm_timing.json``): shared
+  memory was not what limited v8, so fewer wavefronts buy nothing here (day 4's lesson, section 13).
 
 Each rung is a ``<rung>_kernel`` plus the launcher ``<rung>(a, b, *, out=None, kernel=<rung>_kernel)``,
 which validates the inputs, sizes the grid, launches ``kernel`` and returns C (v7 to v9: ``kernel``
@@ -51,7 +51,7 @@ from __future__ import annotations
 import numpy as np
 from numba import config, cuda, float32
 
-from kernels.launching import cdiv, output_array, require_float32
+from kernels.launching import WARP, cdiv, output_array, require_float32
 from kernels.registry import Rung, ladder
 
 __all__ = [
@@ -62,7 +62,7 @@ __all__ = [
     "gemm_v1_naive_kernel", "gemm_v1_naive", "gemm_v2_coalesced_kernel", "gemm_v2_coalesced",
     "gemm_v3_shared_tiles_kernel", "gemm_v3_shared_tiles",
     "gemm_v4_register_blocked_kernel", "gemm_v4_register_blocked",
-    "gemm_v5_wide_shared_loads_kernel", "gemm_v5_wide_shared_loads",
+    "gemm_v5_wide_shared_loads_kernel", "gemm_v5_wide_shared_loads", "wide_grid",
     "gemm_v6_unrolled_kernel", "gemm_v6_unrolled",
     "gemm_v7_double_buffered_kernel", "gemm_v7_double_buffered",
     "gemm_v8_autotuned", "untuned_tile_shape", "tile_shape", "autotune", "tuned",
@@ -357,14 +357,18 @@ def gemm_v5_wide_shared_loads_kernel(a, b, c):
                 c[row, col] = acc[i, j]
 
 
-def _wide_grid(m, n, block_m, block_n):
+def wide_grid(m, n, block_m, block_n):
+    """``(grid, block)`` of the rungs with 8×8 per thread (v5 to v9) for an m×n C in block tiles of
+    ``block_m``×``block_n``: a grid of (ceil(n / block_n), ceil(m / block_m)) blocks of
+    (block_n // WIDE_THREAD_N, block_m // WIDE_THREAD_M) threads. Recorders and tests launch one kernel
+    of a factory (v7, v9) at a chosen tile shape with it."""
     return (cdiv(n, block_n), cdiv(m, block_m)), (block_n // WIDE_THREAD_N, block_m // WIDE_THREAD_M)
 
 
 def gemm_v5_wide_shared_loads(a, b, *, out=None, kernel=gemm_v5_wide_shared_loads_kernel):
     """C = A @ B, 8×8 per thread from 16-byte shared loads; grid (ceil(N/128), ceil(M/128)) of (16, 16)."""
     m, n, _ = gemm_shape(a, b, out)
-    grid, block = _wide_grid(m, n, WIDE_BLOCK_M, WIDE_BLOCK_N)
+    grid, block = wide_grid(m, n, WIDE_BLOCK_M, WIDE_BLOCK_N)
     return launch_gemm(kernel, a, b, out=out, grid=grid, block=block)
 
 
@@ -464,7 +468,7 @@ def gemm_v6_unrolled_kernel(a, b, c):
 def gemm_v6_unrolled(a, b, *, out=None, kernel=gemm_v6_unrolled_kernel):
     """C = A @ B as v5, the k loop written out; grid (ceil(N/128), ceil(M/128)) of (16, 16)."""
     m, n, _ = gemm_shape(a, b, out)
-    grid, block = _wide_grid(m, n, WIDE_BLOCK_M, WIDE_BLOCK_N)
+    grid, block = wide_grid(m, n, WIDE_BLOCK_M, WIDE_BLOCK_N)
     return launch_gemm(kernel, a, b, out=out, grid=grid, block=block)
 
 
@@ -497,9 +501,9 @@ def _build_v7_kernel(BM: int, BN: int, warp_tiled: bool = False):
 
     Where the next step's loads end up is ptxas's choice, not the source's: for 128×128 it keeps
     them ahead of the multiply-adds; for 64×128 and 128×64 it moves them below, where their latency
-    shows; other arrangements of the same steps had them moved at 128×128 too. On an H100 at 4096³
-    this kernel ran at 0.74 of torch, such a variant at 0.47. The SASS shows where they are
-    (nvdisasm: the LDG instructions against the FFMAs).
+    shows; other arrangements of the same steps had them moved at 128×128 too, and ran much slower. On
+    an H100 at 4096³ this kernel runs at 0.74 of torch (recording ``course/data/day04_gemm_timing.json``).
+    The SASS shows where the loads are (nvdisasm: the LDG instructions against the FFMAs).
     """
     threads_x = BN // WIDE_THREAD_N
     row = max(BM, BN) + TILE_PAD
@@ -594,7 +598,7 @@ def _build_v7_kernel(BM: int, BN: int, warp_tiled: bool = False):
 def gemm_v7_double_buffered(a, b, *, out=None, kernel=gemm_v7_double_buffered_kernel):
     """C = A @ B, double-buffered, 128×128 tiles; ``kernel(block_m, block_n)`` returns the kernel."""
     m, n, _ = gemm_shape(a, b, out)
-    grid, block = _wide_grid(m, n, WIDE_BLOCK_M, WIDE_BLOCK_N)
+    grid, block = wide_grid(m, n, WIDE_BLOCK_M, WIDE_BLOCK_N)
     return launch_gemm(kernel(WIDE_BLOCK_M, WIDE_BLOCK_N), a, b, out=out, grid=grid, block=block)
 
 
@@ -655,7 +659,7 @@ def autotune(a, b, *, out=None, repeat: int = 5, kernel=gemm_v7_double_buffered_
     out = output_array("out", out, (m, n), like=a)
     times = {}
     for shape in TILE_SHAPES:
-        grid, block = _wide_grid(m, n, *shape)
+        grid, block = wide_grid(m, n, *shape)
         launch = kernel(*shape)[grid, block]
         launch(a, b, out)
         start, end = cuda.event(timing=True), cuda.event(timing=True)
@@ -685,7 +689,7 @@ def _launch_tuned(kernel, a, b, out):
     if on_gpu_arrays and m and n and tuned is None:
         tuned = autotune(a, b, out=out, kernel=kernel)
     shape = tuned["choice"] if tuned is not None else untuned_tile_shape(m, n)
-    grid, block = _wide_grid(m, n, *shape)
+    grid, block = wide_grid(m, n, *shape)
     return launch_gemm(kernel(*shape), a, b, out=out, grid=grid, block=block)
 
 
@@ -699,7 +703,6 @@ def gemm_v8_autotuned(a, b, *, out=None, kernel=gemm_v7_double_buffered_kernel):
 # v9: warp tiling. v8's kernel with each warp's 32 threads on one compact patch of the block tile
 # ----------------------------------------------------------------------------------------------
 
-WARP = 32
 WARP_TILE_M = 64     # rows of C a warp computes: 8 lanes down, two runs of VECTOR rows each
 WARP_TILE_N = 32     # columns of C a warp computes: 4 lanes across, two runs of VECTOR columns each
 _V9_KERNELS: dict = {}

@@ -12,6 +12,11 @@ writes out of bounds.
 
 Every ``require_*`` raises ``TypeError`` (wrong kind of value or dtype) or ``ValueError`` (wrong
 shape or value) with a message that names the argument, what was expected and what was received.
+
+Two numbers of the hardware live here too, once for the whole project: ``WARP``, the 32 lanes of a
+warp, and ``FULL_MASK``, the mask of all of them that the ``*_sync`` warp intrinsics take. Every kernel
+module imports them from here, and so does ``course.simulator``, which must not import numba before
+the device is chosen: this module imports NumPy only.
 """
 
 from __future__ import annotations
@@ -23,15 +28,18 @@ import weakref
 import numpy as np
 
 __all__ = [
-    "cdiv", "is_device_array", "require_array", "require_float32", "require_int32", "require_dtype",
-    "require_values_in", "require_bool", "require_int", "require_positive_int", "require_non_negative_int",
-    "require_scalar", "require_kv_heads", "require_same_kind", "output_array", "default_scale",
-    "FLOAT_DTYPES",
+    "WARP", "FULL_MASK", "cdiv", "is_device_array", "require_array", "require_float32", "require_int32",
+    "require_dtype", "require_values_in", "require_bool", "require_int", "require_positive_int",
+    "require_non_negative_int", "require_scalar", "require_kv_heads", "require_same_kind", "output_array",
+    "default_scale", "FLOAT_DTYPES",
 ]
 
 # The storage dtypes of the mixed-precision kernels, by name: bfloat16 comes from ml_dtypes, which
 # is imported only when a dtype check needs it.
 FLOAT_DTYPES = ("float16", "bfloat16", "float32")
+# Lanes of a warp, on every NVIDIA GPU so far, and the mask naming all of them (the *_sync intrinsics).
+WARP = 32
+FULL_MASK = 0xFFFFFFFF
 
 
 def cdiv(n: int, d: int) -> int:

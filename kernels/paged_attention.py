@@ -3,7 +3,7 @@
 A decode step has one new query per sequence, and it attends to every key of that sequence so far:
 ``out[s, h] = softmax(q[s, h] @ K_s.T * scale) @ V_s``, where ``K_s`` and ``V_s`` are the first
 ``context_lens[s]`` keys and values of sequence ``s``, read through its block table. The layout
-(``DESIGN.md`` §3, as in vLLM)::
+(``docs/design-notes.md`` §2, as in vLLM)::
 
     q, out:           (num_seqs, heads, head_dim) float32
     k_cache, v_cache: (num_blocks, kv_heads, block_size, head_dim) float32
@@ -44,17 +44,20 @@ import weakref
 import numpy as np
 from numba import cuda, float32, int32
 
-from kernels.launching import (cdiv, default_scale, is_device_array, note_output, output_array, require_array,
-                               require_int, require_int32, require_kv_heads, require_same_kind)
+from kernels.launching import (FULL_MASK, WARP, default_scale, is_device_array, note_output, output_array,
+                               require_array, require_int, require_int32, require_kv_heads, require_same_kind)
+# What this day's launchers share with the decode launchers of later days: the block-table check, the
+# partials, the SM count and the partitions (v2's PARTITION_SIZE and the rule that shortens them).
+from kernels.paging import (BLOCKS_PER_SM, MIN_PARTITION_SIZE, PARTITION_SIZE, check_block_tables,
+                            choose_partition_size, longest_context, partial_buffers, partitions_for, sm_count)
 from kernels.registry import Rung, ladder
 
 __all__ = ["WARP", "WARPS", "THREADS", "HEAD_DIM_MAX", "PARTITION_SIZE", "TOKENS_IN_FLIGHT", "check_paged_inputs",
            "paged_attention_v1_block_per_head_kernel", "paged_attention_v1_block_per_head",
            "paged_attention_v2_partition_kernel", "paged_attention_v2_merge_kernel",
            "paged_attention_v2_split_k", "paged_attention_v3_one_launch_kernel", "paged_attention_v3_one_launch",
-           "partitions_for", "choose_partition_size", "RUNGS"]
+           "partitions_for", "choose_partition_size", "MIN_PARTITION_SIZE", "BLOCKS_PER_SM", "RUNGS"]
 
-WARP = 32
 # Warps per block: each walks every WARPS-th token of the context (or of the partition).
 WARPS = 4
 THREADS = WARPS * WARP
@@ -62,15 +65,8 @@ THREADS = WARPS * WARP
 # CHANNELS (known when the kernel compiles) keeps them in registers.
 HEAD_DIM_MAX = 128
 CHANNELS = HEAD_DIM_MAX // WARP
-# Tokens per partition of v2: 512 (as in vLLM) gives a 32K context 64 blocks per head.
-PARTITION_SIZE = 512
-MIN_PARTITION_SIZE = 64
-# Blocks per SM that v2's grid should reach before its partitions are made shorter: 16 blocks of
-# 128 threads are the 2048 threads an SM holds at most.
-BLOCKS_PER_SM = 16
 # Tokens a warp loads before it computes with any of them: more bytes in flight per warp.
 TOKENS_IN_FLIGHT = 4
-FULL_MASK = 0xFFFFFFFF
 
 
 def check_paged_inputs(q, k_cache, v_cache, block_tables, context_lens) -> tuple:
@@ -100,23 +96,8 @@ def check_paged_inputs(q, k_cache, v_cache, block_tables, context_lens) -> tuple
     require_same_kind(q=q, k_cache=k_cache, v_cache=v_cache, block_tables=block_tables,
                       context_lens=context_lens)
     if not is_device_array(q):
-        _check_tables(block_tables, context_lens, block_size, max_blocks, num_blocks)
+        check_block_tables(block_tables, context_lens, block_size, max_blocks, num_blocks)
     return num_seqs, heads, head_dim, kv_heads, block_size
-
-
-def _check_tables(block_tables, context_lens, block_size, max_blocks, num_blocks) -> None:
-    if context_lens.size and context_lens.min() < 0:
-        raise ValueError(f"context_lens must be >= 0, got {context_lens.tolist()}")
-    if context_lens.size and context_lens.max() > max_blocks * block_size:
-        s = int(np.argmax(context_lens))
-        raise ValueError(f"context_lens[{s}] is {int(context_lens[s])}, more tokens than the "
-                         f"{max_blocks} blocks of {block_size} a row of block_tables holds")
-    for s, length in enumerate(context_lens.tolist()):
-        used = block_tables[s, :cdiv(length, block_size)]
-        if used.size and (used.min() < 0 or used.max() >= num_blocks):
-            bad = int(np.flatnonzero((used < 0) | (used >= num_blocks))[0])
-            raise ValueError(f"block_tables[{s}, {bad}] is {int(used[bad])}, not a block of the cache "
-                             f"(0 ... {num_blocks - 1}); it holds tokens of a context of {length}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -304,77 +285,6 @@ def paged_attention_v2_merge_kernel(partial_max, partial_sum, partial_acc, out):
         out[s, h, c] = channel / total if total > 0 else float32(0.0)
 
 
-def partitions_for(longest: int, partition_size: int) -> int:
-    """Partitions per sequence in v2's grid: enough for the ``longest`` context (at least 1)."""
-    return max(1, cdiv(longest, partition_size))
-
-
-def choose_partition_size(num_seqs: int, heads: int, longest: int, sm_count: int | None) -> int:
-    """The largest of 512, 256, 128, 64 tokens whose grid fills the GPU: at least ``BLOCKS_PER_SM``
-    blocks per SM (a full wave of 128-thread blocks), else 64. Without an SM count (the simulator),
-    ``PARTITION_SIZE``. Few long sequences get long partitions; few short ones get short partitions,
-    so that their blocks still cover every SM."""
-    if not sm_count:
-        return PARTITION_SIZE
-    size = PARTITION_SIZE
-    while size > MIN_PARTITION_SIZE and num_seqs * heads * partitions_for(longest, size) < BLOCKS_PER_SM * sm_count:
-        size //= 2
-    return size
-
-
-# Device buffers for v2's partials, kept by shape: allocating them on every call (cudaMalloc)
-# costs more than a short decode step itself.
-_WORKSPACES: dict = {}
-
-
-def _partials(like, num_seqs: int, heads: int, partitions: int, head_dim: int) -> tuple:
-    """(partial_max, partial_sum, partial_acc) for v2: new NumPy arrays, or device buffers reused by shape."""
-    shapes = ((num_seqs, heads, partitions), (num_seqs, heads, partitions), (num_seqs, heads, partitions, head_dim))
-    if not is_device_array(like):
-        return tuple(output_array(name, None, shape, like=like)
-                     for name, shape in zip(("partial_max", "partial_sum", "partial_acc"), shapes))
-    key = (num_seqs, heads, partitions, head_dim)
-    if key not in _WORKSPACES:
-        if len(_WORKSPACES) >= 8:
-            _WORKSPACES.pop(next(iter(_WORKSPACES)))
-        _WORKSPACES[key] = tuple(output_array("partial", None, shape, like=like) for shape in shapes)
-    return tuple(note_output(buffer) for buffer in _WORKSPACES[key])
-
-
-def longest_context(context_lens, max_context) -> int:
-    """The longest context, which sizes a split-K grid: read from NumPy ``context_lens`` (``max_context``,
-    if given, at least that), or ``max_context``, required with device arrays (reading it back would
-    add a copy to every timed launch)."""
-    if is_device_array(context_lens):
-        if max_context is None:
-            raise ValueError("max_context must be given with device arrays: the longest context sizes "
-                             "the grid, and its value is not copied back from the device")
-        return require_int("max_context", max_context, minimum=0)
-    longest = int(context_lens.max()) if context_lens.size else 0
-    if max_context is not None:
-        require_int("max_context", max_context, minimum=longest)
-    return longest
-
-
-def _sm_count(like) -> int | None:
-    """The SM count of the GPU that runs device arrays; None for NumPy inputs or on the simulator.
-
-    Asked of the driver once per process (7 us a call, in a decode step whose whole launch takes
-    about 0.25 ms of Python); it only sizes the partitions, so a second GPU of another size would
-    get partitions sized for the first, never wrong results."""
-    if not is_device_array(like):
-        return None
-    if not _SM_COUNT:
-        try:
-            _SM_COUNT.append(int(cuda.get_current_device().MULTIPROCESSOR_COUNT))
-        except AttributeError:          # the simulator's device has no SM count
-            return None
-    return _SM_COUNT[0]
-
-
-_SM_COUNT: list = []
-
-
 def paged_attention_v2_split_k(q, k_cache, v_cache, block_tables, context_lens, *, scale=None, out=None,
                                partition_size=None, max_context=None,
                                kernel=paged_attention_v2_partition_kernel,
@@ -390,13 +300,13 @@ def paged_attention_v2_split_k(q, k_cache, v_cache, block_tables, context_lens, 
     scale = default_scale(head_dim, scale)
     longest = longest_context(context_lens, max_context)
     if partition_size is None:
-        partition_size = choose_partition_size(num_seqs, heads, longest, _sm_count(q))
+        partition_size = choose_partition_size(num_seqs, heads, longest, sm_count(q))
     partition_size = require_int("partition_size", partition_size, minimum=1)
     partitions = partitions_for(longest, partition_size)
     out = output_array("out", out, (num_seqs, heads, head_dim), like=q)
     if not (num_seqs and heads):
         return out
-    partial_max, partial_sum, partial_acc = _partials(q, num_seqs, heads, partitions, head_dim)
+    partial_max, partial_sum, partial_acc = partial_buffers(q, num_seqs, heads, partitions, head_dim)
     kernel[(heads, num_seqs, partitions), THREADS](q, k_cache, v_cache, block_tables, context_lens, scale,
                                                     partition_size, partial_max, partial_sum, partial_acc)
     merge_kernel[(heads, num_seqs), HEAD_DIM_MAX](partial_max, partial_sum, partial_acc, out)
@@ -531,12 +441,12 @@ def paged_attention_v3_one_launch(q, k_cache, v_cache, block_tables, context_len
     scale = default_scale(head_dim, scale)
     longest = longest_context(context_lens, max_context)
     if partition_size is None:
-        partition_size = choose_partition_size(num_seqs, heads, longest, _sm_count(q))
+        partition_size = choose_partition_size(num_seqs, heads, longest, sm_count(q))
     partition_size = require_int("partition_size", partition_size, minimum=1)
     partitions = partitions_for(longest, partition_size)
     if not (num_seqs and heads):
         return out
-    partial_max, partial_sum, partial_acc = _partials(q, num_seqs, heads, partitions, head_dim)
+    partial_max, partial_sum, partial_acc = partial_buffers(q, num_seqs, heads, partitions, head_dim)
     kernel[(heads, num_seqs, partitions), THREADS](q, k_cache, v_cache, block_tables, context_lens, scale,
                                                     partition_size, partial_max, partial_sum, partial_acc,
                                                     _tickets(q, num_seqs, heads), out)

@@ -19,6 +19,7 @@ from numba import cuda  # noqa: E402  (after the device is chosen)
 
 from course import simulator  # noqa: E402
 from course.simulator import WarpSyncError  # noqa: E402
+from kernels.intrinsics import mma_m16n8k16  # noqa: E402
 
 FULL = 0xFFFFFFFF
 BLOCK_SHAPES = [(32,), (64,), (48,), (16, 4), (8, 3, 2)]
@@ -441,3 +442,99 @@ def test_threads_take_turns_in_thread_id_order_between_barriers():
     counter, before, after = np.zeros(1, np.int32), np.zeros(40, np.int32), np.zeros(40, np.int32)
     tickets[1, 40](counter, before, after)
     assert before.tolist() == list(range(40)) and after.tolist() == list(range(40, 80))
+
+
+# ---------------------------------------------------------------------------------------------
+# The simulator's own collective, and the twin of the tensor-core mma that runs on it
+# ---------------------------------------------------------------------------------------------
+
+COMBINED = []
+
+
+def sum_plus_lane(values):
+    """A combine of simulator_collective_sync: every lane gets the sum of the lanes' values plus its lane id."""
+    COMBINED.append(values)
+    total = sum(values)
+    return [total + lane for lane in range(32)]
+
+
+@cuda.jit
+def collective_probe(values, out):
+    t = cuda.threadIdx.x
+    out[t] = cuda.simulator_collective_sync(FULL, values[t], sum_plus_lane)
+
+
+@cuda.jit
+def collective_half_warp(values, out):
+    t = cuda.threadIdx.x
+    if cuda.laneid >= 16:
+        return
+    out[t] = cuda.simulator_collective_sync(FULL, values[t], sum_plus_lane)
+
+
+def test_collective_combines_once_per_warp_and_gives_each_lane_its_result():
+    """One round per warp: combine sees the 32 lanes' values in lane order and runs once; lane l gets entry l."""
+    rng, seed = fresh_rng()
+    values = rng.integers(-1000, 1000, 64)
+    out = np.zeros(64, np.int64)
+    COMBINED.clear()
+    collective_probe[1, 64](values, out)
+    assert sorted(tuple(int(v) for v in warp) for warp in COMBINED) == sorted(
+        tuple(int(v) for v in values[w * 32:w * 32 + 32]) for w in range(2)), f"seed {seed}"
+    for w in range(2):
+        np.testing.assert_array_equal(out[w * 32:w * 32 + 32], values[w * 32:w * 32 + 32].sum() + np.arange(32))
+
+
+@pytest.mark.parametrize("kernel, block", [(collective_half_warp, 32), (collective_probe, 48)],
+                         ids=["lanes-exit", "partial-warp"])
+def test_collective_needs_every_lane_of_its_mask(kernel, block):
+    """Lanes of the mask that exited, or that the block does not have, are an error (a .sync.aligned
+    instruction needs every lane), not a round of fewer values."""
+    with pytest.raises(WarpSyncError, match=r"simulator_collective_sync\(sum_plus_lane\) needs every lane"):
+        kernel[1, block](np.ones(block, np.int64), np.zeros(block, np.int64))
+
+
+def mma_fragments(A, B, C):
+    """Each lane's fragments of A (16 x 16 fp16), B (16 x 8 fp16) and C (16 x 8 float32), laid out as PTX's
+    mma.m16n8k16 lays them: (a: 4 uint32 words of fp16 pairs, b: 2 words, c: 4 float32) per lane."""
+    def pair(x0, x1):
+        return np.array([x0, x1], np.float16).view(np.uint32)[0]
+
+    a, b, c = np.zeros((32, 4), np.uint32), np.zeros((32, 2), np.uint32), np.zeros((32, 4), np.float32)
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        a[lane] = [pair(*A[g, 2 * t:2 * t + 2]), pair(*A[g + 8, 2 * t:2 * t + 2]),
+                   pair(*A[g, 2 * t + 8:2 * t + 10]), pair(*A[g + 8, 2 * t + 8:2 * t + 10])]
+        b[lane] = [pair(*B[2 * t:2 * t + 2, g]), pair(*B[2 * t + 8:2 * t + 10, g])]
+        c[lane] = [C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1]]
+    return a, b, c
+
+
+@cuda.jit
+def mma_probe(a, b, c, d, lanes):
+    lane = cuda.laneid
+    if lane >= lanes[0]:
+        return
+    d[lane, 0], d[lane, 1], d[lane, 2], d[lane, 3] = mma_m16n8k16(
+        a[lane, 0], a[lane, 1], a[lane, 2], a[lane, 3], b[lane, 0], b[lane, 1], c[lane, 0], c[lane, 1], c[lane, 2],
+        c[lane, 3])
+
+
+def test_mma_twin_is_the_product_of_the_warps_fragments():
+    """kernels.intrinsics.mma_m16n8k16 in the simulator: D = A B + C from the 32 lanes' fragments, each lane's
+    D in the layout of its C. Quarter integers keep every sum exact, so D is known bit for bit."""
+    rng, seed = fresh_rng()
+    A = rng.integers(-32, 33, (16, 16)) / 4
+    B = rng.integers(-32, 33, (16, 8)) / 4
+    C = rng.integers(-1000, 1001, (16, 8)).astype(np.float32) / 8
+    a, b, c = mma_fragments(A.astype(np.float16), B.astype(np.float16), C)
+    d = np.full((32, 4), np.nan, np.float32)
+    mma_probe[1, 32](a, b, c, d, np.array([32]))
+    _, _, want = mma_fragments(A, B, (A @ B + C).astype(np.float32))
+    np.testing.assert_array_equal(d, want, err_msg=f"seed {seed}")
+
+
+def test_mma_twin_needs_the_whole_warp():
+    a, b, c = np.zeros((32, 4), np.uint32), np.zeros((32, 2), np.uint32), np.zeros((32, 4), np.float32)
+    with pytest.raises(WarpSyncError, match=r"_mma_m16n8k16_of_warp\) needs every lane .* got lanes 0, 1, .* 15$"):
+        mma_probe[1, 32](a, b, c, np.zeros((32, 4), np.float32), np.array([16]))

@@ -1,4 +1,5 @@
-"""The warp intrinsics give the same bits on a GPU as on the simulator (run with `make test-gpu`).
+"""The warp intrinsics and the tensor-core mma give the same bits on a GPU as on the simulator
+(run with `make test-gpu`).
 
 The kernels are the probes of test_simulator_warp.py. This test runs them on the GPU, runs the
 same script in a subprocess on the simulator (``python tests/test_warp_gpu.py OUT.npz`` with
@@ -91,6 +92,16 @@ def run_probes(seed=SEED):
     probes.row_sum_max[10, (32, 4)](x, sums, maxes)
     results["row_sum"] = (sums, np.ones(37, bool))
     results["row_max"] = (maxes, np.ones(37, bool))
+
+    # The tensor-core mma (kernels.intrinsics.mma_m16n8k16): quarter integers keep every sum exact, so
+    # the instruction and its simulator twin must agree bit for bit, fragment layout included.
+    A = (rng.integers(-32, 33, (16, 16)) / 4).astype(np.float16)
+    B = (rng.integers(-32, 33, (16, 8)) / 4).astype(np.float16)
+    C = (rng.integers(-1000, 1001, (16, 8)) / 8).astype(np.float32)
+    a, b, c = probes.mma_fragments(A, B, C)
+    d = np.full((32, 4), np.nan, np.float32)
+    probes.mma_probe[1, 32](a, b, c, d, np.array([32]))
+    results["mma_m16n8k16"] = (d, np.ones((32, 4), bool))
     return results
 
 

@@ -1,4 +1,4 @@
-"""Bytes moved by grouped-query attention (``kernels/gqa_attention.py``), and by the naive mapping.
+"""Bytes moved by grouped-query attention (``kernels/gqa_attention/``), and by the naive mapping.
 
 GQA: ``heads`` query heads share ``kv_heads`` K and V heads, ``group = heads // kv_heads`` query
 heads per KV head. The naive mapping (days 5 and 6) runs one block per query head, so each query

@@ -1,4 +1,4 @@
-"""Bytes moved by the mixed-precision kernels (``kernels/low_precision_attention.py``).
+"""Bytes moved by the mixed-precision kernels (``kernels/low_precision_attention/``).
 
 The rungs ask for the same elements as day 7's (``course.models.gqa``); what changes is the size of
 each: 2 bytes for fp16 and bf16, 1 for an fp8 code, 4 for float32. So the element counts are day 7's

@@ -76,3 +76,14 @@ def _check_heads(heads, kv_heads, q_name="q", kv_name="k"):
         raise ValueError(
             f"the heads of {q_name} ({heads}) must be a positive multiple of the kv_heads of "
             f"{kv_name} ({kv_heads}), so that each KV head serves a whole group of query heads")
+
+
+def _check_kv_lens(kv_lens, batch, M, name="kv_lens"):
+    """How many keys exist per batch element (or tokens per sequence: ``name``), as int64 (batch,): all ``M``
+    for None, else integers in [0, M]."""
+    if kv_lens is None:
+        return np.full(batch, M, dtype=np.int64)
+    kv_lens = _int_array(kv_lens, name, (batch,), "(batch,)")
+    if np.any(kv_lens < 0) or np.any(kv_lens > M):
+        raise ValueError(f"{name} must lie in [0, M] = [0, {M}], got {kv_lens.tolist()}")
+    return kv_lens.astype(np.int64)

@@ -130,7 +130,7 @@ def attention_at_precision(q, k, v, fmt, *, causal=False, kv_lens=None, scale=No
     ``attention``; fmt: "fp16", "bf16" or "fp8_e4m3" (``round_to``). Returns ``round_to(attention(
     round_to(q), round_to(k), round_to(v)), fmt)``: what a mixed-precision kernel would give if its
     float32 arithmetic were exact. Its distance from ``attention(q, k, v)`` is the error that storage
-    alone costs; a kernel may be at most twice as far (``DESIGN.md`` §6).
+    alone costs; a kernel may be at most twice as far (``docs/design-notes.md`` §5).
     """
     rounded = [round_to(_real_array(a, name), fmt) for a, name in ((q, "q"), (k, "k"), (v, "v"))]
     return round_to(attention(*rounded, causal=causal, kv_lens=kv_lens, scale=scale), fmt)

@@ -7,8 +7,8 @@ and building a shuffled cache from contiguous keys and values, as a serving engi
 
 import numpy as np
 
-from ._checks import _check_heads, _float64, _int_array, _int_scalar, _real_array
-from .softmax_attention import _check_kv_lens, attention
+from ._checks import _check_heads, _check_kv_lens, _float64, _int_array, _int_scalar, _real_array
+from .softmax_attention import attention
 
 __all__ = ["gather_kv", "paged_attention", "build_paged_cache"]
 

@@ -6,7 +6,7 @@ Tensors are ``(batch, heads, seq, head_dim)``, like torch's SDPA; K and V may ha
 
 import numpy as np
 
-from ._checks import _check_bool, _check_heads, _check_scale, _float64, _int_array, _int_scalar, _real_array
+from ._checks import _check_bool, _check_heads, _check_kv_lens, _check_scale, _float64, _int_scalar, _real_array
 
 __all__ = ["softmax", "repeat_kv_heads", "attention_scores", "attention_mask", "attention"]
 
@@ -111,15 +111,6 @@ def attention_mask(N, M, causal=False, kv_len=None, window=None):
     if window is not None:
         visible &= j > i - window
     return visible
-
-
-def _check_kv_lens(kv_lens, batch, M, name="kv_lens"):
-    if kv_lens is None:
-        return np.full(batch, M, dtype=np.int64)
-    kv_lens = _int_array(kv_lens, name, (batch,), "(batch,)")
-    if np.any(kv_lens < 0) or np.any(kv_lens > M):
-        raise ValueError(f"{name} must lie in [0, M] = [0, {M}], got {kv_lens.tolist()}")
-    return kv_lens.astype(np.int64)
 
 
 def attention(q, k, v, *, causal=False, kv_lens=None, window=None, scale=None):
