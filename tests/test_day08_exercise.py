@@ -1,12 +1,13 @@
 """Day 8 exercise: every grade cell's hidden tests fail a wrong kernel, and the visible checks name the
 day's mistakes.
 
-As for day 7 (``test_day07_exercise.py``): the answer cells of the solution notebook run with one mistake
-written in, then only the hidden tests of one grade cell, which must fail. Then the feedback a student
-gets for each classic mistake of mixed precision: a sum kept in fp16, q·k rounded to fp16 before the
-scale, and fp8 codes that truncate, round ties away from zero, turn 448 and beyond into NaN, or come
-from the largest x instead of the largest |x|. The visible checks draw their inputs at random; here they
-draw them from a fixed seed, so that a mistake whose size varies with the inputs is named every time.
+As for day 7 (``test_day07_exercise.py``): the answer cells of the solution notebook run with one mistake of
+the day's table written in, then only the hidden tests of one grade cell, which must fail. Then the feedback
+a student gets for each classic mistake of mixed precision (the table's ``feedback``): a sum kept in fp16,
+q·k rounded to fp16 before the scale, and fp8 codes that truncate, round ties away from zero, turn 448 and
+beyond into NaN, or come from the largest x instead of the largest |x|. The visible checks draw their
+inputs at random; here they draw them from a fixed seed, so that a mistake whose size varies with the
+inputs is named every time.
 """
 
 from __future__ import annotations
@@ -14,44 +15,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from days import BY_NAME
+from mistakes import of_day
 from solution_cells import SolutionCells
 
 NOTEBOOK = SolutionCells("day08_mixed_precision", (
     "setup_device", "prefill_constants", "prefill_kernel", "prefill_launcher", "decode_constants", "decode_kernel",
     "decode_launcher", "quantize_constants", "quantize_kernel", "quantize_launcher"))
 
-FLOAT16 = ("@cuda.jit\ndef gqa_", "from numba.types import float16\n\n\n@cuda.jit\ndef gqa_")
-PREFILL_ACC_FP16 = [FLOAT16, ("acc = cuda.local.array(HEAD_DIM_MAX, float32)",
-                              "acc = cuda.local.array(HEAD_DIM_MAX, float16)")]
-PREFILL_SUM_FP16 = [FLOAT16, ("row_sum = float32(0.0)", "row_sum = float16(0.0)"),
-                    ("row_sum *= correction", "row_sum = float16(row_sum * correction)"),
-                    ("row_sum += p", "row_sum = float16(row_sum + p)")]
-# The wrong answer of tests/days.py: q·k kept in fp16 shared memory and scaled when read (prefill), the
-# token's K and V loaded again for every head (decode), truncated codes (quantize).
-_WRONG = BY_NAME["day08_mixed_precision"].wrong
-SCALE_AFTER = [(m.old, m.new) for m in _WRONG if m.cell == "prefill_kernel"]
-KV_PER_HEAD = [(m.old, m.new) for m in _WRONG if m.cell == "decode_kernel"]
-TRUNCATED = [(m.old, m.new) for m in _WRONG if m.cell == "quantize_kernel"]
-DECODE_ACC_FP16 = [FLOAT16, ("acc = cuda.local.array((GROUP_MAX, CHANNELS), float32)",
-                             "acc = cuda.local.array((GROUP_MAX, CHANNELS), float16)")]
-DECODE_SUM_FP16 = [FLOAT16, ("running_sum = cuda.local.array(GROUP_MAX, float32)",
-                             "running_sum = cuda.local.array(GROUP_MAX, float16)")]
-TIES_AWAY = [("if rest > 0.5 or (rest == 0.5 and q & 1):", "if rest >= 0.5:")]
-NAN_PAST_448 = [("        code = int32(0x7E)\n", "        code = int32(0x7F)\n")]
-SIGNED_MAX = [("amax = max(amax, abs(x[g, i]))", "amax = max(amax, x[g, i])")]
-
-# grade cell -> (answer cell, edits, the mistake)
-WRONG = {
-    "prefill_matches_reference": ("prefill_kernel", PREFILL_ACC_FP16, "the accumulator kept in fp16"),
-    "prefill_long_rows": ("prefill_kernel", PREFILL_SUM_FP16, "the running sum kept in fp16"),
-    "prefill_large_logits": ("prefill_kernel", SCALE_AFTER, "q·k rounded to fp16, scaled afterwards"),
-    "decode_matches_reference": ("decode_kernel", DECODE_ACC_FP16, "the accumulators kept in fp16"),
-    "decode_long_context": ("decode_kernel", DECODE_SUM_FP16, "the running sums kept in fp16"),
-    "decode_traffic": ("decode_kernel", KV_PER_HEAD, "K and V loaded again for every head"),
-    "quantize_rounds_to_nearest_even": ("quantize_kernel", TIES_AWAY, "ties rounded away from zero"),
-    "quantize_computes_scales": ("quantize_kernel", SIGNED_MAX, "the scale from the largest x, not |x|"),
-}
+TABLE = of_day("day08_mixed_precision")      # the day's mistakes: tests/mistakes/day08.py
+# grade cell -> (answer cell, edits, the mistake, whether the visible check misses it): the table's mistakes
+# whose hidden_fails names a grade cell
+WRONG = {m.hidden_fails: (m.cell, list(m.edits), m.why, m.visible_misses) for m in TABLE if m.hidden_fails}
 
 
 def test_every_grade_cell_has_a_wrong_kernel():
@@ -61,42 +35,26 @@ def test_every_grade_cell_has_a_wrong_kernel():
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("grade_id", list(WRONG))
 def test_hidden_tests_fail_a_wrong_kernel(grade_id):
-    cell, edits, _ = WRONG[grade_id]
-    NOTEBOOK.hidden_tests_fail(grade_id, cell, edits, visible_misses_it=False)
+    cell, edits, _, visible_misses_it = WRONG[grade_id]
+    NOTEBOOK.hidden_tests_fail(grade_id, cell, edits, visible_misses_it)
 
 
 KERNEL_OF = {"prefill_kernel": "gqa_prefill_mixed_tiles_kernel", "decode_kernel": "gqa_decode_mixed_group_kernel",
              "quantize_kernel": "fp8_quantize_kernel"}
 
-# check name, answer cell, edits, words the feedback must contain
-FEEDBACK = [
-    pytest.param("mixed_prefill_long_rows", "prefill_kernel", PREFILL_ACC_FP16,
-                 ["the error grows with the number of keys a row sums", "Keep the accumulator"], id="prefill-acc-fp16"),
-    pytest.param("mixed_prefill_large_logits", "prefill_kernel", SCALE_AFTER,
-                 ["q·k before the scale is large", "scaled afterwards"], id="prefill-scale-after-product"),
-    pytest.param("mixed_prefill_matches_reference", "prefill_kernel", SCALE_AFTER,
-                 ["a value between the loads and the store is rounded to fp16"], id="prefill-fp16-scores"),
-    pytest.param("mixed_decode_long_context", "decode_kernel", DECODE_ACC_FP16,
-                 ["a value between the loads and the store is rounded to fp16", "An accumulator"],
-                 id="decode-acc-fp16"),
-    pytest.param("fp8_quantize_matches_reference", "quantize_kernel", TRUNCATED,
-                 ["your codes round toward zero"], id="fp8-truncated"),
-    pytest.param("fp8_quantize_matches_reference", "quantize_kernel", TIES_AWAY,
-                 ["ties go to the even code"], id="fp8-ties-away"),
-    pytest.param("fp8_quantize_matches_reference", "quantize_kernel", NAN_PAST_448,
-                 ["became NaN (0x7f)", "saturates"], id="fp8-nan-past-448"),
-    pytest.param("fp8_quantize_computes_scales", "quantize_kernel", SIGNED_MAX,
-                 ["the largest x, not the largest |x|"], id="fp8-signed-max"),
-]
+# check name, answer cell, edits, words the feedback must contain: the table's mistakes with feedback
+FEEDBACK = [pytest.param(check, m.cell, list(m.edits), list(words), id=f"{m.label}-{check}")
+            for m in TABLE for check, words in m.feedback]
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("check, cell, edits, words", FEEDBACK)
 def test_visible_checks_name_the_mistake(check, cell, edits, words, monkeypatch):
     from course import checking, exercise_checks
+    from course.exercise_checks import day08
 
     namespace = NOTEBOOK.with_edits(cell, edits)
-    monkeypatch.setattr(exercise_checks, "random_inputs", lambda: checking.random_inputs(8))
+    monkeypatch.setattr(day08, "random_inputs", lambda: checking.random_inputs(8))
     with pytest.raises(AssertionError) as failure:
         getattr(exercise_checks, check)(namespace[KERNEL_OF[cell]])
     message = str(failure.value)

@@ -1,7 +1,7 @@
 """Diagnoses of day 7: which KV head each query head read, named from a wrong output.
 
 Grouped-query attention adds one classic mistake to those of days 5 and 6: the map from a query
-head ``h`` to its KV head, ``h // group`` with ``group = heads // kv_heads`` (``DESIGN.md`` §3). A
+head ``h`` to its KV head, ``h // group`` with ``group = heads // kv_heads`` (``docs/design-notes.md`` §2). A
 kernel that takes ``h % kv_heads``, or a group size fixed in the code (``h // 2``, right only when
 ``group`` is 2), reads the wrong K and V for some heads; so does a block that folds the group into
 its rows with the wrong stride. These functions take the attention the heads would get under each

@@ -29,7 +29,8 @@ import numpy as np
 
 from course.diagnoses.gqa import mapping_candidates
 
-__all__ = ["decode_findings", "merge_models", "partial_arrays", "cache_write_findings", "launch_error", "KEYS"]
+__all__ = ["decode_findings", "merge_models", "partial_arrays", "cache_write_findings", "launch_error", "close_to_model",
+           "KEYS"]
 
 # The keys of the findings, by function: decode_findings, cache_write_findings, launch_error.
 KEYS = ("paged_empty_context", "paged_partial_nan", "paged_read_past_end", "paged_kv_head_interleaved",
@@ -45,7 +46,7 @@ KEYS = ("paged_empty_context", "paged_partial_nan", "paged_read_past_end", "page
 _TOL = 1e-3
 
 
-def _close(got: np.ndarray, model: np.ndarray, tol: float = _TOL) -> bool:
+def close_to_model(got: np.ndarray, model: np.ndarray, tol: float = _TOL) -> bool:
     """``got`` matches ``model`` within the fit tolerance (and both are finite)."""
     if got.shape != model.shape or not np.isfinite(model).all() or not np.isfinite(got).all():
         return False
@@ -251,7 +252,7 @@ def decode_findings(got: np.ndarray, want: np.ndarray, ctx: dict, *, partition_s
                        f"scaled by {scale * factor:.4g}"))
     for key, model_of, message in models:
         model = model_of()
-        if model is not None and not _close(want, model) and _close(got, model):
+        if model is not None and not close_to_model(want, model) and close_to_model(got, model):
             return [(key, message)]
     if partition_size:
         words = {
@@ -267,7 +268,7 @@ def decode_findings(got: np.ndarray, want: np.ndarray, ctx: dict, *, partition_s
                 "weights no longer sum to 1; rescale both"),
         }
         for key, model in merge_models(ctx, partition_size).items():
-            if not _close(want, model) and _close(got, model):
+            if not close_to_model(want, model) and close_to_model(got, model):
                 return [(key, words[key])]
     return []
 

@@ -1,7 +1,7 @@
 """Diagnoses of day 8: where a mixed-precision result lost its precision, named from the result.
 
 A kernel that stores its tensors in fp16, bf16 or fp8 and computes in float32 is off from the float64
-reference by the rounding of its storage, no more (``DESIGN.md`` §6). Three classic mistakes make it
+reference by the rounding of its storage, no more (``docs/design-notes.md`` §5). Three classic mistakes make it
 further off, each with a signature of its own in the output:
 
 - :func:`overflow_findings`: q·k computed in fp16 and scaled afterwards. fp16's largest number is

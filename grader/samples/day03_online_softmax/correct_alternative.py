@@ -59,7 +59,7 @@ def attention_v2_fused_rows_kernel(q, k, v, o, scale, causal):
     b = cuda.blockIdx.z
     if i < q.shape[2]:
         d = q.shape[3]
-        acc = cuda.local.array(MAX_HEAD_DIM, float32)
+        acc = cuda.local.array(HEAD_DIM_MAX, float32)
         for c in range(d):
             acc[c] = float32(0.0)
         m = float32(-math.inf)

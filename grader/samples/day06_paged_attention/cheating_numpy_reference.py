@@ -1,10 +1,10 @@
 """Cheating twice. A decode kernel whose single thread hands the whole step to the NumPy reference: right
 answers on the simulator, but the kernel does not compile for a GPU, so it never runs when graded. And an
-allocator cell that patches the checks (course.allocator_checks.problems returns nothing), starts a shell,
-writes a file and replaces the driver of its process, then defines an allocator that does nothing: the
-cell runs in a guarded process of its own, where the course's modules cannot be imported, no process
-starts and no file is written, and what it sends back is judged in the grading kernel. 6/13: the decode
-kernel's four cells and the allocator's three lost, the other exercises answered correctly."""
+allocator cell that patches the checks (course.exercise_checks.day06_allocator.allocator_problems returns
+nothing), starts a shell, writes a file and replaces the driver of its process, then defines an allocator
+that does nothing: the cell runs in a guarded process of its own, where the course's modules cannot be
+imported, no process starts and no file is written, and what it sends back is judged in the grading kernel.
+6/13: the decode kernel's four cells and the allocator's three lost, the other exercises answered correctly."""
 
 EXPECT = {
     "status": "graded",
@@ -41,8 +41,8 @@ def paged_attention_v1_block_per_head_kernel(q, k_cache, v_cache, block_tables, 
 import os
 import sys
 
-for attempt in (lambda: setattr(__import__("course.allocator_checks").allocator_checks, "problems",
-                                lambda *a, **k: []),
+for attempt in (lambda: setattr(__import__("course.exercise_checks.day06_allocator").exercise_checks.day06_allocator,
+                                "allocator_problems", lambda *a, **k: []),
                 lambda: os.system("touch allocator-was-here"),
                 lambda: open("allocator-was-here", "w").write("x"),
                 lambda: setattr(sys.modules["__main__"], "drive", lambda *a, **k: [])):

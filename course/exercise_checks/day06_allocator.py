@@ -1,9 +1,10 @@
 """Day 6, exercise 4: checks of an allocator's ``fork`` and copy-on-write ``append``, by what it does.
 
-The student's class extends ``kernels.block_pool.BlockPool`` with ``fork`` and ``append``. A check
-runs it through operations (``course.hostcode.run``: in the notebook, or in a process of its own
-when graded) and judges the record of each operation against what any correct allocator must do,
-whichever free block it picks:
+The student's class extends ``kernels.block_pool.BlockPool`` with ``fork`` and ``append``: a host-Python
+answer, declared as ``ALLOCATOR`` (a ``course.hostcode.HostExercise``: the base module's names the answer
+gets, and the driver ``day06_allocator_driver.drive``). A check runs it through operations
+(``course.hostcode.run``: in the notebook, or in a process of its own when graded) and judges the record
+of each operation against what any correct allocator must do, whichever free block it picks:
 
 - the cache stays right: replaying every ``Step`` (copies, then writes) on a pool of slots, each live
   sequence's slots, read through the block table it reports, hold exactly its tokens;
@@ -22,9 +23,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from course.hostcode import enumerate_handles, run
+from course.hostcode import HostExercise, run
 
-__all__ = ["fork_cases", "copy_on_write_cases", "random_workload", "problems", "check_allocator",
+from .day06_allocator_driver import enumerate_handles
+
+# The exercise's answer: a class on top of the names of kernels.block_pool, run by the driver.
+ALLOCATOR = HostExercise(base="kernels.block_pool", names=("BlockPool", "Step", "OutOfBlocks"),
+                         driver="course.exercise_checks.day06_allocator_driver:drive")
+
+__all__ = ["fork_cases", "copy_on_write_cases", "random_workload", "allocator_problems", "check_allocator",
            "fork_shares_blocks", "append_copies_on_write", "allocator_survives_a_workload"]
 
 
@@ -276,7 +283,7 @@ class _Replay:
         return problems
 
 
-def problems(scenarios: list[dict], records: list[list[dict]], *, limit: int = 3) -> list[str]:
+def allocator_problems(scenarios: list[dict], records: list[list[dict]], *, limit: int = 3) -> list[str]:
     """What the records show wrong, each with the operations that led to it (at most ``limit``)."""
     found = []
     if len(records) != len(scenarios):
@@ -306,8 +313,8 @@ def problems(scenarios: list[dict], records: list[list[dict]], *, limit: int = 3
 
 def check_allocator(answer, scenarios: list[dict]) -> None:
     """Drive ``answer`` (the class, or its ``HostCode`` when graded) and raise on the first problems."""
-    records = run(answer, [{k: s[k] for k in ("num_blocks", "block_size", "ops")} for s in scenarios])
-    found = problems(scenarios, records)
+    records = run(ALLOCATOR, answer, [{k: s[k] for k in ("num_blocks", "block_size", "ops")} for s in scenarios])
+    found = allocator_problems(scenarios, records)
     if found:
         raise AssertionError("your allocator:\n" + "\n".join(found))
 

@@ -1,0 +1,92 @@
+"""Day 4, tiled GEMM: C = A B with shared tiles (v3) and register blocking (v4), and their loads."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from course.checking import check, poison, random_inputs
+
+from ._common import _counted, _loads, _passed, _require_one_launch, _stores
+
+__all__ = ["gemm_matches_reference", "gemm_edge_shapes", "gemm_v3_traffic_fits", "gemm_v4_traffic_fits"]
+
+
+def _gemm_run(gemm, m, n, k, rng, *, counted=False):
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    launch = lambda: gemm(a, b, out=poison(np.empty((m, n), np.float32)))  # noqa: E731
+    c, traffic = _counted(launch) if counted else (launch(), None)
+    return a, b, c, traffic
+
+
+def _check_gemm(c, a, b, seed, tile: int, tile_k: int | None, kernel) -> None:
+    from kernels import reference
+
+    m, n = c.shape
+    check(c, reference.gemm(a, b), name=f"C ({m}x{n}, K={a.shape[1]})", dims=("row", "col"),
+          tile={"row": tile, "col": tile}, seed=seed, gemm=dict(a=a, b=b, tile_k=tile_k), kernel=kernel)
+
+
+def gemm_matches_reference(gemm, *, tile: int, tile_k: int | None = None, kernel=None) -> None:
+    """C = A B for a shape the tile does not divide: partial tiles in M, N and K.
+
+    tile: the block tile along M and N; tile_k: the step along K (TILE, BLOCK_K), for the diagnoses.
+    """
+    rng, seed = random_inputs()
+    m, n, k = tile + 1, 5, 9
+    a, b, c, _ = _gemm_run(gemm, m, n, k, rng)
+    _check_gemm(c, a, b, seed, tile, tile_k, kernel)
+    _passed(f"C = A B for M, N, K = {m}, {n}, {k}")
+
+
+def gemm_edge_shapes(gemm, *, tile: int, tile_k: int | None = None, kernel=None) -> None:
+    """C = A B for a 1×1 product and for one row with K = 1."""
+    rng, seed = random_inputs()
+    for m, n, k in ((1, 1, 1), (1, 5, 1)):
+        a, b, c, _ = _gemm_run(gemm, m, n, k, rng)
+        _check_gemm(c, a, b, seed, tile, tile_k, kernel)
+    _passed("C = A B for M, N, K = 1, 1, 1 and 1, 5, 1")
+
+
+def _gemm_traffic(gemm, kernel_name, budget_of, m, n, k):
+    # The values are graded by the other cells: a budget cell checks the counts only.
+    rng, _ = random_inputs()
+    _, _, _, traffic = _gemm_run(gemm, m, n, k, rng, counted=True)
+    if traffic is not None:
+        _require_one_launch(traffic, kernel_name)
+        budget = budget_of(m, n, k)
+        for name, counted, want, per in (("A", _loads(traffic, "a"), budget.a_loads, "block column"),
+                                         ("B", _loads(traffic, "b"), budget.b_loads, "block row")):
+            assert counted == want, (
+                f"your kernel loaded {name} {counted} times for M, N, K = {m}, {n}, {k}; the budget is {want} "
+                f"(each element once per {per}; the naive kernel loads it {m * n * k} times). "
+                + ("More: is a slot outside the matrix read instead of set to 0, or a tile loaded twice?"
+                   if counted > want else "Fewer: do some threads (those outside C?) skip loading their slots?"))
+        assert _stores(traffic, "c") == m * n, f"C was stored {_stores(traffic, 'c')} times; each element once is {m * n}"
+    return traffic
+
+
+def gemm_v3_traffic_fits(gemm) -> None:
+    """Shared tiles: A and B loaded exactly the budget, once per block column and block row."""
+    from course.models import gemm as model
+
+    m, n, k = 20, 21, 19
+    _gemm_traffic(gemm, "gemm_v3_shared_tiles_kernel",
+                  lambda m, n, k: model.traffic_v3_shared_tiles(m, n, k, tile=16), m, n, k)
+    _passed(f"M, N, K = {m}, {n}, {k}: A and B loaded once per block column and block row")
+
+
+def gemm_v4_traffic_fits(gemm) -> None:
+    """Register blocking: A and B loaded once per 64-wide block tile, shared memory read within budget."""
+    from course.models import gemm as model
+
+    m, n, k = 70, 21, 9
+    traffic = _gemm_traffic(gemm, "gemm_v4_register_blocked_kernel",
+                            lambda m, n, k: model.traffic_v4_register_blocked(m, n, k, block_m=64, block_n=64),
+                            m, n, k)
+    if traffic is not None:
+        shared_budget = model.shared_loads_v4_register_blocked(m, n, k)
+        assert traffic.shared_loads <= shared_budget, (
+            f"{traffic.shared_loads} shared loads, budget {shared_budget}: are a_frag and b_frag loaded once "
+            f"per kk and reused for the THREAD_M x THREAD_N multiply-adds?")
+    _passed(f"M, N, K = {m}, {n}, {k}: A and B loaded once per block tile, shared loads within budget")
