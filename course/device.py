@@ -110,6 +110,11 @@ def use_device(choice: str | None = None, *, quiet: bool = False) -> str:
     return target
 
 
+def selected() -> str | None:
+    """The device ``use_device`` chose (``"simulator"`` or ``"gpu"``); None before it ran."""
+    return _selected
+
+
 def on_simulator() -> bool:
     """True when kernels run on numba's CUDA simulator (selecting the device first if needed)."""
     if _selected is None and not _numba_imported():

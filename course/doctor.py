@@ -112,7 +112,7 @@ def _gpu_names() -> str:
 
 def report(short: bool = False) -> int:
     """Print the report; return 1 when something is wrong, else 0."""
-    early = "numba" in sys.modules and device._selected is None
+    early = "numba" in sys.modules and device.selected() is None
     facts, problems = diagnose(numba_imported_early=early)
     if short:
         where = dict(facts)["kernels run on"]

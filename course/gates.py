@@ -89,14 +89,14 @@ def install(compile_service: str | None = None) -> None:
     """Check every launch of a kernel that is not the course's: GPU compile first, inputs untouched after.
 
     Starts the compiler's helper process (or connects to the grading run's compile service at the
-    socket ``compile_service``, ``grader.compile_service``) and the runner of host answers
-    (``course.hostcode``) now, before anything may forbid starting processes.
+    socket ``compile_service``, ``grader.compile_service``) now, before anything may forbid starting
+    processes.
     """
-    from course import gpu_compile, hostcode, simulator
+    from course import gpu_compile, simulator
 
     gpu_compile.start_helper(compile_service)
-    hostcode.start_runner()
     simulator.add_launch_gate(_gate)
+    _grading.append(_gate)
 
 
 def _in_a_notebook(kernel) -> bool:
@@ -106,13 +106,12 @@ def _in_a_notebook(kernel) -> bool:
 
 
 _unavailable: list = []
+_grading: list = []         # install() ran: the grading checks see every launch, the students' check stands aside
 
 
 def _notebook_gate(kernel, args):
     """For students: a kernel written in a notebook compiles for a GPU before the simulator runs it."""
-    from course import simulator
-
-    if _gate in simulator._GATES or _unavailable or not _in_a_notebook(kernel):
+    if _grading or _unavailable or not _in_a_notebook(kernel):
         return None
     try:
         check_compiles(kernel, *args, on_disk=True)

@@ -1,36 +1,34 @@
-"""Host-Python answers: driven in the notebook, and in a process of their own when graded.
+"""Host-Python answers: what an exercise declares of one, and where it runs.
 
-Most exercises are kernels, and the grader runs nothing of a submission but its kernels
-(``grader/cleanroom.py``). Day 6's allocator exercise is host Python: a class with ``append`` and
-``fork`` on top of ``kernels.block_pool.BlockPool``. Run in the grading kernel, such code could
-rebind whatever the hidden tests use, so the grader never runs it there. The cleanroom turns the
-answer cell into a ``HostCode`` (its source and the names it defines), and a check hands that to
-``run``, which executes it in a new Python process:
+Most exercises are kernels, and the grader runs nothing of a submission but its kernels. An exercise
+whose answer is host Python (day 6's allocator: a class on top of a base class of ``kernels``)
+declares it in its check module with a ``HostExercise`` (day 6's: ``ALLOCATOR`` in
+``course/exercise_checks/day06_allocator.py``):
 
-- the process holds the base classes the exercise gives (``BlockPool``, ``Step``, ``OutOfBlocks``),
-  loaded from their file, and nothing else of the course: a ``kernels`` package with that one module,
-  so the course's own ``BlockManager`` cannot be imported, and a guard (``grader/guard.py``) that
-  refuses reading the course's folders, writing any file, starting processes and the network;
-- it drives the class through the operations it is given (``drive``) and writes back only data:
-  per operation, what the call returned or raised, and the state the class reports afterwards;
-- the check judges that data in the grading kernel, where nothing of the submission ran.
+- ``base``: the module of ``kernels`` whose names the answer is given (it must import nothing of the
+  project: where the answer is graded, it is all there is of the course);
+- ``names``: those names, bound in the namespace the answer cell runs in;
+- ``driver``: ``"module:function"``, the function that runs the answer through the exercise's
+  operations and returns only data (lists, dicts, numbers, strings), called as
+  ``driver(answer, data, base)``. Its module imports nothing but the standard library, because where
+  the answer is graded it is loaded by its file, before the course's folders become unreadable;
+- ``answer``: what the cell defines, a ``"class"`` or a ``"function"``.
 
-In the student's notebook (Validate, ``course check``) ``run`` drives the class in place: the same
-operations, the same record, the same judge.
+A check hands the declaration, the answer and the operations to ``run`` and judges the data that comes
+back. In the student's notebook (Validate, ``course check``) ``run`` calls the driver on the answer in
+place. When graded, the answer cell never runs in the grading kernel: the grader turns it into a
+``HostCode`` (its source and the name it defines), and ``run`` hands that to the runner the grader
+registered with ``set_runner``, which runs the source in a guarded process of its own and sends back
+the driver's data, or the problem. The judge is the same either way, and only ever sees data.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import pathlib
-import sys
+import dataclasses
+import importlib
 
 TIMEOUT_S = 60
-MAX_OUTPUT = 8 * 1024 * 1024
-PROJECT_ROOT = pathlib.Path(__file__).resolve().parent.parent
-# What the answer's process may not read (the guard's deny_read): the course, its solutions and tests.
-PRIVATE_FOLDERS = ("kernels", "course", "grader", "solutions", "exercises", "lessons", "tests", ".git")
+ANSWER_KINDS = ("class", "function")
 
 
 class HostCode:
@@ -53,221 +51,81 @@ def is_host_code(answer) -> bool:
     return type(answer).__name__ == "HostCode" and isinstance(getattr(answer, "source", None), str)
 
 
-# --- driving an allocator ---------------------------------------------------------------------------
-
-def _ints(values, what: str) -> list:
-    out = []
-    for value in values:
-        if isinstance(value, bool):
-            raise TypeError(f"{what} holds {value!r}, not an int")
-        out.append(int(value))
-    return out
+def _dotted(name: str) -> bool:
+    return isinstance(name, str) and bool(name) and all(part.isidentifier() for part in name.split("."))
 
 
-def _step(step) -> dict:
-    copies, writes = getattr(step, "copies", None), getattr(step, "writes", None)
-    if copies is None or writes is None:
-        raise TypeError(f"returned {type(step).__name__}, not a Step (with copies and writes)")
-    return {"copies": [_ints(pair, "a copy") for pair in copies], "writes": [_ints(pair, "a write") for pair in writes]}
+@dataclasses.dataclass(frozen=True)
+class HostExercise:
+    """What the process of a host answer holds: the given names of one ``kernels`` module, and a driver
+    (the module docstring says what each field is for)."""
+
+    base: str
+    names: tuple[str, ...]
+    driver: str
+    answer: str = "class"
+
+    def __post_init__(self):
+        module, _, function = self.driver.partition(":") if isinstance(self.driver, str) else ("", "", "")
+        if not _dotted(self.base) or self.base.split(".")[0] != "kernels":
+            raise ValueError(f"base must name a module of kernels ('kernels.<module>'); got {self.base!r}")
+        if not isinstance(self.names, tuple) or not all(isinstance(n, str) and n.isidentifier() for n in self.names):
+            raise ValueError(f"names must be a tuple of identifiers (the base's names the answer gets); "
+                             f"got {self.names!r}")
+        if not _dotted(module) or not function.isidentifier():
+            raise ValueError(f"driver must be 'module:function' ('course.exercise_checks.<module>:<function>'); "
+                             f"got {self.driver!r}")
+        if self.answer not in ANSWER_KINDS:
+            raise ValueError(f"answer must be one of {ANSWER_KINDS}; got {self.answer!r}")
+
+    @property
+    def driver_module(self) -> str:
+        return self.driver.partition(":")[0]
+
+    @property
+    def driver_function(self) -> str:
+        return self.driver.partition(":")[2]
+
+    def accepts(self, answer) -> bool:
+        """Whether ``answer`` is what the cell should define: a class, or a function."""
+        return isinstance(answer, type) if self.answer == "class" else callable(answer)
+
+    def request(self, answer: HostCode, data, timeout: float = TIMEOUT_S) -> dict:
+        """What a runner is handed for ``answer``: this declaration, the cell's source and the driver's data."""
+        return {"base": self.base, "names": list(self.names), "driver": self.driver_module,
+                "function": self.driver_function, "answer": self.answer, "source": answer.source,
+                "name": answer.name, "data": data, "timeout": timeout}
 
 
-def _state(manager, handles: dict, num_blocks: int) -> dict:
-    return {"tables": {str(h): _ints(manager.block_table(seq), "a block table") for h, seq in handles.items()},
-            "refs": [int(manager.refcount(b)) for b in range(num_blocks)],
-            "free": int(manager.num_free)}
+_runner = None
 
 
-def enumerate_handles(ops: list) -> list[tuple]:
-    """``(handle, op)``: the handle an ``add`` or ``fork`` gives its sequence (None for other operations),
-    counted whether or not the call succeeds, so that later operations name sequences the same way."""
-    out, made = [], 0
-    for op in ops:
-        if op[0] in ("add", "fork"):
-            out.append((made, op))
-            made += 1
-        else:
-            out.append((None, op))
-    return out
-
-
-def drive(factory, scenarios: list[dict], *, out_of_blocks=None) -> list[list[dict]]:
-    """Run each scenario's operations on a new ``factory(num_blocks, block_size)``; record each.
-
-    An operation is ``["add", tokens]``, ``["append", h, token]``, ``["fork", h]`` or ``["free", h]``,
-    where ``h`` counts the sequences of the scenario in the order ``add`` and ``fork`` made them. The
-    record of an operation holds ``result`` (the handle a new sequence got, or the Step as lists),
-    or ``out_of_blocks`` / ``error`` (the exception's type and message), and ``state`` afterwards:
-    every live sequence's block table, the reference count of every block, the number free.
-    """
-    if out_of_blocks is None:
-        from kernels.block_pool import OutOfBlocks as out_of_blocks
-    records = []
-    for scenario in scenarios:
-        num_blocks, block_size = scenario["num_blocks"], scenario["block_size"]
-        log: list[dict] = []
-        records.append(log)
-        try:
-            manager = factory(num_blocks, block_size)
-        except Exception as exc:  # noqa: BLE001 - the student's class: record what it raised
-            log.append({"at": "init", "error": f"{type(exc).__name__}: {exc}"[:500]})
-            continue
-        handles: dict[int, object] = {}
-        for handle, op in enumerate_handles(scenario["ops"]):
-            record: dict = {}
-            if op[0] != "add" and op[1] not in handles:
-                # the add that would have made it ran out of blocks: nothing to do
-                log.append({"skipped": f"sequence {op[1]} does not exist"})
-                continue
-            try:
-                if op[0] == "add":
-                    seq, step = manager.add_sequence(op[1])
-                    handles[handle] = seq
-                    record["result"] = {"handle": handle, **_step(step)}
-                elif op[0] == "append":
-                    record["result"] = _step(manager.append(handles[op[1]], op[2]))
-                elif op[0] == "fork":
-                    handles[handle] = manager.fork(handles[op[1]])
-                    record["result"] = {"handle": handle}
-                elif op[0] == "free":
-                    manager.free(handles.pop(op[1]))
-                    record["result"] = {}
-                else:
-                    raise ValueError(f"unknown operation {op[0]!r}")
-                record["state"] = _state(manager, handles, num_blocks)
-            except out_of_blocks as exc:
-                record["out_of_blocks"] = str(exc)[:500]
-                record["state"] = _state(manager, handles, num_blocks)
-            except Exception as exc:  # noqa: BLE001
-                record["error"] = f"{type(exc).__name__}: {exc}"[:500]
-            log.append(record)
-            if "error" in record:
-                break
-    return records
-
-
-def run(answer, scenarios: list[dict], *, timeout: float = TIMEOUT_S) -> list[list[dict]]:
-    """``drive`` the allocator class ``answer``: in place, or, for a ``HostCode``, in a process of its own."""
-    if not is_host_code(answer):
-        if not isinstance(answer, type):
-            raise TypeError(f"answer must be your allocator class, got {type(answer).__name__}")
-        return drive(answer, scenarios)
-    request = {"source": answer.source, "name": answer.name, "scenarios": scenarios, "timeout": timeout}
-    reply = _runner.ask(request) if _runner is not None else _run_process(request)
-    if "problem" in reply:
-        raise AssertionError(f"{answer.name} could not be run: {reply['problem']}")
-    return reply["records"]
-
-
-def _run_process(request: dict) -> dict:
-    """Run one answer in a new process (guarded: see ``_answer_process``); its reply, or the problem."""
-    import subprocess
-
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"),
-           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
-    timeout = float(request.get("timeout", TIMEOUT_S))
-    try:
-        done = subprocess.run([sys.executable, "-I", "-B", str(pathlib.Path(__file__).resolve())],
-                              input=json.dumps(request), capture_output=True, text=True, timeout=timeout,
-                              env=env, cwd=os.environ.get("TMPDIR", "/tmp"))
-    except subprocess.TimeoutExpired:
-        return {"problem": f"it did not finish its operations within {timeout:g} s (an endless loop?)"}
-    lines = done.stdout[-MAX_OUTPUT:].strip().splitlines()
-    if done.returncode != 0 or not lines or not lines[-1].startswith("{"):
-        reason = done.stderr.strip().splitlines()[-1:] or [f"its process ended with status {done.returncode}"]
-        return {"problem": reason[0][:300]}
-    try:
-        return json.loads(lines[-1])
-    except json.JSONDecodeError:
-        return {"problem": "its process sent back something that is not a record"}
-
-
-class _Runner:
-    """A process, started before the grading kernel's guard, that starts each answer's process.
-
-    The guard refuses starting processes in the grading kernel; this runner was started before it
-    existed and only ever starts ``_answer_process`` (guarded itself) for a request.
-    """
-
-    def __init__(self):
-        import subprocess
-        import threading
-
-        self.process = subprocess.Popen([sys.executable, "-I", "-B", str(pathlib.Path(__file__).resolve()), "--serve"],
-                                        text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL, start_new_session=True)
-        self.lock = threading.Lock()
-
-    def ask(self, request: dict) -> dict:
-        with self.lock:
-            if self.process.poll() is not None:
-                return {"problem": "the grader's runner of host answers has exited"}
-            self.process.stdin.write(json.dumps(request) + "\n")
-            self.process.stdin.flush()
-            answer = self.process.stdout.readline()
-        return json.loads(answer) if answer else {"problem": "the grader's runner of host answers has exited"}
-
-
-_runner: _Runner | None = None
-
-
-def start_runner() -> None:
-    """Start the runner of host answers now (the grading kernel, before its guard is installed)."""
+def set_runner(runner) -> None:
+    """Register what runs a ``HostCode`` (the grader's ``grader.host_answers.start_runner`` does, in the
+    grading kernel): a callable taking ``HostExercise.request(...)`` and returning ``{"result": data}``
+    or ``{"problem": why}``. None unregisters it."""
     global _runner
-    if _runner is None or _runner.process.poll() is not None:
-        _runner = _Runner()
+    if runner is not None and not callable(runner):
+        raise TypeError(f"a runner of host answers must be callable, got {type(runner).__name__}")
+    _runner = runner
 
 
-def _serve() -> None:
-    for line in sys.stdin:
-        if line.strip():
-            sys.stdout.write(json.dumps(_run_process(json.loads(line))) + "\n")
-            sys.stdout.flush()
-
-
-# --- the answer's process -----------------------------------------------------------------------------
-
-def _load(name: str, path: pathlib.Path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def _answer_process() -> None:
-    import types
-
-    reply_fd = os.dup(1)
-    os.dup2(2, 1)                      # what the answer prints goes to stderr, never into the reply
-    request = json.loads(sys.stdin.read())
-    sys.stdin = open(os.devnull, encoding="utf-8")
-    package = types.ModuleType("kernels")
-    package.__path__ = []              # nothing else of the course can be found through it
-    sys.modules["kernels"] = package
-    pool = _load("kernels.block_pool", PROJECT_ROOT / "kernels" / "block_pool.py")
-    package.block_pool = pool
-    guard = _load("_course_guard", PROJECT_ROOT / "grader" / "guard.py")
-    guard.install({"deny_read": [str(PROJECT_ROOT / f) for f in PRIVATE_FOLDERS], "deny_write": ["/"],
-                   "trust_libraries": False})
-
-    def reply(value: dict) -> None:
-        os.write(reply_fd, (json.dumps(value) + "\n").encode())
-
-    namespace = {"__name__": "__answer__", "BlockPool": pool.BlockPool, "Step": pool.Step,
-                 "OutOfBlocks": pool.OutOfBlocks}
-    try:
-        exec(compile(request["source"], "<your answer cell>", "exec"), namespace)
-    except BaseException as exc:  # noqa: BLE001 - reported to the student, never raised here
-        reply({"problem": f"the cell raised {type(exc).__name__}: {exc}"[:500]})
-        return
-    factory = namespace.get(request["name"])
-    if not isinstance(factory, type):
-        reply({"problem": f"the cell does not define the class {request['name']}"})
-        return
-    reply({"records": drive(factory, request["scenarios"], out_of_blocks=pool.OutOfBlocks)})
-
-
-if __name__ == "__main__":
-    _serve() if sys.argv[1:] == ["--serve"] else _answer_process()
+def run(exercise: HostExercise, answer, data, *, timeout: float = TIMEOUT_S):
+    """The driver's data for ``answer`` on ``data``: in place, or, for a ``HostCode``, through the runner."""
+    if not isinstance(exercise, HostExercise):
+        raise TypeError(f"exercise must be a HostExercise, got {type(exercise).__name__}")
+    if is_host_code(answer):
+        if _runner is None:
+            raise RuntimeError(f"{answer.name} is host Python held as its source: host answers run in a process "
+                               "of their own only when graded, and no runner of them was started here (the "
+                               "grader starts one before the first cell)")
+        reply = _runner(exercise.request(answer, data, timeout))
+        if not isinstance(reply, dict) or ("problem" not in reply and "result" not in reply):
+            raise AssertionError(f"{answer.name} could not be run: the runner sent back no result")
+        if "problem" in reply:
+            raise AssertionError(f"{answer.name} could not be run: {reply['problem']}")
+        return reply["result"]
+    if not exercise.accepts(answer):
+        raise TypeError(f"answer must be the {exercise.answer} your answer cell defines, got {type(answer).__name__}")
+    driver = getattr(importlib.import_module(exercise.driver_module), exercise.driver_function)
+    return driver(answer, data, importlib.import_module(exercise.base))

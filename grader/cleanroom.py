@@ -22,7 +22,7 @@ An answer cell the release marks as host Python (cell metadata ``course.host_ans
 allocator) is not run in the grading kernel at all. Each of its lines becomes a comment, ``# [run in
 a process of its own when graded] <the line>``, and one line is added that binds each class and
 function the cell defines to a ``course.hostcode.HostCode`` holding the cell's source; the checks
-run that source in a separate, guarded process (``course/hostcode.py``) and judge only the data it
+run that source in a separate, guarded process (``grader/host_answers.py``) and judge only the data it
 sends back. There, an import of the course's ``kernels`` other than the given base
 (``kernels.block_pool``), or a function whose syntax tree is that of the course's allocator, is left
 out and reported like a kernel of the course.

@@ -15,7 +15,7 @@ hold the same kernels in many of their cells (unchanged cells of the release, a 
 - a request not seen yet goes to one helper started for the run, inside a sandbox of its own
   (``grader.guard.sandbox_command``: nothing of the grader's, nothing writable that matters),
   which compiles each request in a fresh fork of itself that runs nothing else, under the
-  grader's guard (``course.gpu_compile.serve_forking``). The helper's own process never runs a
+  grader's guard (``grader.compile_server``). The helper's own process never runs a
   request's code.
 
 Why sharing cannot change a grade: an answer is computed from its request alone, by a process in
@@ -165,7 +165,7 @@ class CompileService:
         try:
             env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "COURSE_DEVICE": "gpu",
                    "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))}
-            command = [sys.executable, "-m", "course.gpu_compile", "--fork-server", str(self.limit_s)]
+            command = [sys.executable, "-m", "grader.compile_server", str(self.limit_s)]
             cwd = str(PROJECT_ROOT)
             if self.sandboxed:
                 from grader.guard import sandbox_command

@@ -83,7 +83,7 @@ def demote_results_of_failed_cell(cell) -> bool:
     return True
 
 
-def _names(source: str) -> tuple[set[str], set[str]] | None:
+def cell_names(source: str) -> tuple[set[str], set[str]] | None:
     """(names a cell binds at top level, names it reads anywhere), or None when it does not parse."""
     try:
         tree = ast.parse(source)
@@ -126,7 +126,7 @@ def cells_to_rebuild(sources: list[tuple[str, bool]], needed_later: list[str]) -
     """
     needed: set[str] = set()
     for source in needed_later:
-        parsed = _names(source)
+        parsed = cell_names(source)
         if parsed is not None:
             needed |= parsed[1]
     needed -= set(dir(builtins))
@@ -135,7 +135,7 @@ def cells_to_rebuild(sources: list[tuple[str, bool]], needed_later: list[str]) -
         source, optional = sources[index]
         if not source.strip():
             continue
-        parsed = _names(source)
+        parsed = cell_names(source)
         if optional and parsed is not None and not parsed[0] & needed:
             continue
         chosen.append(index)
@@ -216,9 +216,12 @@ class GuardedExecute(Execute):
     def _prepare_kernel(self) -> None:
         code = "import warnings as _w\n_w.simplefilter('ignore')\ndel _w\n"
         # Every kernel of the submission compiles for a GPU before it runs and leaves its inputs alone
-        # (course.gates; the compiler's helper starts here, before the guard forbids starting processes).
+        # (course.gates), and host-Python answers run in processes of their own (grader.host_answers):
+        # the compiler's helper and the runner of host answers start here, before the guard forbids
+        # starting processes.
         if self.launch_checks:
             code += f"import course.gates as _c\n_c.install({self.compile_service or None!r})\ndel _c\n"
+            code += "import grader.host_answers as _h\n_h.start_runner()\ndel _h\n"
         else:   # host Python graded as submitted: no compiler helper (it could not start under the guard)
             code += "import os as _o\n_o.environ['COURSE_GPU_CHECK'] = '0'\ndel _o\n"
         if self.guard_policy:

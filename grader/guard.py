@@ -114,7 +114,7 @@ def install(policy: dict | str) -> None:
     policy: dict or its JSON with lists of folders ``deny_read`` and ``deny_write``, a list
     ``allow`` of folders exempt from both (the submission's working folder), ``report``: a file to
     append one JSON line to per refused operation, and ``trust_libraries`` (default true): false
-    lets no library start a process either (the process of a host answer, ``course.hostcode``).
+    lets no library start a process either (the process of a host answer, ``grader.host_answers``).
     """
     global _installed
     if _installed:

@@ -122,7 +122,7 @@ def _check_cells(name: str, nb) -> list[str]:
 
 def _check_examples(name: str, nb) -> list[str]:
     """Example cells are not run when graded: no later cell may read a name that only an example binds."""
-    from grader.execute import _names
+    from grader.execute import cell_names
     from grader.markers import example_cells
 
     examples = set(example_cells(nb))
@@ -131,7 +131,7 @@ def _check_examples(name: str, nb) -> list[str]:
         if cell.get("cell_type") != "code":
             continue
         gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") or "a cell"
-        parsed = _names(_source(cell))
+        parsed = cell_names(_source(cell))
         if parsed is None:
             continue
         bound, read = parsed

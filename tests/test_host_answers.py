@@ -1,9 +1,11 @@
 """Host-Python answers (day 6's allocator): what the grader runs of them, and where.
 
-The cleanroom turns a host answer cell into comments and a ``HostCode`` of its source; the checks run
-that source in a guarded process of its own (``course.hostcode``) and judge only the records it sends
-back (``course.allocator_checks``). These tests run that process as the grader does, with honest and
-hostile sources, and check the judge on allocators that are right in different ways and wrong.
+The cleanroom turns a host answer cell into comments and a ``HostCode`` of its source; the checks hand it,
+with the exercise's ``HostExercise`` (``day06_allocator.ALLOCATOR``), to ``course.hostcode.run``, which,
+when graded, runs that source in a guarded process of its own (``grader/host_answers.py``) and judges only
+the records it sends back (``course.exercise_checks.day06_allocator``). These tests run that process as the
+grader does, with honest and hostile sources, and check the judge on allocators that are right in different
+ways and wrong.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ from __future__ import annotations
 import ast
 import inspect
 import re
+import sys
 import textwrap
 
 import pytest
 
-from course import allocator_checks, hostcode
+from course import exercise_checks, hostcode
+from course.exercise_checks import day06_allocator, day06_allocator_driver
 from course.hostcode import HostCode
-from grader import cleanroom
+from grader import cleanroom, host_answers
 from kernels.block_manager import BlockManager
 from kernels.block_pool import BlockPool, Step
 
@@ -49,6 +53,18 @@ class CowBlockManager(BlockPool):
         print("printed by the answer: never part of the record", file=__import__("sys").stderr)
         return step
 '''
+
+
+ALLOCATOR = day06_allocator.ALLOCATOR
+
+
+@pytest.fixture
+def runner():
+    """What the grading kernel registers (there a runner process started before its guard; here, where
+    starting processes is allowed, the guarded answer process itself), unregistered afterwards."""
+    hostcode.set_runner(host_answers.run_process)
+    yield
+    hostcode.set_runner(None)
 
 
 def _graded(source: str):
@@ -90,14 +106,14 @@ def test_a_host_cell_with_a_syntax_error_fails_where_it_runs():
         exec(cleaned.source, {})
 
 
-def test_an_honest_answer_passes_in_its_own_process_and_in_place():
+def test_an_honest_answer_passes_in_its_own_process_and_in_place(runner):
     answer, _ = _graded(HONEST)
-    scenarios = allocator_checks.fork_cases() + allocator_checks.copy_on_write_cases()
-    allocator_checks.check_allocator(answer, scenarios + allocator_checks.random_workload(11, scenarios=3))
+    scenarios = exercise_checks.fork_cases() + exercise_checks.copy_on_write_cases()
+    exercise_checks.check_allocator(answer, scenarios + exercise_checks.random_workload(11, scenarios=3))
     namespace = {"BlockPool": BlockPool, "Step": Step}
     exec(HONEST, namespace)
-    in_place = hostcode.run(namespace["CowBlockManager"], scenarios)
-    in_process = hostcode.run(answer, scenarios)
+    in_place = hostcode.run(ALLOCATOR, namespace["CowBlockManager"], scenarios)
+    in_process = hostcode.run(ALLOCATOR, answer, scenarios)
     assert in_place == in_process                            # the same record either way
 
 
@@ -105,36 +121,92 @@ def test_an_honest_answer_passes_in_its_own_process_and_in_place():
     ("open(__import__('pathlib').Path(BlockPool.__init__.__code__.co_filename).parent / 'block_manager.py').read()",
      "PermissionError: the grader does not allow reading"),
     ("import kernels.block_manager", "ModuleNotFoundError"),
-    ("import course.allocator_checks", "PermissionError"),
+    ("import course.exercise_checks", "PermissionError"),
+    # the driver's file was loaded before the guard; reading it, or any of the course, is refused after
+    (f"open({str(host_answers.module_file(ALLOCATOR.driver_module, ('course',)))!r}).read()",
+     "PermissionError: the grader does not allow reading"),
     ("open('written-by-the-answer', 'w')", "PermissionError: the grader does not allow writing"),
     ("__import__('subprocess').run(['true'])", "PermissionError: the grader does not allow starting a process"),
     ("__import__('os').system('true')", "PermissionError: the grader does not allow starting a process"),
     ("__import__('socket').create_connection(('127.0.0.1', 9))", "PermissionError"),
 ])
-def test_the_answer_process_refuses_what_a_kernel_could_not_do(attack, refused, tmp_path, monkeypatch):
+def test_the_answer_process_refuses_what_a_kernel_could_not_do(attack, refused, tmp_path, monkeypatch, runner):
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     with pytest.raises(AssertionError, match="could not be run: the cell raised " + refused):
-        allocator_checks.check_allocator(HostCode(attack + "\n" + HONEST, "CowBlockManager"),
-                                         allocator_checks.fork_cases()[:1])
+        exercise_checks.check_allocator(HostCode(attack + "\n" + HONEST, "CowBlockManager"),
+                                        exercise_checks.fork_cases()[:1])
     assert not list(tmp_path.iterdir())
 
 
-def test_an_answer_that_never_returns_is_stopped():
+def test_the_answer_process_holds_only_the_given_module_of_the_course(runner):
+    """The base's file, in a ``kernels`` package that holds nothing else; the driver and the guard under
+    names of their own; nothing of ``course`` or ``grader``."""
+    spy = ("raise RuntimeError(sorted(m for m in __import__('sys').modules\n"
+           "                         if m.split('.')[0] in ('kernels', 'course', 'grader')))\n")
+    with pytest.raises(AssertionError, match=re.escape("the cell raised RuntimeError: ['kernels', "
+                                                       "'kernels.block_pool']")):
+        hostcode.run(ALLOCATOR, HostCode(spy, "CowBlockManager"), exercise_checks.fork_cases()[:1])
+    with pytest.raises(AssertionError, match="does not define the class CowBlockManager"):
+        hostcode.run(ALLOCATOR, HostCode("CowBlockManager = 3\n", "CowBlockManager"), exercise_checks.fork_cases()[:1])
+
+
+def test_an_answer_that_never_returns_is_stopped(runner):
     endless = HONEST.replace("        child = self._new_id()\n", "        while True:\n            pass\n", 1)
     with pytest.raises(AssertionError, match="did not finish its operations within 2 s"):
-        hostcode.run(HostCode(endless, "CowBlockManager"), allocator_checks.fork_cases()[:1], timeout=2)
+        hostcode.run(ALLOCATOR, HostCode(endless, "CowBlockManager"), exercise_checks.fork_cases()[:1], timeout=2)
+
+
+def test_without_the_graders_runner_a_host_code_is_refused():
+    """Outside grading nothing runs a HostCode: the course holds no process runner, the grader registers one."""
+    hostcode.set_runner(None)
+    with pytest.raises(RuntimeError, match="run in a process of their own only when graded"):
+        exercise_checks.fork_shares_blocks(HostCode(HONEST, "CowBlockManager"))
+    with pytest.raises(TypeError, match="the class your answer cell defines"):
+        exercise_checks.fork_shares_blocks(object())
+
+
+def test_the_driver_and_the_base_import_only_the_standard_library():
+    """The answer's process loads them by their files before the guard: they may need nothing of the project."""
+    for name in (ALLOCATOR.driver_module, ALLOCATOR.base):
+        path = host_answers.module_file(name, ("course", "kernels"))
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        roots = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for alias in node.names}
+        roots |= {node.module.split(".")[0] if node.level == 0 else "." for node in ast.walk(tree)
+                  if isinstance(node, ast.ImportFrom)}
+        assert roots <= set(sys.stdlib_module_names), (name, roots - set(sys.stdlib_module_names))
+
+
+def test_the_host_answer_machinery_names_no_exercise():
+    """What a process holds comes from the exercise's declaration: neither module names day 6's code."""
+    for module in (hostcode, host_answers):
+        source = inspect.getsource(module)
+        for word in ("BlockPool", "OutOfBlocks", "Step(", "block_pool", "block_manager", "add_sequence"):
+            assert word not in source, (module.__name__, word)
+
+
+def test_the_grading_kernel_starts_the_runner_before_its_guard(monkeypatch):
+    from grader.execute import GuardedExecute
+
+    sent = []
+    execute = GuardedExecute(launch_checks=True, guard_policy='{"deny_read": []}')
+    monkeypatch.setattr(execute, "_quiet", lambda code: sent.append(code) or "ok")
+    execute._prepare_kernel()
+    code = sent[0]
+    assert code.index("course.gates") < code.index("grader.host_answers") < code.index("start_runner()") \
+        < code.index("grader.guard")
 
 
 def test_the_runner_started_before_the_guard_runs_answers_after_it():
-    """The grading kernel refuses starting processes; the runner was started before (gates.install)."""
+    """The grading kernel refuses starting processes; the runner was started before (grader/execute.py)."""
     import subprocess
-    import sys
 
     script = textwrap.dedent(f"""
         import json, sys
-        sys.path.insert(0, {str(hostcode.PROJECT_ROOT)!r})
-        from course import allocator_checks, hostcode
-        hostcode.start_runner()
+        sys.path.insert(0, {str(host_answers.PROJECT_ROOT)!r})
+        from course import exercise_checks, hostcode
+        from grader import host_answers
+        host_answers.start_runner()
         from grader import guard
         guard.install({{"deny_read": [], "deny_write": []}})
         try:
@@ -142,7 +214,7 @@ def test_the_runner_started_before_the_guard_runs_answers_after_it():
             print("started a process")
         except PermissionError:
             print("refused a process")
-        allocator_checks.fork_shares_blocks(hostcode.HostCode({HONEST!r}, "CowBlockManager"))
+        exercise_checks.fork_shares_blocks(hostcode.HostCode({HONEST!r}, "CowBlockManager"))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -159,7 +231,7 @@ def _variant(old: str, new: str) -> type:
     return namespace["CowBlockManager"]
 
 
-ALL = allocator_checks.fork_cases() + allocator_checks.copy_on_write_cases() + allocator_checks.random_workload(7)
+ALL = exercise_checks.fork_cases() + exercise_checks.copy_on_write_cases() + exercise_checks.random_workload(7)
 
 
 @pytest.mark.parametrize("old, new, named", [
@@ -179,7 +251,7 @@ ALL = allocator_checks.fork_cases() + allocator_checks.copy_on_write_cases() + a
 ])
 def test_the_judge_names_each_wrong_allocator(old, new, named):
     with pytest.raises(AssertionError, match=re.escape(named)):
-        allocator_checks.check_allocator(_variant(old, new), ALL)
+        exercise_checks.check_allocator(_variant(old, new), ALL)
 
 
 def test_the_judge_accepts_any_free_block_and_the_course_allocator():
@@ -190,17 +262,17 @@ def test_the_judge_accepts_any_free_block_and_the_course_allocator():
             return block
 
     for answer in (BlockManager, LastFreeFirst):
-        allocator_checks.check_allocator(answer, ALL)
+        exercise_checks.check_allocator(answer, ALL)
 
 
 def test_the_workloads_exercise_every_case_of_append():
     """The random workloads reach copy-on-write, new pages, in-place writes and running out."""
     seen = set()
-    for scenario, log in zip(ALL, hostcode.run(BlockManager, ALL)):
-        for (_, op), record in zip(hostcode.enumerate_handles(scenario["ops"]), log):
+    for scenario, log in zip(ALL, hostcode.run(ALLOCATOR, BlockManager, ALL)):
+        for (_, op), record in zip(day06_allocator_driver.enumerate_handles(scenario["ops"]), log):
             if op[0] == "append":
                 result = record.get("result", {})
                 seen.add("out" if "out_of_blocks" in record else "copy" if result.get("copies") else "write")
     assert seen == {"out", "copy", "write"}
-    tree = ast.parse(inspect.getsource(allocator_checks))
+    tree = ast.parse(inspect.getsource(day06_allocator))
     assert any(isinstance(n, ast.FunctionDef) and n.name == "random_workload" for n in tree.body)

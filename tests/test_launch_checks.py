@@ -226,7 +226,7 @@ def test_students_get_the_compile_check_on_their_first_launch(cell):
     from course import gates, simulator
     from course.gpu_compile import GpuCompileError
 
-    assert gates._notebook_gate in simulator._GATES, "course.use_device() installs it on the simulator"
+    assert gates._notebook_gate in simulator.launch_gates(), "course.use_device() installs it on the simulator"
     x = np.arange(5, dtype=np.float32)
     with pytest.raises(GpuCompileError):
         cell["python_list"][1, 8](x, np.empty_like(x))
