@@ -2,12 +2,16 @@
 
 Adding a day adds one ``Day`` to ``DAYS``: its solution cells and the ``kernels/`` code they must
 equal, its launcher cells and the ``kernels/`` launchers they bind the student's kernels to, and a
-wrong answer (small changes of the solution) with the grade cells that must catch it in Validate.
+wrong answer (small changes of the solution) with the grade cells that must catch it in Validate. The
+wrong answer's changes are the mistakes of the day's table of classic mistakes
+(``tests/mistakes/dayNN.py``) marked ``wrong_answer``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from mistakes import of_day
 
 
 @dataclass(frozen=True)
@@ -24,12 +28,18 @@ class Launcher:
 
 @dataclass(frozen=True)
 class Mutation:
-    """``old`` replaced by ``new`` in solution cell ``cell``: one classic mistake, said in ``why``."""
+    """``old`` replaced by ``new`` in solution cell ``cell``: an edit of one classic mistake, said in ``why``."""
 
     cell: str
     old: str
     new: str
     why: str
+
+
+def wrong_answer(assignment: str) -> tuple[Mutation, ...]:
+    """The edits of the mistakes of the day's table (``tests/mistakes/``) marked ``wrong_answer``, in order."""
+    return tuple(Mutation(m.cell, old, new, m.why) for m in of_day(assignment) if m.wrong_answer
+                 for old, new in m.edits)
 
 
 @dataclass(frozen=True)
@@ -66,16 +76,7 @@ DAYS = (
             Launcher("row_stats_warp_launcher", "row_stats_v3_warp_shuffle", "reduction",
                      "row_stats_v3_warp_shuffle", {"kernel": "row_stats_v3_warp_shuffle_kernel"}),
         ),
-        wrong=(
-            Mutation("axpb_kernel", "    if i < x.size:", "    if i <= x.size:",
-                     "an off-by-one guard: a thread past the end reads x[n]"),
-            Mutation("normalize_rows_kernel", "    if row < x.shape[2]:", "    if row < x.shape[2] - 1:",
-                     "the last row is never written"),
-            Mutation("row_stats_tree_kernel", "    half = TREE_THREADS // 2", "    half = TREE_THREADS // 4",
-                     "the tree starts a level too low: partials 32..63 are never combined"),
-            Mutation("row_stats_warp_kernel", "    offset = WARP_SIZE // 2", "    offset = WARP_SIZE // 4",
-                     "the shuffles start at offset 8: lanes 16..31 are never combined"),
-        ),
+        wrong=wrong_answer("day01_gpu_model"),
         wrong_fails=None,
     ),
     Day(
@@ -94,14 +95,7 @@ DAYS = (
                      {"scores_kernel": "scores_kernel", "softmax_kernel": "softmax_rows_kernel",
                       "pv_kernel": "pv_kernel"}),
         ),
-        wrong=(
-            Mutation("scores_kernel", "    if flat >= q.shape[2] * n_keys:\n        return\n", "",
-                     "no guard: the threads of the last block past N*M read past the end of q"),
-            Mutation("softmax_rows_kernel", "out[row, j] = math.exp(x[row, j] - row_max) / row_sum",
-                     "out[row, j] = math.exp(x[row, j] - row_max)", "the rows are never divided by their sum"),
-            Mutation("pv_kernel", "    if flat >= p.shape[2] * head_dim:\n        return\n", "",
-                     "no guard: the threads of the last block past N*d read past the end of p"),
-        ),
+        wrong=wrong_answer("day02_naive_attention"),
         # An unnormalised softmax moves the right number of elements: the budget cell passes it. The large-logit
         # cell fails it on its row of logits near 1e4, whatever the draw (its rows of size 1e4 are one-hot, or
         # nearly, so those rows alone caught it in only about 1 draw in 300).
@@ -120,15 +114,7 @@ DAYS = (
             Launcher("fused_launcher", "attention_v2_fused_rows", "attention", "attention_v2_fused_rows",
                      {"kernel": "attention_v2_fused_rows_kernel"}),
         ),
-        wrong=(
-            Mutation("softmax_online_kernel",
-                     "        if m_new != -math.inf:  # while everything seen is -inf, exp(-inf - -inf) would be NaN\n"
-                     "            l = l * math.exp(m - m_new) + math.exp(x_j - m_new)\n",
-                     "        l = l * math.exp(m - m_new) + math.exp(x_j - m_new)\n",
-                     "the empty state is not guarded: a thread that saw only -inf computes exp(-inf - -inf) = NaN"),
-            Mutation("attention_v2_fused_rows_kernel", "n_keys = min(i + 1, n_keys)", "n_keys = min(i, n_keys)",
-                     "the causal mask j < i: row 0 sees no key"),
-        ),
+        wrong=wrong_answer("day03_online_softmax"),
         # Both mistakes only show on masked rows: the cells without -inf entries or causal rows pass them.
         wrong_fails=frozenset({"online_softmax_masked_rows", "fused_rows_causal"}),
     ),
@@ -145,13 +131,7 @@ DAYS = (
             Launcher("gemm_v4_register_blocked_launcher", "gemm_v4_register_blocked", "gemm",
                      "gemm_v4_register_blocked", {"kernel": "gemm_v4_register_blocked_kernel"}),
         ),
-        wrong=(
-            Mutation("gemm_v3_shared_tiles_kernel", "        if row < m and k0 + tx < k:", "        if k0 + tx < k:",
-                     "the A tile is loaded without its row guard: a block over the edge reads past row M - 1"),
-            Mutation("gemm_v4_register_blocked_kernel", "            if row0 + r < m and k0 + kk < k:",
-                     "            if k0 + kk < k:",
-                     "the A tile is loaded without its row guard: a block over the edge reads past row M - 1"),
-        ),
+        wrong=wrong_answer("day04_tiled_gemm"),
         wrong_fails=None,
         constants={"shared_tiles_constants": "gemm", "register_blocked_constants": "gemm"},
     ),
@@ -163,14 +143,7 @@ DAYS = (
             Launcher("flash_launcher", "flash_attention", "flash_attention", "attention_v4_flash",
                      {"kernel": "attention_v4_flash_kernel"}),
         ),
-        wrong=(
-            Mutation("flash_kernel", "            q_row[c] = q[b, h, row, c] * scale", "            q_row[c] = q[b, h, row, c]",
-                     "the scale is forgotten"),
-            Mutation("flash_kernel", "    if causal:\n        kv_end = min(kv_end, tile_start + TILE_Q, n_queries)\n", "",
-                     "the key tiles above the diagonal are loaded and masked instead of skipped"),
-            Mutation("flash_kernel", "p = math.exp(scores[j] - new_max)", "p = math.exp(scores[j])",
-                     "the running maximum is not subtracted: exp overflows on large logits"),
-        ),
+        wrong=wrong_answer("day05_flash_attention"),
         wrong_fails=None,
         # The later grade cells call run_flash and check_flash, defined by the first one's hidden tests.
         every_hidden_test_uses_pristine=False,
@@ -193,19 +166,7 @@ DAYS = (
             Launcher("merge_launcher", "paged_attention_v2", "paged_attention", "paged_attention_v2_split_k",
                      {"merge_kernel": "paged_attention_v2_merge_kernel"}),
         ),
-        wrong=(
-            Mutation("cache_write_kernel", "position // block_size]", "(position + 1) // block_size]",
-                     "the last token of each page is written into the next page: a wrong slot at a block boundary"),
-            Mutation("paged_v1_kernel", "warp, context_lens[s], WARPS, acc)",
-                     "warp, (context_lens[s] // k_cache.shape[2] + 1) * k_cache.shape[2], WARPS, acc)",
-                     "the warps walk context_lens // block_size + 1 whole pages: past the end of every context"),
-            Mutation("merge_kernel",
-                     "total += partial_sum[s, h, p] * weight\n                channel += partial_acc[s, h, p, c] * weight",
-                     "total += partial_sum[s, h, p]\n                channel += partial_acc[s, h, p, c]",
-                     "the partials are added up without rescaling them to the largest maximum"),
-            Mutation("allocator_class", "elif self._refs[table[-1]] > 1:", "elif False:",
-                     "append writes into a shared last page: no copy-on-write"),
-        ),
+        wrong=wrong_answer("day06_paged_attention"),
         # The cache-write and merge mistakes move the right number of elements: their traffic cells pass;
         # the allocator without copy-on-write forks right.
         wrong_fails=frozenset({"cache_write_slots", "paged_v1_matches_reference", "paged_v1_mixed_lengths",
@@ -224,29 +185,7 @@ DAYS = (
             Launcher("decode_launcher", "gqa_decode", "gqa_attention", "gqa_decode_group",
                      {"kernel": "gqa_decode_group_kernel"}),
         ),
-        wrong=(
-            Mutation("prefill_kernel", "    h = kv_head * group + head_in_group", "    h = kv_head * 2 + head_in_group",
-                     "the query head of a row assumes a group of 2, whatever the shapes"),
-            Mutation("decode_kernel",
-                     """        for ch in range(CHANNELS):
-            c = lane + ch * WARP
-            if c < d:
-                k_row[ch] = k_cache[page, kv_head, slot, c]
-                v_row[ch] = v_cache[page, kv_head, slot, c]
-        # The token's K and V, loaded once, serve every head of the block.
-        for i in range(GROUP_MAX):
-            if i < n_heads:
-""",
-                     """        for i in range(GROUP_MAX):
-            if i < n_heads:
-                for ch in range(CHANNELS):
-                    c = lane + ch * WARP
-                    if c < d:
-                        k_row[ch] = k_cache[page, kv_head, slot, c]
-                        v_row[ch] = v_cache[page, kv_head, slot, c]
-""",
-                     "the token's K and V rows are loaded again for every head of the group"),
-        ),
+        wrong=wrong_answer("day07_grouped_query_attention"),
         # A group of 2 is right for the 2-head groups and for one KV head; loading K and V per head gives
         # the right values.
         wrong_fails=frozenset({"prefill_every_group", "decode_traffic"}),
@@ -257,8 +196,8 @@ DAYS = (
         points=10,
         solution_code={"prefill_kernel": "low_precision_attention.gqa_prefill_mixed_tiles_kernel",
                        "decode_kernel": "low_precision_attention.gqa_decode_mixed_group_kernel",
-                       "quantize_kernel": ("low_precision_attention._round_half_even",
-                                           "low_precision_attention._e4m3_code",
+                       "quantize_kernel": ("low_precision_attention.fp8._round_half_even",
+                                           "low_precision_attention.fp8._e4m3_code",
                                            "low_precision_attention.fp8_quantize_kernel")},
         launchers=(
             Launcher("prefill_launcher", "gqa_prefill", "low_precision_attention", "gqa_prefill_mixed_tiles",
@@ -268,42 +207,7 @@ DAYS = (
             Launcher("quantize_launcher", "fp8_quantize", "low_precision_attention", "fp8_quantize",
                      {"kernel": "fp8_quantize_kernel"}),
         ),
-        wrong=(
-            # q·k stored in fp16 shared memory before the scale is applied: five lines of one mistake
-            Mutation("prefill_kernel", "@cuda.jit\ndef gqa_prefill_mixed_tiles_kernel",
-                     "from numba.types import float16\n\n\n@cuda.jit\ndef gqa_prefill_mixed_tiles_kernel",
-                     "the scores are kept in fp16 and scaled when they are read: q·k rounded to fp16, unscaled"),
-            Mutation("prefill_kernel", "q_row[c] = float32(q[b, h, position, c]) * scale if active",
-                     "q_row[c] = float32(q[b, h, position, c]) if active", "q is not scaled as it is loaded"),
-            Mutation("prefill_kernel", "scores = cuda.shared.array((TILE_KV, ROWS_MAX), float32)",
-                     "scores = cuda.shared.array((TILE_KV, ROWS_MAX), float16)",
-                     "the unscaled scores are stored in fp16"),
-            Mutation("prefill_kernel", "tile_max = max(tile_max, score)", "tile_max = max(tile_max, score * scale)",
-                     "the scale is applied to the score afterwards"),
-            Mutation("prefill_kernel", "p = math.exp(scores[j, t] - new_max)",
-                     "p = math.exp(scores[j, t] * scale - new_max)",
-                     "the scale is applied to the fp16 score when it is read"),
-            Mutation("decode_kernel",
-                     """        for ch in range(CHANNELS):
-            c = lane + ch * WARP
-            if c < d:
-                k_row[ch] = float32(k_cache[page, kv_head, slot, c])
-                v_row[ch] = float32(v_cache[page, kv_head, slot, c])
-        for i in range(GROUP_MAX):
-            if i < n_heads:
-""",
-                     """        for i in range(GROUP_MAX):
-            if i < n_heads:
-                for ch in range(CHANNELS):
-                    c = lane + ch * WARP
-                    if c < d:
-                        k_row[ch] = float32(k_cache[page, kv_head, slot, c])
-                        v_row[ch] = float32(v_cache[page, kv_head, slot, c])
-""",
-                     "the token's fp16 K and V rows are loaded again for every head of the group"),
-            Mutation("quantize_kernel", "    if rest > 0.5 or (rest == 0.5 and q & 1):\n        q += 1\n", "",
-                     "the e4m3 mantissa is truncated instead of rounded to nearest even"),
-        ),
+        wrong=wrong_answer("day08_mixed_precision"),
         # fp16 scores lose precision only where the logits are large or sharp (long rows of small logits pass);
         # K and V loaded per head give the right values; truncated codes come with the right scales.
         wrong_fails=frozenset({"prefill_matches_reference", "prefill_large_logits", "decode_traffic",

@@ -1,10 +1,10 @@
 """Every classic mistake of days 1-6 gets a message from ``check`` that names it.
 
-Each wrong kernel of ``tests/mistakes.py`` (a course kernel with the mistake written in) runs on small
-inputs with the context a notebook passes to ``check`` (``attention=``, ``reduction=``, ``gemm=``,
-``kernel=``), and the test asserts which diagnosis comes first and the words it uses, as a student
-would read them. The same runners pass with the course's own kernels, so a message comes from the
-mistake, not from the runner.
+Each mistake of the day tables (``tests/mistakes/dayNN.py``) that ``check`` names, built as a course kernel
+with the mistake written in, runs on small inputs with the context a notebook passes to ``check``
+(``attention=``, ``reduction=``, ``gemm=``, ``kernel=``), and the test asserts which diagnosis comes first
+(the mistake's ``names``) and the words it uses (its ``words``), as a student would read them. The same
+runners pass with the course's own kernels, so a message comes from the mistake, not from the runner.
 
 Mistakes that a check of values cannot see are caught elsewhere: a missing bounds guard or a tile
 read past the end raises ``IndexError`` on the simulator; exp without the max subtracted overflows
@@ -21,6 +21,7 @@ as the KV head) raises on the simulator before any value exists; the runner turn
 """
 
 import importlib
+import inspect
 import math
 import pkgutil
 
@@ -31,9 +32,8 @@ from course import exercise_checks
 from course.checking import CheckFailure, CheckResult, check, poison, random_inputs
 from course.device import on_simulator
 from course.diagnoses import KERNEL_KEYS, kernel_findings
-from kernels import (attention, elementwise, flash_attention, gemm, kv_cache, paged_attention, reduction,
-                     reference, softmax)
-from mistakes import MISTAKES, mistaken
+from kernels import attention, elementwise, flash_attention, gemm, reduction, reference, softmax
+from mistakes import ALL, BY_LABEL, TABLES, assignment_of
 
 # One seed for every runner: the tests assert the words of a message, so a failure must repeat
 # exactly. Each mistake shows on any seed (tried on several); the seed only fixes which elements.
@@ -210,105 +210,71 @@ def run_axpb_grid_rounded_down(kernel):
     return run_axpb(kernel, blocks=300 // elementwise.THREADS_PER_BLOCK)
 
 
+# label -> the runner that shows the mistake: one for each mistake of the day tables (tests/mistakes/) that
+# check names (its ``names``, the first cause, and ``words``, what the message must say)
+RUNNERS = {
+    # day 1
+    "axpb_guard_drops_last": run_axpb,
+    "normalize_rows_tile_height_from_blockdim_x": run_normalize_rows,
+    "tree_max_starts_at_zero": run_tree_max,
+    "tree_stops_one_level_early": run_tree_sum,
+    "tree_without_barrier": run_tree_sum,
+    "tree_without_column_loop": run_tree_sum,
+    "shuffle_forgets_other_warps": run_shuffle_sum,
+    # day 2
+    "scores_without_scale": run_scores,
+    "scores_transposed": run_scores,
+    "softmax_sum_tree_starts_at_a_quarter": run_softmax,
+    "softmax_without_max_subtraction": run_softmax_large_logits,
+    # day 3
+    "online_sum_not_rescaled": run_softmax,
+    "online_merge_of_empty_states": run_softmax_masked,
+    "fused_accumulator_not_rescaled": run_fused_rows_full,
+    "fused_causal_j_below_i": run_fused_rows_causal,
+    # day 4
+    "gemm_second_barrier_removed": run_gemm,
+    "gemm_threads_outside_c_return": run_gemm,
+    "gemm_last_k_step_lost": run_gemm,
+    "gemm_a_tile_offset_missing": run_gemm,
+    # day 5
+    "flash_causal_bound_per_thread": run_flash,
+    "flash_accumulator_not_rescaled": run_flash_full,
+    "flash_causal_j_below_i": run_flash,
+    "flash_diagonal_tile_unmasked": run_flash,
+    "flash_kv_lens_ignored": run_flash,
+    "flash_last_key_tile_dropped": run_flash_full,
+    "flash_empty_sequence_divides_by_zero": run_flash_empty_sequence,
+    # day 6
+    "cache_write_page_of_next_position": run_cache_write,
+    "cache_write_block_table_ignored": run_cache_write,
+    "paged_reads_one_page_past_end": run_paged_v1,
+    "paged_kv_head_interleaved": run_paged_v1,
+    "paged_query_head_as_kv_head": run_paged_v1,
+    "merge_without_rescale": run_merge,
+    "merge_accumulator_not_rescaled": run_merge,
+    "merge_empty_context_divides_by_zero": run_merge_empty_context,
+}
+# A mistake of the launch, not of a kernel (so not in the tables of kernel edits): the runner launches the
+# course's kernel with n // threads blocks. label -> (runner, the first cause, words the message must use)
+LAUNCH_MISTAKES = {
+    "axpb_grid_rounded_down": (run_axpb_grid_rounded_down, "unwritten", ["i >= 256", "ceiling division"]),
+}
 # label -> (runner, the course kernel it runs correctly, the first cause, words the message must use)
 CASES = {
-    # day 1
-    "axpb_guard_drops_last": (run_axpb, elementwise.axpb_v1_guarded_kernel, "unwritten",
-                              ["bounds guard stops too early", "only the last i"]),
-    "axpb_grid_rounded_down": (run_axpb_grid_rounded_down, None, "unwritten",
-                               ["i >= 256", "ceiling division"]),
-    "normalize_rows_tile_height_from_blockdim_x": (
-        run_normalize_rows, elementwise.normalize_rows_v1_3d_grid_kernel, "unwritten",
-        ["row >= 4", "block offset multiplied by the wrong size"]),
-    "tree_max_starts_at_zero": (run_tree_max,
-                                reduction.row_stats_v2_shared_tree_kernel, "max_identity",
-                                ["starts at 0 instead of -inf", "all negative"]),
-    "tree_stops_one_level_early": (run_tree_sum,
-                                   reduction.row_stats_v2_shared_tree_kernel, "tree_early",
-                                   ["stopped 1 level early", "threads 0, 2, 4"]),
-    "tree_without_barrier": (run_tree_sum,
-                             reduction.row_stats_v2_shared_tree_kernel, "missing_barrier",
-                             ["no barrier between one pass and the next", "partial_max"]),
-    "tree_without_column_loop": (run_tree_sum,
-                                 reduction.row_stats_v2_shared_tree_kernel, "stride_loop",
-                                 ["only the first 64 columns", "block-stride loop"]),
-    "shuffle_forgets_other_warps": (run_shuffle_sum,
-                                    reduction.row_stats_v3_warp_shuffle_kernel, "tree_partial",
-                                    ["only the partials of the first warp", "other warps"]),
-    # day 2
-    "scores_without_scale": (run_scores, attention.scores_kernel, "scale", ["sqrt(8)", "scale is missing"]),
-    "scores_transposed": (run_scores, attention.scores_kernel, "transposed", ["transpose", "row and col swapped"]),
-    "softmax_sum_tree_starts_at_a_quarter": (run_softmax, softmax.softmax_rows_kernel, "row_sums",
-                                             ["sum above 1", "drops some threads' partials"]),
-    "softmax_without_max_subtraction": (run_softmax_large_logits, softmax.softmax_rows_kernel, "nonfinite",
-                                        ["NaN", "subtract the row max before exp"]),
-    # day 3
-    "online_sum_not_rescaled": (run_softmax, softmax.softmax_online_kernel, "row_sums",
-                                ["sum below 1", "running sum rescaled by exp(m_old - m_new)"]),
-    "online_merge_of_empty_states": (run_softmax_masked, softmax.softmax_online_kernel,
-                                     "masked_nan", ["exp(-inf - (-inf))", "keep the empty state"]),
-    "fused_accumulator_not_rescaled": (run_fused_rows_full, attention.attention_v2_fused_rows_kernel,
-                                       "acc_not_rescaled", ["accumulator is not rescaled", "rescale both"]),
-    "fused_causal_j_below_i": (run_fused_rows_causal, attention.attention_v2_fused_rows_kernel,
-                               "row0_key0", ["row 0 sees only key 0", "all zeros", "j < i instead of j <= i"]),
-    # day 4
-    "gemm_second_barrier_removed": (run_gemm, gemm.gemm_v3_shared_tiles_kernel, "missing_barrier",
-                                    ["a_tile is read", "overwritten in the next pass", "after the last read"]),
-    "gemm_threads_outside_c_return": (run_gemm, gemm.gemm_v3_shared_tiles_kernel, "early_return_barrier",
-                                      ["return", "never arrive at the barrier", "guard the loads"]),
-    "gemm_last_k_step_lost": (run_gemm, gemm.gemm_v3_shared_tiles_kernel, "k_steps_dropped",
-                              ["last, partial step along K is lost", "K = 19"]),
-    "gemm_a_tile_offset_missing": (run_gemm, gemm.gemm_v3_shared_tiles_kernel, "tile_offset_k",
-                                   ["first tile of A again", "k0 + tx"]),
-    # day 5
-    "flash_causal_bound_per_thread": (run_flash, flash_attention.attention_v4_flash_kernel, "divergent_barrier",
-                                      ["depends on the thread", "for kv_start in range(0, kv_end, TILE_KV)",
-                                       "the simulator does not notice"]),
-    "flash_accumulator_not_rescaled": (run_flash_full,
-                                       flash_attention.attention_v4_flash_kernel, "acc_not_rescaled",
-                                       ["accumulator is not rescaled", "32 at a time"]),
-    "flash_causal_j_below_i": (run_flash, flash_attention.attention_v4_flash_kernel, "row0_key0",
-                               ["row 0 sees only key 0", "all zeros", "j < i instead of j <= i"]),
-    "flash_diagonal_tile_unmasked": (run_flash, flash_attention.attention_v4_flash_kernel, "row0_key0",
-                                     ["row 0 sees only key 0", "inside the diagonal tile"]),
-    "flash_kv_lens_ignored": (run_flash, flash_attention.attention_v4_flash_kernel, "kv_lens_ignored",
-                              ["positions >= kv_lens[b]"]),
-    "flash_last_key_tile_dropped": (run_flash_full,
-                                    flash_attention.attention_v4_flash_kernel, "keys_dropped",
-                                    ["last, partial tile of keys is skipped"]),
-    "flash_empty_sequence_divides_by_zero": (run_flash_empty_sequence,
-                                             flash_attention.attention_v4_flash_kernel, "empty_sequence",
-                                             ["empty sequence (kv_lens[1] = 0)", "0/0 is NaN"]),
-    # day 6
-    "cache_write_page_of_next_position": (run_cache_write, kv_cache.kv_cache_write_kernel, "slot_at_block_boundary",
-                                          ["wrong slot at a block boundary", "the last slot of page 0",
-                                           "position % block_size"]),
-    "cache_write_block_table_ignored": (run_cache_write, kv_cache.kv_cache_write_kernel, "slot_table_ignored",
-                                        ["block table was not used", "block_tables[seq, page]"]),
-    "paged_reads_one_page_past_end": (run_paged_v1, paged_attention.paged_attention_v1_block_per_head_kernel,
-                                      "paged_read_past_end",
-                                      ["past the context's end", "one page past the end was read", "NaN"]),
-    "paged_kv_head_interleaved": (run_paged_v1, paged_attention.paged_attention_v1_block_per_head_kernel,
-                                  "paged_kv_head_interleaved", ["h % kv_heads instead of h // (heads // kv_heads)"]),
-    "merge_without_rescale": (run_merge, paged_attention.paged_attention_v2_merge_kernel, "merge_not_rescaled",
-                              ["without rescaling", "exp(partial_max[p] - m)"]),
-    "merge_accumulator_not_rescaled": (run_merge, paged_attention.paged_attention_v2_merge_kernel,
-                                       "merge_acc_not_rescaled", ["sums to more than 1", "rescale both"]),
-    "merge_empty_context_divides_by_zero": (run_merge_empty_context, paged_attention.paged_attention_v2_merge_kernel,
-                                            "paged_empty_context",
-                                            ["context_lens[0] = 0", "write zeros instead of dividing"]),
+    **{m.label: (RUNNERS[m.label], m.course_kernel(), m.names, list(m.words))
+       for m in ALL if m.names and not m.raises and m.label in RUNNERS},
+    **{label: (runner, None, cause, words) for label, (runner, cause, words) in LAUNCH_MISTAKES.items()},
 }
 # label -> (runner, the KernelFailed cause, words): mistakes that raise inside the kernel on the simulator.
-RAISING = {
-    "paged_query_head_as_kv_head": (run_paged_v1, "kv_head_out_of_range",
-                                    ["axis 1 with size 2", "is the query head used as the KV head?"]),
-}
-DAY_OF = {"axpb": 1, "normalize": 1, "tree": 1, "shuffle": 1, "scores": 2, "softmax": 2, "online": 3,
-          "fused": 3, "gemm": 4, "flash": 5, "cache": 6, "paged": 6, "merge": 6}
+RAISING = {m.label: (RUNNERS[m.label], m.names, list(m.words)) for m in ALL if m.raises and m.label in RUNNERS}
+
+
+def _day(label: str) -> int:
+    return 1 if label in LAUNCH_MISTAKES else int(assignment_of(label)[3:5])
 
 
 def _marks(label: str):
-    marks = [getattr(pytest.mark, f"day0{DAY_OF[label.split('_')[0]]}")]
+    marks = [getattr(pytest.mark, f"day{_day(label):02d}")]
     if label in CASES and CASES[label][2] in KERNEL_KEYS:
         # A divergent barrier can hang a real GPU, and a race gives different numbers on each.
         marks.append(pytest.mark.skipif(not on_simulator(), reason="a barrier mistake: run on the simulator only"))
@@ -316,8 +282,10 @@ def _marks(label: str):
 
 
 def test_every_mistake_has_a_case():
-    cases = set(CASES) | set(RAISING)
-    assert set(MISTAKES) <= cases, f"mistakes without a case: {sorted(set(MISTAKES) - cases)}"
+    """Each mistake of the tables that check names has a runner here, and each runner a mistake."""
+    named = {m.label for m in ALL if m.names}
+    assert named == set(RUNNERS), (f"mistakes without a runner: {sorted(named - set(RUNNERS))}; "
+                                   f"runners of no such mistake: {sorted(set(RUNNERS) - named)}")
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")   # the NaN that some mistakes make, on purpose
@@ -325,7 +293,7 @@ def test_every_mistake_has_a_case():
 @pytest.mark.parametrize("label", [pytest.param(label, marks=_marks(label)) for label in CASES])
 def test_check_names_the_mistake(label):
     runner, _, first_cause, words = CASES[label]
-    kernel = mistaken(*MISTAKES[label], label=label) if label in MISTAKES else elementwise.axpb_v1_guarded_kernel
+    kernel = BY_LABEL[label].build() if label in BY_LABEL else elementwise.axpb_v1_guarded_kernel
     result = outcome(lambda: runner(kernel))
     text = str(result)
     missing = [w for w in words if w not in text]
@@ -345,7 +313,7 @@ def test_check_names_the_mistake(label):
 def test_a_kernel_that_raises_is_named(label):
     runner, cause, words = RAISING[label]
     with pytest.raises(exercise_checks.KernelFailed) as raised:
-        runner(mistaken(*MISTAKES[label], label=label))
+        runner(BY_LABEL[label].build())
     text = str(raised.value)
     missing = [w for w in words if w not in text]
     assert not missing, f"{label}: the message lacks {missing}:\n{text}"
@@ -372,8 +340,8 @@ def test_no_barrier_finding_in_any_course_kernel():
     import kernels
 
     seen = 0
-    for module_info in pkgutil.iter_modules(kernels.__path__):
-        module = importlib.import_module(f"kernels.{module_info.name}")
+    for module_info in pkgutil.walk_packages(kernels.__path__, "kernels."):     # packages' modules too
+        module = importlib.import_module(module_info.name)
         for name, value in vars(module).items():
             if hasattr(value, "py_func") and value.py_func.__module__ == module.__name__:
                 assert kernel_findings(value) == [], f"{module.__name__}.{name}: {kernel_findings(value)}"
@@ -381,3 +349,37 @@ def test_no_barrier_finding_in_any_course_kernel():
     v5 = flash_attention.attention_v5_flash_registers_kernel(8)
     assert kernel_findings(v5) == []
     assert seen >= 15, f"only {seen} kernels found in kernels/"
+
+
+# --------------------------------------------------------------------------- the day tables themselves
+
+
+def _kernel_code(dotted: str) -> str:
+    module, name = dotted.rsplit(".", 1)
+    value = getattr(importlib.import_module(f"kernels.{module}"), name)
+    return inspect.getsource(getattr(value, "py_func", value)).rstrip("\n")
+
+
+@pytest.mark.parametrize("assignment", list(TABLES))
+def test_every_mistake_of_the_table_applies_to_its_kernel(assignment):
+    """Each mistake names an answer cell of its day and the code of kernels/ it changes, and its edits apply
+    to that code as the cell holds it (the cell is that code: ``tests/days.py``'s ``solution_code``), each
+    ``old`` found exactly once, or, with ``replace_all``, at least once; a mistake that ``check`` must name
+    applies to its kernel alone (it is built from it). A mistake is asserted by at least one test."""
+    from days import BY_NAME
+
+    day = BY_NAME[assignment]
+    hidden = [m.hidden_fails for m in TABLES[assignment] if m.hidden_fails]
+    assert len(hidden) == len(set(hidden)), f"two mistakes for one grade cell's hidden tests: {sorted(hidden)}"
+    for mistake in TABLES[assignment]:
+        assert mistake.names or mistake.hidden_fails or mistake.feedback or mistake.wrong_answer or mistake.samples, (
+            f"{mistake.label}: no test asserts anything of it")
+        assert mistake.cell in day.solution_code, f"{mistake.label}: {mistake.cell} is no answer cell of {assignment}"
+        if mistake.kernel is None:
+            continue            # an edit of a grader sample's own cell: test_grader_samples.py applies it
+        dotted = day.solution_code[mistake.cell]
+        names = (dotted,) if isinstance(dotted, str) else dotted
+        assert mistake.kernel in names, f"{mistake.label}: {mistake.kernel} is not in cell {mistake.cell} ({names})"
+        mistake.apply("\n\n\n".join(_kernel_code(name) for name in names), where=f"cell {mistake.cell}")
+        if mistake.names:
+            mistake.apply(_kernel_code(mistake.kernel), where=mistake.kernel)

@@ -82,7 +82,7 @@ def test_correct_samples_are_the_kernels_of_the_course(case):
 
     sources = {}
     for name in ("elementwise", "reduction", "attention", "softmax", "gemm", "flash_attention", "kv_cache",
-                 "paged_attention", "gqa_attention", "low_precision_attention"):
+                 "paged_attention", "gqa_attention", "low_precision_attention", "low_precision_attention.fp8"):
         module = importlib.import_module(f"kernels.{name}")
         sources.update({kernel_cell(obj): name for obj in vars(module).values() if hasattr(obj, "py_func")})
 
@@ -119,6 +119,55 @@ def test_a_wrong_sample_whose_edit_no_longer_applies_fails_to_load(tmp_path, mon
         sample_cases.load_case(day / "wrong.py")
     with pytest.raises(ValueError, match="no_such_cell"):
         sample_cases.load_case(day / "wrong_cell.py")
+
+
+# The wrong samples of each day: neither correct nor a cheat (a cheat is not a classic mistake).
+WRONG_SAMPLES = [c for c in CASES
+                 if c.path.parent.name != COURSE_WIDE and not c.name.startswith(("correct", "cheating"))]
+
+
+def _sample_cells(assignment: str, name: str) -> dict:
+    return next(c.cells for c in CASES if c.assignment == assignment and c.name == name
+                and c.path.parent.name == assignment)
+
+
+@pytest.mark.parametrize("case", WRONG_SAMPLES, ids=_case_id)
+def test_a_wrong_sample_makes_mistakes_of_its_day_table(case):
+    """A wrong sample keeps its EDITS (the grader's data does not read tests/), and each of its cells that is
+    neither ours (``correct_ours``) nor the written-differently answer (``correct_alternative``) is the
+    mistakes of the day's table (``tests/mistakes/dayNN.py``) that name the sample, written into the cell
+    they change: so the table is where a day's classic mistakes are, the samples' too."""
+    from mistakes import of_day
+
+    ours, alternative = (_sample_cells(case.assignment, name) for name in ("correct_ours", "correct_alternative"))
+    for gid, cell in case.cells.items():
+        if cell in (ours.get(gid), alternative.get(gid)):
+            continue
+        mistakes = [m for m in of_day(case.assignment) if case.name in m.samples and m.cell == gid]
+        assert mistakes, (f"{case.name}, cell {gid}: its mistake is not in the day's table; add it to "
+                          f"tests/mistakes/{case.assignment[:5]}.py with samples=({case.name!r},)")
+        bases = {m.sample_base or "correct_ours" for m in mistakes}
+        assert len(bases) == 1, f"{case.name}, cell {gid}: its mistakes change the cells of {sorted(bases)}"
+        made = _sample_cells(case.assignment, bases.pop())[gid]
+        for mistake in mistakes:
+            made = mistake.apply(made, where=f"{case.name}'s base, cell {gid}")
+        assert cell == made, (f"{case.name}, cell {gid}: the table's mistakes {[m.label for m in mistakes]} "
+                              f"make another cell")
+
+
+def test_every_sample_the_tables_name_makes_its_mistake():
+    """Each sample a mistake of the tables names exists, and the mistake's cell is not a correct one there."""
+    from mistakes import ALL, assignment_of
+
+    wrong = {(c.assignment, c.name): c for c in WRONG_SAMPLES}
+    for mistake in ALL:
+        assignment = assignment_of(mistake.label)
+        for name in mistake.samples:
+            assert (assignment, name) in wrong, f"{mistake.label}: no wrong sample {assignment}/{name}"
+            cell = wrong[assignment, name].cells.get(mistake.cell)
+            correct = [_sample_cells(assignment, base).get(mistake.cell)
+                       for base in ("correct_ours", "correct_alternative")]
+            assert cell is not None and cell not in correct, f"{mistake.label}: {name} does not change {mistake.cell}"
 
 
 def visible_text(path: pathlib.Path) -> str:
