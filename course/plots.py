@@ -3,8 +3,8 @@
 - :func:`plot_timing` draws a Recording: one line per rung against a size, the torch baseline
   dashed, the measured ceiling dotted, and a legend that says where the numbers come from
   ("recorded on <device> (<date>)" or "live on <device>").
-- :func:`plot_traffic` draws bytes moved four ways: ``"model: v1_naive"`` (the analytic model),
-  ``"counted: your kernel"`` (the simulator's counter), ``"Nsight: v1_naive"`` (recorded DRAM bytes)
+- :func:`plot_traffic` draws bytes moved four ways: ``"model: attention_v1_naive"`` (the analytic model),
+  ``"counted: your kernel"`` (the simulator's counter), ``"Nsight: attention_v1_naive"`` (recorded DRAM bytes)
   and ``"compulsory: ..."`` (the least any version must move, dotted).
 - :func:`plot_roofline` places kernels under the copy-bandwidth and fp32-matmul roofs.
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from course.records import Recording
+from course.records import Recording, where as _where
 
 __all__ = ["plot_timing", "plot_traffic", "plot_roofline", "rung_colour", "add_legend", "recording_stamp_of",
            "STYLE"]
@@ -149,11 +149,14 @@ def _auto_log(ax, xs, ys=(), log_y: bool = True) -> None:
         ax.set_yscale("log")
 
 
-def plot_timing(rec: Recording, x: str = "N", y: str = "tflops", series: str = "rung", ax=None,
+def plot_timing(rec: Recording, x: str = "N", y: str = "tflops", series: str | tuple = "rung", ax=None,
                 title: str | None = None, where: dict | None = None, log_y: bool | None = None):
     """Plot ``y`` against ``x`` for every value of ``series`` in a Recording's rows.
 
-    where: keep only rows with these values, e.g. ``{"d": 64, "causal": True}``.
+    series: the column whose values name the curves (the rung, as the registry names it), or a tuple of
+        columns, e.g. ``("rung", "fmt")``: one curve per pair, labelled ``"gqa_decode_page_runs, float16"``.
+    where: keep only rows with these values, e.g. ``{"d": 64, "causal": True}``; a tuple or set of
+        values keeps rows with any of them (``course.records.where``).
     log_y: True for a log y axis (rungs that span orders of magnitude), False for linear; None
         chooses: times on a log axis when they span a decade and more, rates (GB/s, TFLOP/s)
         linear from 0, read as a fraction of the ceiling.
@@ -162,7 +165,8 @@ def plot_timing(rec: Recording, x: str = "N", y: str = "tflops", series: str = "
     """
     if not isinstance(rec, Recording):
         raise TypeError(f"rec must be a Recording (course.records), got {type(rec).__name__}")
-    for arg, value in (("x", x), ("y", y), ("series", series)):
+    named = (series,) if isinstance(series, str) else tuple(series) if isinstance(series, (tuple, list)) else None
+    for arg, value in (("x", x), ("y", y)) + tuple(("series", c) for c in named or (None,)):
         if not isinstance(value, str):
             raise TypeError(f"{arg} must be a column name (str), got {value!r}")
     where = {} if where is None else where
@@ -171,10 +175,10 @@ def plot_timing(rec: Recording, x: str = "N", y: str = "tflops", series: str = "
     if log_y not in (None, True, False):
         raise TypeError(f"log_y must be True, False or None (choose), got {log_y!r}")
     groups: dict[str, list] = {}
-    for row in rec.rows:
-        if all(row.get(k) == v for k, v in where.items()) and row.get(x) is not None \
-                and row.get(y) is not None:
-            groups.setdefault(str(row.get(series, "?")), []).append(row)
+    for row in _where(rec, **where):
+        if row.get(x) is not None and row.get(y) is not None:
+            label = ", ".join(str(row[c]) for c in named if row.get(c) is not None) or "?"
+            groups.setdefault(label, []).append(row)
     if not groups:
         columns = sorted({k for row in rec.rows for k in row})
         raise ValueError(f"no rows of {rec.name!r} have both {x!r} and {y!r}"

@@ -7,7 +7,7 @@
 
     # the series of a traffic plot (course.plots.plot_traffic), one value per size or None:
     counted_series(attention_v3_tiled, sizes, inputs, upto=128)   # bytes the simulator counts
-    recorded_series(nsight, "v3_tiled", sizes, per=64)           # DRAM bytes Nsight measured, per head
+    recorded_series(nsight, "attention_v3_tiled", sizes, per=64)  # DRAM bytes Nsight measured, per head
 
 Numbers are formatted with thousands separators (integers) or 4 significant digits (floats);
 strings are kept as given, so a cell can carry its own format (``f"{x:.2f}x"``) or Markdown.
@@ -89,18 +89,42 @@ def counted_series(launch, sizes, inputs, *, upto: int | None = None) -> list:
 
 
 def recorded_series(recordings, label: str, sizes, *, per: float = 1, column: str = "dram_bytes",
-                    x: str = "N") -> list:
+                    x: str = "N", where: dict | None = None) -> list:
     """One recorded value per size for the rows labelled ``label`` (divided by ``per``); None where absent.
 
-    recordings: a Recording, a list of them, or None (then every value is None). per: e.g. the
-    number of (batch, head) pairs the measurement covered, to plot bytes per head.
+    recordings: a Recording, a list of them, or None (then every value is None). label: the rung's registry
+    name (``attention_v4_flash``). per: e.g. the number of (batch, head) pairs the measurement covered, to
+    plot bytes per head. where: other columns the rows must match (``course.records.where``), e.g.
+    ``{"causal": False}`` where a rung was measured with and without a mask; two rows at one size raise
+    ValueError.
+
+    Nothing fails in silence: a label no recording has raises LookupError unless it names a rung of a registry
+    or a row of a shipped recording (then that rung was not measured: every value None), and so do rows of the
+    label of which none matches ``where``; both name what the recordings hold.
     """
+    from course.records import check_names, where as matching
+
     if recordings is None:
         recordings = []
     elif not isinstance(recordings, (list, tuple)):
         recordings = [recordings]
     if not per or per < 0:
         raise ValueError(f"per must be a positive number, got {per!r}")
-    found = {row[x]: row[column] / per for rec in recordings for row in rec.rows
-             if row.get("label") == label and row.get(x) is not None and row.get(column) is not None}
+    if recordings:
+        source = ", ".join(repr(getattr(rec, "name", "?")) for rec in recordings)
+        every = [row for rec in recordings for row in rec.rows]
+        check_names(every, {"label": label}, source)
+        labelled = [row for row in every if row.get("label") == label]
+        if labelled and where and not matching(labelled, **where):
+            seen = {key: sorted({repr(row.get(key)) for row in labelled}) for key in where}
+            raise LookupError(f"rows of {source} are labelled {label!r}, but none matches where={where}; "
+                              f"theirs: {seen}")
+    found = {}
+    for rec in recordings:
+        for row in matching(rec, label=label, **(where or {})):
+            if row.get(x) is None or row.get(column) is None:
+                continue
+            if row[x] in found:
+                raise ValueError(f"two rows labelled {label!r} at {x} = {row[x]}: tell them apart with where=")
+            found[row[x]] = row[column] / per
     return [found.get(size) for size in sizes]

@@ -5,9 +5,21 @@ numba, numba-cuda, NumPy and torch, the date, and the ceilings (copy bandwidth, 
 measured in the same run, so that every figure can be read as a ratio::
 
     rec = new_recording("day05_flash_timing", ceilings=measure_ceilings())
-    rec.add(rung="v4_flash", N=1024, median_ms=0.41, tflops=12.3)      # one free-form row per measurement
+    rec.add(rung="attention_v4_flash", N=1024, causal=False, median_ms=0.41)   # one free-form row per measurement
     rec.save()                                                        # course/data/day05_flash_timing.json
     rec = load_recording("day05_flash_timing")                        # anywhere, GPU or not
+
+A lesson reads rows as queries: :func:`where` keeps the rows whose columns have the given values (a
+tuple or set of values: any of them), :func:`one` the single row that matches, :func:`by` indexes rows
+by columns and :func:`group_by` groups them; each is also a method of a Recording::
+
+    rec.one(rung="attention_v4_flash", N=4096, causal=True)["median_ms"]
+    ms = rec.by("rung", N=4096, causal=False)                         # {rung: row}
+    [row["tflops"] for row in rec.where(rung=("attention_v4_flash", "torch_sdpa"), causal=True)]
+
+A name asked of ``rung`` or ``label`` that no row has is fine when it names a rung of a registry or a row of a
+shipped recording (that rung was simply not measured here: no rows); any other name (an old short label,
+``v4_flash``, a typo) raises LookupError naming what the rows have, rather than match nothing in silence.
 
 ``live_or_recorded(name, run)`` runs ``run()`` on a GPU and loads the recording elsewhere.
 Lessons call :func:`live_else_recorded`, which also says what is missing instead of raising::
@@ -20,6 +32,8 @@ Lessons call :func:`live_else_recorded`, which also says what is missing instead
 from __future__ import annotations
 
 import datetime
+import functools
+import importlib
 import json
 import math
 import pathlib
@@ -32,7 +46,9 @@ from importlib import metadata
 import numpy as np
 
 __all__ = ["Recording", "new_recording", "load_recording", "recording_path", "recorded_names",
-           "live_or_recorded", "live_else_recorded", "DATA_DIR", "SCHEMA_VERSION"]
+           "live_or_recorded", "live_else_recorded", "where", "one", "by", "group_by", "distinct", "known_names",
+           "check_names",
+           "fraction_of_copy_on_gpu", "DATA_DIR", "SCHEMA_VERSION"]
 
 DATA_DIR = pathlib.Path(__file__).resolve().parent / "data"
 SCHEMA_VERSION = 1
@@ -47,8 +63,9 @@ _HOW_TO_RECORD = ("Recordings are made on a GPU with `python -m course.record da
 class Recording:
     """Measurements of one experiment on one GPU, with the metadata to trust them.
 
-    ``rows`` is a list of flat dicts (one per measurement, e.g. ``{"rung": "v4_flash", "N": 1024,
-    "median_ms": 0.41}``). ``live`` is True for a recording made in this process, False for one
+    ``rows`` is a list of flat dicts (one per measurement, e.g. ``{"rung": "attention_v4_flash", "N": 1024,
+    "causal": False, "median_ms": 0.41}``: the rung by its registry name, what else tells rows apart in
+    columns of their own). ``live`` is True for a recording made in this process, False for one
     loaded from disk; it is not saved.
     """
 
@@ -66,10 +83,30 @@ class Recording:
         """Append one row of measurements (numbers, strings, booleans or None) and return it."""
         if not row:
             raise ValueError("add() needs at least one keyword, "
-                             "e.g. rec.add(rung='v1_naive', N=64, median_ms=1.2)")
+                             "e.g. rec.add(rung='attention_v1_naive', N=64, median_ms=1.2)")
         clean = {key: _json_scalar(value, f"row[{key!r}]") for key, value in row.items()}
         self.rows.append(clean)
         return clean
+
+    def where(self, /, **match) -> list[dict]:
+        """The rows whose columns have these values (see :func:`where`)."""
+        return where(self, **match)
+
+    def one(self, /, **match) -> dict:
+        """The one row whose columns have these values (see :func:`one`)."""
+        return one(self, **match)
+
+    def by(self, /, *keys: str, **match) -> dict:
+        """The matching rows indexed by the values of ``keys`` (see :func:`by`)."""
+        return by(self, *keys, **match)
+
+    def group_by(self, /, *keys: str, **match) -> dict:
+        """The matching rows grouped by the values of ``keys`` (see :func:`group_by`)."""
+        return group_by(self, *keys, **match)
+
+    def distinct(self, /, key: str, **match) -> list:
+        """The sorted values of column ``key`` among the matching rows (see :func:`distinct`)."""
+        return distinct(self, key, **match)
 
     @property
     def day(self) -> str:
@@ -132,6 +169,166 @@ class Recording:
         text = json.dumps(self.to_dict(), indent=1, allow_nan=False)
         path.write_text(text + "\n", encoding="utf-8")
         return path
+
+
+# --------------------------------------------------------------------------- reading rows
+
+def _rows_of(rows) -> list:
+    """The rows of a Recording, or the given rows (an iterable of dicts) as a list."""
+    if isinstance(rows, Recording):
+        return rows.rows
+    if isinstance(rows, (str, bytes, dict)) or not hasattr(rows, "__iter__"):
+        raise TypeError(f"rows must be a Recording or a list of row dicts, got {type(rows).__name__}")
+    rows = list(rows)
+    if not all(isinstance(row, dict) for row in rows):
+        raise TypeError("rows must be a Recording or a list of row dicts")
+    return rows
+
+
+def _matches(row: dict, match: dict) -> bool:
+    for key, wanted in match.items():
+        value = row.get(key)
+        if isinstance(wanted, (tuple, list, set, frozenset)):
+            if value not in wanted:
+                return False
+        elif callable(wanted):
+            if value is None or not wanted(value):
+                return False
+        elif value != wanted:
+            return False
+    return True
+
+
+def _describe(rows, match: dict) -> str:
+    name = f" of {rows.name!r}" if isinstance(rows, Recording) else ""
+    return f"rows{name} matching {match}" if match else f"rows{name}"
+
+
+# The columns that name what a row measured: a rung by its registry name (``label`` in Nsight's rows), or torch's call.
+NAME_COLUMNS = ("rung", "label")
+
+
+@functools.lru_cache(maxsize=1)
+def known_names() -> frozenset:
+    """Every name a row may give in ``rung`` or ``label``: the key of each rung in the ``RUNGS`` of every kernel
+    module, and every name in the recordings shipped in ``course/data`` (torch's calls, day 1's probes)."""
+    import pkgutil
+
+    import kernels
+
+    names = set()
+    for module in pkgutil.iter_modules(kernels.__path__):
+        try:
+            ladder = getattr(importlib.import_module(f"kernels.{module.name}"), "RUNGS", {})
+        except Exception:         # a module that does not import names nothing; its own tests say why
+            continue
+        names.update(name for name in ladder if isinstance(name, str))
+    for path in DATA_DIR.glob("*.json"):
+        try:
+            rows = json.loads(path.read_text(encoding="utf-8")).get("rows", [])
+        except (OSError, ValueError, AttributeError):
+            continue
+        names.update(row[key] for row in rows if isinstance(row, dict)
+                     for key in NAME_COLUMNS if isinstance(row.get(key), str))
+    return frozenset(names)
+
+
+def check_names(rows: list, match: dict, source: str) -> None:
+    """Raise LookupError for a name asked of ``rung`` or ``label`` that no row has and nothing names.
+
+    rows: the rows asked of; match: the columns asked for (only ``rung`` and ``label`` are looked at);
+    source: how the error names the rows (a recording's name). A lookup that finds nothing because a
+    name is misspelt or out of date fails here, with the names the rows do have, instead of drawing
+    nothing; a name of a rung or recording that exists elsewhere (a rung not yet recorded) passes."""
+    for key in NAME_COLUMNS:
+        if key not in match:
+            continue
+        wanted = match[key]
+        asked = wanted if isinstance(wanted, (tuple, list, set, frozenset)) else (wanted,)
+        present = {row.get(key) for row in rows}
+        missing = [name for name in asked if isinstance(name, str) and name not in present]
+        unknown = [name for name in missing if name not in known_names()]
+        if unknown:
+            recorded = sorted({value for value in present if isinstance(value, str)})
+            raise LookupError(
+                f"no row of {source} has {key} = {unknown[0]!r}, and no rung in kernels/ nor any recording in "
+                f"course/data is named so; the {key}s of {source}: {recorded}. A row names its rung by its key in "
+                f"the kernel module's RUNGS (attention_v4_flash, not v4_flash), and says what tells rows of one "
+                f"rung apart in columns of their own (causal=True, fmt='float16').")
+
+
+def where(rows, /, **match) -> list[dict]:
+    """The rows whose columns have the given values, in their recorded order.
+
+    rows: a Recording or a list of row dicts. Each keyword names a column and what it must hold: a value
+    (``rung="attention_v4_flash"``), a tuple, list or set of values, any of which will do
+    (``fmt=("float16", "fp8_e4m3")``), or a function of the value that says yes (``N=lambda n: n >= 1024``;
+    a row without the column does not match it). A row without a column matches the value None. No
+    keyword: every row.
+
+    Raises LookupError for a name asked of ``rung`` or ``label`` that no row has, unless a registry or a shipped
+    recording knows it (:func:`known_names`; then it was not measured here, and no row matches).
+    """
+    all_rows = _rows_of(rows)
+    check_names(all_rows, match, repr(rows.name) if isinstance(rows, Recording) else "these rows")
+    return [row for row in all_rows if _matches(row, match)]
+
+
+def one(rows, /, **match) -> dict:
+    """The single row whose columns have the given values (as :func:`where`).
+
+    Raises LookupError when no row or more than one row matches, naming the values each column takes.
+    """
+    found = where(rows, **match)
+    if len(found) == 1:
+        return found[0]
+    all_rows = _rows_of(rows)
+    seen = {key: sorted({repr(row.get(key)) for row in all_rows}) for key in match}
+    raise LookupError(f"{'no' if not found else len(found)} {_describe(rows, match)}, expected one; "
+                      f"values recorded: {seen}")
+
+
+def _key(row: dict, keys: tuple):
+    return row.get(keys[0]) if len(keys) == 1 else tuple(row.get(key) for key in keys)
+
+
+def _check_keys(keys) -> None:
+    if not keys or not all(isinstance(key, str) for key in keys):
+        raise TypeError(f"name the columns to index by, e.g. by(rows, 'rung', 'N'), got {keys!r}")
+
+
+def by(rows, /, *keys: str, **match) -> dict:
+    """The rows that match (as :func:`where`) indexed by the values of the columns ``keys``: one column
+    gives ``{value: row}``, several ``{(value, value, ...): row}``, in the rows' order.
+
+    Raises ValueError when two matching rows share a key (index by more columns, or match fewer rows).
+    """
+    _check_keys(keys)
+    indexed = {}
+    for row in where(rows, **match):
+        key = _key(row, keys)
+        if key in indexed:
+            raise ValueError(f"two {_describe(rows, match)} have {keys} = {key!r}; index by more columns "
+                             f"(columns: {sorted({k for r in _rows_of(rows) for k in r})})")
+        indexed[key] = row
+    return indexed
+
+
+def group_by(rows, /, *keys: str, **match) -> dict:
+    """The rows that match (as :func:`where`) grouped by the values of the columns ``keys``: ``{value:
+    [rows]}`` for one column, ``{(value, ...): [rows]}`` for several, groups and rows in recorded order."""
+    _check_keys(keys)
+    groups = {}
+    for row in where(rows, **match):
+        groups.setdefault(_key(row, keys), []).append(row)
+    return groups
+
+
+def distinct(rows, /, key: str, **match) -> list:
+    """The values column ``key`` takes among the rows that match (as :func:`where`), sorted, None left out."""
+    if not isinstance(key, str):
+        raise TypeError(f"key must be a column name, got {key!r}")
+    return sorted({row[key] for row in where(rows, **match) if row.get(key) is not None})
 
 
 def _json_scalar(value, where: str):

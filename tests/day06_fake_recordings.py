@@ -9,6 +9,7 @@ bytes come close to the compulsory bytes.
 
 from course.models import paged_attention as model
 from course.records import new_recording
+from kernels import paged_attention
 
 SHAPE = {"heads": 32, "kv_heads": 32, "d": 128, "block_size": 16}
 NUM_SEQS = (8, 16, 32, 64)
@@ -16,6 +17,7 @@ CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768)
 COPY_GBPS = 3000.0
 SLOTS = 132 * 16            # blocks of 128 threads an H100 holds at once
 PARTITION = 512
+V1, V2, V3 = paged_attention.RUNGS          # the rungs, by their registry names
 
 
 def _fits(num_seqs: int, context: int) -> bool:
@@ -26,9 +28,9 @@ def _fits(num_seqs: int, context: int) -> bool:
 def _fraction(rung: str, num_seqs: int, context: int) -> float:
     """A made-up fraction of the copy bandwidth: more blocks in flight read faster, up to a ceiling."""
     blocks = SHAPE["heads"] * num_seqs
-    if rung == "v1_block_per_head":
+    if rung == V1:
         return 0.9 * min(1.0, blocks / SLOTS) ** 0.7
-    if rung == "v2_split_k":
+    if rung == V2:
         blocks *= -(-context // PARTITION)
         return 0.8 * min(1.0, blocks / SLOTS) ** 0.7
     return 0.4
@@ -44,14 +46,14 @@ def fake_timing():
                 continue
             compulsory = model.compulsory_bytes_decode([context] * num_seqs, SHAPE["heads"], SHAPE["kv_heads"], SHAPE["d"])
             ms = {}
-            for rung in ("v1_block_per_head", "v2_split_k", "torch_sdpa"):
+            for rung in (V1, V2, "torch_sdpa"):
                 fraction = _fraction(rung, num_seqs, context)
                 ms[rung] = compulsory / (fraction * COPY_GBPS * 1e9) * 1e3
             # the shortest v2 steps wait for Python: the kernel alone takes half the time
-            kernel = {rung: median / (2 if rung == "v2_split_k" and context == min(CONTEXTS) else 1)
+            kernel = {rung: median / (2 if rung == V2 and context == min(CONTEXTS) else 1)
                       for rung, median in ms.items()}
             # v3: v2's GPU time and a little more (fences, tickets), one launch: no wait for Python
-            kernel["v3_one_launch"] = ms["v3_one_launch"] = 1.03 * kernel["v2_split_k"]
+            kernel[V3] = ms[V3] = 1.03 * kernel[V2]
             for rung, median in ms.items():
                 gbps = compulsory / median / 1e6
                 rec.add(rung=rung, num_seqs=num_seqs, context=context, **SHAPE, median_ms=median,
@@ -65,7 +67,7 @@ def fake_dram_bytes():
     """A day06_dram_bytes recording: v1, v2 and v3 at 8 sequences, DRAM a little above the compulsory bytes."""
     rec = new_recording("day06_dram_bytes", device="Fake GPU", driver="fake 1.0")
     rec.notes = "synthetic"
-    for label, excess in (("v1_block_per_head", 1.02), ("v2_split_k", 1.04), ("v3_one_launch", 1.04)):
+    for label, excess in ((V1, 1.02), (V2, 1.04), (V3, 1.04)):
         for context in (1024, 4096, 16384, 32768):
             compulsory = model.compulsory_bytes_decode([context] * 8, SHAPE["heads"], SHAPE["kv_heads"], SHAPE["d"])
             measured = excess * compulsory

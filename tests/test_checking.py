@@ -367,7 +367,8 @@ def test_hints_are_added(ref):
 
 def test_every_detector_is_exercised_by_this_file_or_by_a_real_kernel():
     here = pathlib.Path(__file__).parent
-    source = (here / "test_checking.py").read_text() + (here / "test_classic_mistakes.py").read_text()
+    source = "".join(path.read_text() for path in [here / "test_checking.py", here / "test_classic_mistakes.py",
+                                                    *sorted((here / "mistakes").glob("day*.py"))])
     missing = [key for key in DETECTORS if f'"{key}"' not in source]
     assert not missing, f"detectors no test triggers: {missing}"
 
@@ -573,7 +574,7 @@ def test_a_cancelling_float32_sum_passes_with_its_reduction_context():
 
 
 def test_the_hidden_row_sum_inputs_pass_a_correct_float32_sum_for_every_seed():
-    """The seed never decides a score (DESIGN.md section 6): day 1's hidden row-sum shapes, a
+    """The seed never decides a score (docs/design-notes.md section 5): day 1's hidden row-sum shapes, a
     strided-loop-then-tree sum as the course's kernels do it, over many seeds."""
     threads = 64
 

@@ -1,7 +1,7 @@
 """Day 2 kernels: scores, the stable row softmax, PV and the naive pipeline, with their traffic model.
 
-On the simulator at small awkward sizes; the tests marked gpu repeat the checks at full size and
-run the recorder's Nsight and sanitizer entry points.
+On the simulator at small awkward sizes; the test marked gpu runs the recorder's Nsight and sanitizer
+entry points. The recorder's full-size checks run on a GPU in test_gpu_days.py, with every other day's.
 """
 
 import math
@@ -177,8 +177,9 @@ def test_ncu_cases_are_labelled_and_lazy():
     from course.record import day02
 
     cases = day02.ncu_cases()
-    assert [(label, n) for label, n, _ in cases] == [("v1_naive", n) for n in day02.NCU_SIZES]
-    assert all(callable(run) for _, _, run in cases)
+    assert [(c.label, c.N, c.columns) for c in cases] == [("attention_v1_naive", n, {"causal": False})
+                                                         for n in day02.NCU_SIZES]
+    assert all(callable(c.run) for c in cases)
 
 
 def test_recorder_check_and_nsight_case_run_on_the_simulator(monkeypatch):
@@ -189,19 +190,12 @@ def test_recorder_check_and_nsight_case_run_on_the_simulator(monkeypatch):
     monkeypatch.setattr(day02, "NCU_SHAPE", {"B": 1, "H": 1, "d": 4})
     monkeypatch.setattr(day02, "NCU_SIZES", (3,))
     day02.check_full_size(n=5)
-    ((label, n, run),) = day02.ncu_cases()
+    (case,) = day02.ncu_cases()
     with count_traffic() as t:
-        run()
-        run()
-    assert (label, n) == ("v1_naive", 3)
+        case.run()
+        case.run()
+    assert (case.label, case.N) == ("attention_v1_naive", 3)
     assert t.kernel_names == ["scores_kernel", "softmax_rows_kernel", "pv_kernel"] * 2
-
-
-@pytest.mark.gpu
-def test_naive_pipeline_and_kernels_at_full_size_on_gpu():
-    from course.record import day02
-
-    day02.check_full_size()
 
 
 @pytest.mark.gpu
@@ -209,7 +203,7 @@ def test_recorder_sanitize_and_ncu_case_run_on_gpu():
     from course.record import day02
 
     day02.sanitize()
-    label, n, run = day02.ncu_cases()[0]
-    run()
-    run()
+    case = day02.ncu_cases()[0]
+    case.run()
+    case.run()
     cuda.synchronize()

@@ -1,7 +1,7 @@
 """Day 3 kernels: the online softmax and attention fused one query row per thread, with their traffic.
 
-On the simulator at small awkward sizes; the tests marked gpu repeat the checks at full size and
-run the recorder's Nsight and sanitizer entry points.
+On the simulator at small awkward sizes; the test marked gpu runs the recorder's Nsight and sanitizer
+entry points. The recorder's full-size checks run on a GPU in test_gpu_days.py, with every other day's.
 """
 
 import numpy as np
@@ -12,7 +12,7 @@ from course.checking import CheckFailure, check, poison, random_inputs
 from course.models import attention as model
 from course.traffic import count_traffic
 from kernels import reference
-from kernels.attention import MAX_HEAD_DIM, attention_v2_fused_rows
+from kernels.attention import HEAD_DIM_MAX, attention_v2_fused_rows
 from kernels.softmax import SOFTMAX_THREADS, softmax_online, softmax_rows
 
 IDS = lambda s: "x".join(map(str, s))  # noqa: E731
@@ -85,7 +85,7 @@ def test_fused_rows_large_logits_and_scale(causal):
 def test_fused_rows_without_keys_give_zeros_and_head_dim_up_to_the_limit():
     q, k, v, _ = _qkv(1, 2, 4, 0, 3)
     assert np.array_equal(attention_v2_fused_rows(q, k, v, out=poison(np.empty_like(q))), np.zeros_like(q))
-    q, k, v, seed = _qkv(1, 1, 2, 3, MAX_HEAD_DIM)
+    q, k, v, seed = _qkv(1, 1, 2, 3, HEAD_DIM_MAX)
     check(attention_v2_fused_rows(q, k, v), reference.attention(q, k, v), name="O, head_dim 128", seed=seed)
 
 
@@ -121,8 +121,8 @@ def test_launchers_reject_bad_inputs(call, message):
 
 
 def test_fused_rows_reject_a_head_dim_above_the_limit():
-    q, k, v, _ = _qkv(1, 1, 1, 1, MAX_HEAD_DIM + 1)
-    with pytest.raises(ValueError, match="MAX_HEAD_DIM"):
+    q, k, v, _ = _qkv(1, 1, 1, 1, HEAD_DIM_MAX + 1)
+    with pytest.raises(ValueError, match="HEAD_DIM_MAX"):
         attention_v2_fused_rows(q, k, v)
 
 
@@ -171,9 +171,9 @@ def test_ncu_cases_are_labelled_and_lazy():
     from course.record import day03
 
     cases = day03.ncu_cases()
-    expected = [(label, n) for label in ("v2_fused_rows", "v2_fused_rows_causal") for n in day03.NCU_SIZES]
-    assert [(label, n) for label, n, _ in cases] == expected
-    assert all(callable(run) for _, _, run in cases)
+    expected = [("attention_v2_fused_rows", n, {"causal": causal}) for causal in (False, True) for n in day03.NCU_SIZES]
+    assert [(c.label, c.N, c.columns) for c in cases] == expected
+    assert all(callable(c.run) for c in cases)
 
 
 def test_recorder_check_and_nsight_cases_run_on_the_simulator(monkeypatch):
@@ -187,18 +187,11 @@ def test_recorder_check_and_nsight_cases_run_on_the_simulator(monkeypatch):
     day03.check_full_size(n=5)
     cases = day03.ncu_cases()
     with count_traffic() as t:
-        for _, _, run in cases:
-            run()
-            run()
-    assert [label for label, _, _ in cases] == ["v2_fused_rows", "v2_fused_rows_causal"]
+        for case in cases:
+            case.run()
+            case.run()
+    assert [c.name for c in cases] == ["attention_v2_fused_rows:causal=False", "attention_v2_fused_rows:causal=True"]
     assert t.kernel_names == ["attention_v2_fused_rows_kernel"] * 4
-
-
-@pytest.mark.gpu
-def test_online_softmax_and_fused_rows_at_full_size_on_gpu():
-    from course.record import day03
-
-    day03.check_full_size()
 
 
 @pytest.mark.gpu
@@ -206,7 +199,7 @@ def test_recorder_sanitize_and_ncu_case_run_on_gpu():
     from course.record import day03
 
     day03.sanitize()
-    label, n, run = day03.ncu_cases()[-1]
-    run()
-    run()
+    case = day03.ncu_cases()[-1]
+    case.run()
+    case.run()
     cuda.synchronize()

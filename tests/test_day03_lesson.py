@@ -48,7 +48,7 @@ def test_lesson_runs_with_recordings(tmp_path):
         rec.save(tmp_path / f"{rec.name}.json")
     run = run_lesson(LESSON, fake_dir=tmp_path)
     shown = run.fake_text
-    assert "Nsight, `v2_fused_rows`" in shown and "Nsight, `v1_naive`" in shown
+    assert "Nsight, `attention_v2_fused_rows`" in shown and "Nsight, `attention_v1_naive`" in shown
     assert "recorded on Fake GPU" in shown and "torch SDPA" in shown and "online" in shown
     assert "speed-up over the naive pipeline" in shown
     solution = nbformat.read(SOLUTION, as_version=4)
@@ -83,8 +83,8 @@ def test_a_missing_rescale_makes_rows_sum_below_one():
 def test_the_recorded_timings_support_the_prose():
     """The lesson says the fused rung's gain over the naive pipeline shrinks again at the longest N."""
     timing = load_recording("day03_fused_timing")
-    ms = {(r["rung"], r["N"]): r["median_ms"] for r in timing.rows}
-    sizes = sorted(n for rung, n in ms if rung == "v1_naive" and ("v2_fused_rows", n) in ms)
-    gain = {n: ms[("v1_naive", n)] / ms[("v2_fused_rows", n)] for n in sizes}
+    ms = {key: row["median_ms"] for key, row in timing.by("rung", "N", causal=False).items()}
+    sizes = [n for n in timing.distinct("N", rung="attention_v1_naive") if ("attention_v2_fused_rows", n) in ms]
+    gain = {n: ms[("attention_v1_naive", n)] / ms[("attention_v2_fused_rows", n)] for n in sizes}
     assert max(gain, key=gain.get) < sizes[-1], gain
-    assert all(ms[("v2_fused_rows", n)] > 5 * ms[("torch_sdpa", n)] for n in sizes), "far from torch"
+    assert all(ms[("attention_v2_fused_rows", n)] > 5 * ms[("torch_sdpa", n)] for n in sizes), "far from torch"

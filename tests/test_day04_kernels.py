@@ -148,7 +148,7 @@ def test_v9_every_tile_shape_matches_reference_with_every_warp_writing():
     want = reference.gemm(a, b)
     for block_m, block_n in gemm.TILE_SHAPES:
         out = poison(np.empty((70, 40), np.float32))
-        grid, block = gemm._wide_grid(70, 40, block_m, block_n)
+        grid, block = gemm.wide_grid(70, 40, block_m, block_n)
         gemm.launch_gemm(gemm.gemm_v9_warp_tiled_kernel(block_m, block_n), a, b, out=out, grid=grid, block=block)
         check(out, want, name=f"v9 {block_m}x{block_n}", dims=("row", "col"), seed=seed)
 

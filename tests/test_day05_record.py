@@ -16,26 +16,31 @@ def test_full_size_lengths_cover_full_off_tile_one_and_empty():
 
 def test_ncu_cases_name_every_rung_and_size_and_build_nothing_yet():
     cases = day05.ncu_cases()
-    assert {(label, n) for label, n, _ in cases} == {(r, n) for r in day05.NCU_RUNGS for n in day05.NCU_SIZES}
-    assert all(callable(run) for _, _, run in cases)
+    assert {(c.label, c.columns["causal"], c.N) for c in cases} == {
+        (r, causal, n) for r, causal in day05.NCU_CASES for n in day05.NCU_SIZES}
+    assert all(callable(c.run) for c in cases)
+    assert {c.name for c in cases if c.label == "attention_v4_flash"} == {
+        "attention_v4_flash:causal=False", "attention_v4_flash:causal=True"}
 
 
 def test_fraction_summary_reads_the_largest_size_of_each_flash_rung():
     summary = day05.flash_fraction_summary(fake_timing())
     lines = summary.splitlines()
     assert len(lines) == 4
-    assert lines[0].startswith("v4_flash at N=4096: 0.28 of torch SDPA fp32")
-    assert lines[1].startswith("v4_flash_causal at N=4096: 0.29 of torch SDPA fp32")
-    assert lines[2].startswith("v5_flash_registers at N=4096: 0.60 of torch SDPA fp32")
-    assert lines[3].startswith("v5_flash_registers_causal at N=4096: 0.62 of torch SDPA fp32")
+    assert lines[0].startswith("attention_v4_flash at N=4096: 0.28 of torch SDPA fp32")
+    assert lines[1].startswith("attention_v4_flash causal at N=4096: 0.29 of torch SDPA fp32")
+    assert lines[2].startswith("attention_v5_flash_registers at N=4096: 0.60 of torch SDPA fp32")
+    assert lines[3].startswith("attention_v5_flash_registers causal at N=4096: 0.62 of torch SDPA fp32")
 
 
 def test_ladder_comes_from_the_registry():
     from kernels import flash_attention
 
-    assert day05.NCU_RUNGS == ("v1_naive", "v2_fused_rows", "v3_tiled", "v4_flash", "v4_flash_causal",
-                               "v5_flash_registers", "v5_flash_registers_causal", "v6_register_tiles",
-                               "v6_register_tiles_causal")
+    assert day05.NCU_CASES == (("attention_v1_naive", False), ("attention_v2_fused_rows", False),
+                               ("attention_v3_tiled", False), ("attention_v4_flash", False),
+                               ("attention_v4_flash", True), ("attention_v5_flash_registers", False),
+                               ("attention_v5_flash_registers", True), ("attention_v6_register_tiles", False),
+                               ("attention_v6_register_tiles", True))
     assert list(day05.own_rungs()) == [n for n in flash_attention.RUNGS if n not in ("attention_v1_naive",
                                                                                        "attention_v2_fused_rows")]
 
@@ -45,8 +50,9 @@ def test_full_size_checks_run_on_the_simulator_and_carry_their_shapes(monkeypatc
     monkeypatch.setattr(day05, "SHAPE", {"B": 2, "H": 1, "d": 4})
     rows = day05.check_full_size(n=40)
     assert [(r["rung"], r["causal"]) for r in rows] == [
-        ("v3_tiled", False), ("v4_flash", False), ("v5_flash_registers", False), ("v6_register_tiles", False),
-        ("v4_flash", True), ("v5_flash_registers", True), ("v6_register_tiles", True)]
+        ("attention_v3_tiled", False), ("attention_v4_flash", False), ("attention_v5_flash_registers", False),
+        ("attention_v6_register_tiles", False), ("attention_v4_flash", True), ("attention_v5_flash_registers", True),
+        ("attention_v6_register_tiles", True)]
     assert all(r["rel_err"] <= 1e-4 and (r["N"], r["B"], r["H"], r["d"]) == (40, 2, 1, 4) for r in rows)
     assert rows[-1]["kv_lens"] == "[40, 3]"
 
@@ -106,18 +112,19 @@ def test_timing_recording_launches_every_rung_and_relates_it_to_torch(monkeypatc
     monkeypatch.setattr(day05, "QUICK_WIDE_SIZES", (9,))
     monkeypatch.setattr(baselines, "torch_sdpa", _fake_sdpa)
     rec = day05.timing_recording(quick=True, timer=_fake_timer(calls))
-    assert [row["rung"] for row in rec.rows] == ["v1_naive", "v2_fused_rows", "v3_tiled", "v4_flash",
-                                                 "v5_flash_registers", "v6_register_tiles", "torch_sdpa",
-                                                 "v4_flash_causal", "v5_flash_registers_causal",
-                                                 "v6_register_tiles_causal", "torch_sdpa_causal"]
+    from kernels import flash_attention
+
+    assert [row["rung"] for row in rec.rows] == [*flash_attention.RUNGS, "torch_sdpa", "attention_v4_flash",
+                                                 "attention_v5_flash_registers", "attention_v6_register_tiles",
+                                                 "torch_sdpa"]
     assert len(calls) == 11
     assert all((row["N"], row["B"], row["H"], row["d"]) == (8, 1, 1, 4) for row in rec.rows)
     assert [row["causal"] for row in rec.rows] == [False] * 7 + [True] * 4
-    fractions = {row["rung"]: row["fraction_of_sdpa"] for row in rec.rows}
-    assert fractions["v4_flash"] == fractions["v4_flash_causal"] == 0.25 and fractions["torch_sdpa"] == 1.0
-    flops = {row["rung"]: row["tflops"] for row in rec.rows}
-    assert flops["v4_flash"] == pytest.approx(2 * 2 * 8 * 8 * 4 / 8e-3 / 1e12)
-    assert "v4_flash at N=8: 0.25 of torch SDPA fp32" in day05.flash_fraction_summary(rec)
+    fractions = {(row["rung"], row["causal"]): row["fraction_of_sdpa"] for row in rec.rows}
+    assert fractions["attention_v4_flash", False] == fractions["attention_v4_flash", True] == 0.25
+    assert fractions["torch_sdpa", False] == fractions["torch_sdpa", True] == 1.0
+    assert rec.one(rung="attention_v4_flash", causal=False)["tflops"] == pytest.approx(2 * 2 * 8 * 8 * 4 / 8e-3 / 1e12)
+    assert "attention_v4_flash at N=8: 0.25 of torch SDPA fp32" in day05.flash_fraction_summary(rec)
 
 
 def test_record_saves_checks_timing_and_resources_in_order(monkeypatch, tmp_path):
@@ -139,8 +146,8 @@ def test_record_saves_checks_timing_and_resources_in_order(monkeypatch, tmp_path
     assert len(checks.rows) == 7 and all(r["rel_err"] <= 1e-4 for r in checks.rows)
     assert timing.ceilings == {"copy_gbps": 3000.0, "fp32_tflops": 50.0}
     assert {r["N"] for r in timing.rows} == {8}
-    assert {(r["rung"], r["N"], r["d"]) for r in wide.rows} == {
-        (rung, 9, 8) for rung in ("v6_register_tiles", "v6_register_tiles_causal", "torch_sdpa", "torch_sdpa_causal")}
+    assert {(r["rung"], r["causal"], r["N"], r["d"]) for r in wide.rows} == {
+        (rung, causal, 9, 8) for rung in ("attention_v6_register_tiles", "torch_sdpa") for causal in (False, True)}
     assert all(r["fraction_of_sdpa"] > 0 for r in wide.rows)
 
 
@@ -148,7 +155,8 @@ def _resources_stand_in():
     from course.records import new_recording
 
     rec = new_recording("day05_kernel_resources")
-    rec.add(rung="v3_tiled", d=4, registers=1, local_bytes=0, shared_bytes=0, ptx_local_loads=0, ptx_local_stores=0)
+    rec.add(rung="attention_v3_tiled", d=4, registers=1, local_bytes=0, shared_bytes=0, ptx_local_loads=0,
+            ptx_local_stores=0)
     return rec
 
 
@@ -157,20 +165,17 @@ def test_record_quick_checks_and_times_every_rung(tmp_path):
     paths = {p.stem: p for p in day05.record(tmp_path, quick=True)}
     checks = load_recording(paths["day05_full_size_checks"])
     assert checks.rows and all(row["rel_err"] <= 1e-4 for row in checks.rows)
-    assert {row["rung"] for row in checks.rows} == {"v3_tiled", "v4_flash", "v5_flash_registers",
-                                                     "v6_register_tiles"}
-    resources = {row["rung"]: row for row in load_recording(paths["day05_kernel_resources"]).rows}
-    assert resources["v5_flash_registers"]["local_bytes"] == 0, resources
-    assert resources["v6_register_tiles"]["local_bytes"] == 0, resources
+    assert {row["rung"] for row in checks.rows} == set(day05.own_rungs())
+    resources = load_recording(paths["day05_kernel_resources"]).by("rung")
+    assert resources["attention_v5_flash_registers"]["local_bytes"] == 0, resources
+    assert resources["attention_v6_register_tiles"]["local_bytes"] == 0, resources
     timing = load_recording(paths["day05_flash_timing"])
-    rungs = {row["rung"] for row in timing.rows}
-    assert {"v1_naive", "v2_fused_rows", "v3_tiled", "v4_flash", "v4_flash_causal", "v5_flash_registers",
-            "v5_flash_registers_causal", "v6_register_tiles", "v6_register_tiles_causal", "torch_sdpa",
-            "torch_sdpa_causal"} <= rungs
+    assert set(day05.NCU_CASES) | {("torch_sdpa", False), ("torch_sdpa", True)} <= {
+        (row["rung"], row["causal"]) for row in timing.rows}
     assert all(row["fraction_of_sdpa"] > 0 for row in timing.rows)
     wide = load_recording(paths["day05_head_dim_128_timing"])
-    assert {row["rung"] for row in wide.rows} == {"v6_register_tiles", "v6_register_tiles_causal", "torch_sdpa",
-                                                  "torch_sdpa_causal"}
+    assert {(row["rung"], row["causal"]) for row in wide.rows} == {
+        (rung, causal) for rung in ("attention_v6_register_tiles", "torch_sdpa") for causal in (False, True)}
     assert {row["d"] for row in wide.rows} == {128}
 
 
@@ -179,7 +184,7 @@ def test_sanitize_and_the_smallest_ncu_cases_run():
     from numba import cuda
 
     day05.sanitize()
-    for label, n, run in day05.ncu_cases():
-        if n == min(day05.NCU_SIZES):
-            run()
+    for case in day05.ncu_cases():
+        if case.N == min(day05.NCU_SIZES):
+            case.run()
     cuda.synchronize()

@@ -31,6 +31,7 @@ EXERCISE_KERNELS = (paged_attention.paged_attention_v1_block_per_head_kernel, kv
 THEIR_PARTS = (paged_attention._warp_attend, paged_attention._merge_warps)
 # Host code the lesson may show (its launcher): lines it shares with a kernel are no secret.
 SHOWN = (paged_attention.paged_attention_v1_block_per_head,)
+V1, V2, V3 = paged_attention.RUNGS       # the rungs as recordings name them
 
 
 def _code_lines(function) -> set[str]:
@@ -84,32 +85,31 @@ def claims(timing, dram) -> None:
     - v1's DRAM bytes come close to the compulsory bytes.
     """
     if timing is not None:
-        rows = {(r["rung"], r["num_seqs"], r["context"]): r for r in timing.rows}
-        batch_sizes = sorted({r["num_seqs"] for r in timing.rows})
-        common = max(c for c in {r["context"] for r in timing.rows}
-                     if all(("v1_block_per_head", s, c) in rows for s in batch_sizes))
-        v1 = [rows[("v1_block_per_head", s, common)]["fraction_of_copy"] for s in batch_sizes]
+        rows = timing.by("rung", "num_seqs", "context")
+        batch_sizes = timing.distinct("num_seqs")
+        common = max(c for c in timing.distinct("context") if all((V1, s, c) in rows for s in batch_sizes))
+        v1 = [rows[(V1, s, common)]["fraction_of_copy"] for s in batch_sizes]
         assert all(b >= 0.95 * a for a, b in zip(v1, v1[1:])) and v1[-1] > v1[0], v1
 
         def ratio(s, c):
-            return rows[("v1_block_per_head", s, c)]["median_ms"] / rows[("v2_split_k", s, c)]["median_ms"]
+            return rows[(V1, s, c)]["median_ms"] / rows[(V2, s, c)]["median_ms"]
 
         few = batch_sizes[0]
-        longest = max(c for (rung, s, c) in rows if s == few and rung == "v2_split_k")
+        longest = max(timing.distinct("context", rung=V2, num_seqs=few))
         assert ratio(few, longest) > 1, (few, longest, ratio(few, longest))
         many = batch_sizes[-1]
-        shortest = min(c for (rung, s, c) in rows if s == many and rung == "v2_split_k")
+        shortest = min(timing.distinct("context", rung=V2, num_seqs=many))
         assert ratio(many, shortest) < 1.1, (many, shortest, ratio(many, shortest))
-        v3 = [r for r in timing.rows if r["rung"] == "v3_one_launch"]
+        v3 = timing.where(rung=V3)
         if v3:
             slowest = min(v3, key=lambda r: r["speedup_over_torch"])
             assert slowest["speedup_over_torch"] > 1, slowest
-            first = min(c for (rung, s, c) in rows if s == few and rung == "v3_one_launch")
-            assert rows[("v3_one_launch", few, first)]["median_ms"] < rows[("v2_split_k", few, first)]["median_ms"]
-            gpu = [r["kernel_ms"] / rows[("v2_split_k", r["num_seqs"], r["context"])]["kernel_ms"] for r in v3]
+            first = min(timing.distinct("context", rung=V3, num_seqs=few))
+            assert rows[(V3, few, first)]["median_ms"] < rows[(V2, few, first)]["median_ms"]
+            gpu = [r["kernel_ms"] / rows[(V2, r["num_seqs"], r["context"])]["kernel_ms"] for r in v3]
             assert 0.9 < min(gpu) and max(gpu) < 1.15, (min(gpu), max(gpu))
     if dram is not None:
-        v1_rows = [r for r in dram.rows if r["label"] == "v1_block_per_head"]
+        v1_rows = dram.where(label=V1)
         big = max(v1_rows, key=lambda r: (r["context"], r["num_seqs"]))
         compulsory = model.compulsory_bytes_decode([big["context"]] * big["num_seqs"], 32, 32, 128)
         assert 0.9 < big["dram_bytes"] / compulsory < 1.3, big
@@ -137,9 +137,9 @@ def test_lesson_runs_with_recordings_and_shows_no_solution(tmp_path):
     run = run_lesson(LESSON, fake_dir=tmp_path)
     shown = run.fake_text
     assert "recorded on Fake GPU" in shown and "No recording" not in shown
-    assert "8 sequences: v2 is faster from a context of" in shown and "best v1_block_per_head:" in shown
+    assert "8 sequences: v2 is faster from a context of" in shown and f"best {V1}:" in shown
     assert "DRAM / compulsory" in shown
-    assert "| v2_split_k | 8 x 1,024 |" in shown and "v1, v2 and v3 are at least" in shown      # the launch cost
+    assert f"| {V2} | 8 x 1,024 |" in shown and "v1, v2 and v3 are at least" in shown      # the launch cost
     assert "v3 is faster than torch at every one of the" in shown                                 # one launch
     leaked = [line for line in exercise_only_lines() if line in run.shipped_text + shown]
     assert not leaked, f"the lesson's outputs show lines of the exercise's kernels: {leaked[:3]}"

@@ -1,4 +1,4 @@
-"""Day 7 kernels (kernels/gqa_attention.py) on the simulator, at small shapes.
+"""Day 7 kernels (kernels/gqa_attention/) on the simulator, at small shapes.
 
 Each case runs one launch that serves both the comparison with the float64 reference (output
 poisoned with NaN first) and the exact traffic count of ``course.models.gqa``; the counts prove

@@ -1,6 +1,6 @@
-"""Day 8 kernels (kernels/low_precision_attention.py) on the simulator, at small shapes.
+"""Day 8 kernels (kernels/low_precision_attention/) on the simulator, at small shapes.
 
-Mixed precision is judged by ``DESIGN.md`` §6: a kernel's error against the float64 reference on the
+Mixed precision is judged by ``docs/design-notes.md`` §5: a kernel's error against the float64 reference on the
 unrounded inputs may be at most twice the error of the same computation done in NumPy at the same
 storage precision (``reference.attention_at_precision``, a paged decode over the rounded or
 dequantized cache), plus a small atol; and, since the kernels compute in float32 on exactly the
@@ -41,6 +41,7 @@ from course.traffic import count_traffic
 from kernels import low_precision_attention as lp
 from kernels import reference
 from kernels.gqa_attention import decode_partition_size, prefill_block, prefill_grid
+from kernels.intrinsics import eight_codes, four_halves, two_floats
 from kernels.paged_attention import PARTITION_SIZE
 from kernels.low_precision_attention import (FP8_THREADS, TOKENS_IN_FLIGHT, decode_tiling, fp8_dequantize, fp8_quantize,
                                              gqa_decode_mixed_precision, gqa_prefill_mixed_precision)
@@ -626,7 +627,7 @@ TENSOR_V_SPREAD_CASES = [
 @pytest.mark.parametrize("fmt, block_size, lens, kv_heads, group, d, partition_size", TENSOR_CASES)
 def test_tensor_cores_meet_the_precision_rule_and_read_the_cache_once(fmt, block_size, lens, kv_heads, group, d,
                                                                      partition_size):
-    """gqa_decode_tensor_cores (the simulator's mma: course.simulator.mma_m16n8k16): right to float32's
+    """gqa_decode_tensor_cores (the simulator's mma: kernels.intrinsics.mma_m16n8k16's twin): right to float32's
     tolerance on the stored cache and by the §6 rule (slots past every context are NaN); every K and V element
     of a context read once per block."""
     case = decode_case(fmt, lens, block_size, kv_heads=kv_heads, group=group, d=d, ramp=max(lens) > 200)
@@ -674,25 +675,25 @@ def test_tensor_partition_size_picks_the_partitions_timed_fastest():
 
 
 def test_eight_codes_are_the_e4m3_numbers_bit_for_bit():
-    """_eight_codes (on a GPU: PTX's cvt.rn.f16x2.e4m3x2, compiled above; here NumPy) turns every one of the
+    """eight_codes (on a GPU: PTX's cvt.rn.f16x2.e4m3x2, compiled above; here NumPy) turns every one of the
     256 codes into its e4m3 number, NaN, -0.0 and subnormals included, channel j from byte j."""
     codes = np.arange(256, dtype=np.uint8)
     want = codes.view(ml_dtypes.float8_e4m3fn).astype(np.float32)
-    got = np.array([lp._eight_codes(word) for word in codes.view(np.uint64)], np.float32).reshape(-1)
+    got = np.array([eight_codes(word) for word in codes.view(np.uint64)], np.float32).reshape(-1)
     assert np.array_equal(np.isnan(got), np.isnan(want)) and np.isnan(want).sum() == 2     # 0x7f and 0xff
     assert np.array_equal(got[~np.isnan(got)].view(np.uint32), want[~np.isnan(want)].view(np.uint32))
 
 
 def test_packed_words_turn_into_the_numbers_they_hold():
-    """The simulator's _four_halves and _two_floats read a word's bytes as fp16 and float32 numbers, NaN,
+    """The simulator's four_halves and two_floats read a word's bytes as fp16 and float32 numbers, NaN,
     infinities, subnormals and -0.0 included (on a GPU: an LLVM bit cast, compiled below)."""
     halves = np.array([1.5, -0.0, np.inf, 6e-8, np.nan, -65504.0, 2.0 ** -14, 3.0], np.float16)
     for word, want in zip(halves.view(np.uint64), halves.reshape(-1, 4)):
-        got = np.array(lp._four_halves(word), np.float32)
+        got = np.array(four_halves(word), np.float32)
         assert np.array_equal(got.view(np.uint32), want.astype(np.float32).view(np.uint32))
     floats = np.array([1e-45, -np.inf, 3.25, np.nan], np.float32)
     for word, want in zip(floats.view(np.uint64), floats.reshape(-1, 2)):
-        assert np.array_equal(np.array(lp._two_floats(word), np.float32).view(np.uint32), want.view(np.uint32))
+        assert np.array_equal(np.array(two_floats(word), np.float32).view(np.uint32), want.view(np.uint32))
 
 
 def test_decode_large_logits_do_not_overflow():

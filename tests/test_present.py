@@ -120,11 +120,11 @@ def test_recorded_series_picks_a_label_per_size():
     from course.present import recorded_series
 
     first = new_recording("day99_bytes", device="Fake GPU", driver="fake 1.0")
-    first.add(label="v1_naive", N=64, dram_bytes=6400.0)
-    first.add(label="v2_fused_rows", N=64, dram_bytes=1.0)
+    first.add(label="attention_v1_naive", N=64, dram_bytes=6400.0)
+    first.add(label="attention_v2_fused_rows", N=64, dram_bytes=1.0)
     second = new_recording("day98_bytes", device="Fake GPU", driver="fake 1.0")
-    second.add(label="v1_naive", N=128, dram_bytes=12800.0)
-    assert recorded_series([first, second], "v1_naive", [32, 64, 128], per=64) == [None, 100.0, 200.0]
-    assert recorded_series(None, "v1_naive", [64]) == [None]
+    second.add(label="attention_v1_naive", N=128, dram_bytes=12800.0)
+    assert recorded_series([first, second], "attention_v1_naive", [32, 64, 128], per=64) == [None, 100.0, 200.0]
+    assert recorded_series(None, "attention_v1_naive", [64]) == [None]
     with pytest.raises(ValueError, match="per must be a positive number"):
-        recorded_series(first, "v1_naive", [64], per=0)
+        recorded_series(first, "attention_v1_naive", [64], per=0)

@@ -22,10 +22,11 @@ CEILINGS = {"copy_gbps": 3000.0, "fp32_tflops": 50.0}
 
 
 def _fake_day(ran):
-    def case(label, n):
-        return NcuCase(label, n, lambda: ran.append((label, n)))
+    def case(label, n, columns=None):
+        return NcuCase(label, n, lambda: ran.append((label, n, columns)), columns)
 
-    cases = [case("v1_naive", 256), case("v1_naive", 1024), case("v4_flash", 256)]
+    cases = [case("v1_naive", 256), case("v1_naive", 1024), case("v4_flash", 256, {"causal": False}),
+             case("v4_flash", 256, {"causal": True})]
     return types.SimpleNamespace(ncu_cases=lambda: cases)
 
 
@@ -39,7 +40,19 @@ def test_ncu_case_is_chosen_by_label_and_size(monkeypatch):
     monkeypatch.setattr(cuda, "profile_stop", lambda: ran.append("stop"), raising=False)
     assert record_main.main(["--ncu-case", "day05", "v1_naive", "1024"]) == 0
     # a warm-up launch, then the profiled one, both of the case asked for
-    assert ran == [("v1_naive", 1024), "start", ("v1_naive", 1024), "stop"]
+    assert ran == [("v1_naive", 1024, None), "start", ("v1_naive", 1024, None), "stop"]
+    ran.clear()
+    # two cases of one rung and size are told apart by their columns, in the case's name
+    assert record_main.main(["--ncu-case", "day05", "v4_flash:causal=True", "256"]) == 0
+    assert ran == [("v4_flash", 256, {"causal": True}), "start", ("v4_flash", 256, {"causal": True}), "stop"]
+
+
+def test_ncu_list_prints_each_case_by_the_name_that_runs_it(monkeypatch, capsys):
+    monkeypatch.setattr(course.record, "day_module", lambda day: _fake_day([]))
+    assert record_main.main(["day05", "--ncu-list"]) == 0
+    listed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("day05 ")]
+    assert listed == ["day05 v1_naive 256", "day05 v1_naive 1024",
+                                                   "day05 v4_flash:causal=False 256", "day05 v4_flash:causal=True 256"]
 
 
 def test_ncu_case_that_does_not_exist_names_the_cases(monkeypatch, capsys):
@@ -130,6 +143,16 @@ def test_record_checks_then_times_and_every_row_carries_its_shape(tmp_path):
     assert all(flush for _, flush in timer.seen)
 
 
+def test_a_kernel_timed_alone_is_no_rung_and_names_itself_in_its_columns():
+    """Day 2 times each kernel of its pipeline alone: a Timed without a label writes a row without ``rung``."""
+    timer = _timer({"v1_double": 4.0, "double_kernel": 2.0})
+    rows = harness.time_cases([Timed("v1_double", lambda: "v1_double", bytes_moved=32),
+                               Timed(None, lambda: "double_kernel", bytes_moved=32, columns={"kernel": "double_kernel"})],
+                              {"N": 4}, timer=timer)
+    assert rows[0]["rung"] == "v1_double" and "kernel" not in rows[0]
+    assert "rung" not in rows[1] and rows[1]["kernel"] == "double_kernel" and rows[1]["median_ms"] == 2.0
+
+
 def test_quick_record_times_the_quick_points_only(tmp_path):
     timer = _timer({"v1_double": 4.0, "torch_double": 1.0})
     paths = harness.record(_doubling_recorder(), tmp_path, quick=True, timer=timer, ceilings=CEILINGS)
@@ -199,6 +222,16 @@ def test_fraction_needs_exactly_one_baseline_row():
         finish([{"rung": "v1", "median_ms": 1.0}])
 
 
+def test_fraction_of_a_baseline_named_by_its_columns():
+    """Day 8's rows share a rung over several cache formats: the baseline is the rung on one format."""
+    rows = [{"rung": "gqa_decode_page_runs", "fmt": fmt, "kernel_ms": ms}
+            for fmt, ms in (("float32", 4.0), ("float16", 2.0), ("fp8_e4m3", 1.0))]
+    harness.fraction_of({"rung": "gqa_decode_page_runs", "fmt": "float32"}, "speedup", time="kernel_ms")(rows)
+    assert [r["speedup"] for r in rows] == [1.0, 2.0, 4.0]
+    with pytest.raises(ValueError, match="expected one"):
+        harness.fraction_of({"rung": "gqa_decode_page_runs"}, "speedup", time="kernel_ms")(rows)
+
+
 def test_lazy_builds_its_launch_once():
     built, ran = [], []
 
@@ -232,13 +265,23 @@ def test_ncu_csv_is_summed_over_launches_in_bytes():
 
 
 def test_dram_bytes_recording_carries_the_shape_of_each_case(tmp_path):
-    cases = [NcuCase("v1_naive", 256, None), NcuCase("v1_naive", 1024, None)]
+    cases = [NcuCase("v1_naive", 256, None), NcuCase("v1_naive", 1024, None),
+             NcuCase("v4_flash", 1024, None, {"causal": True, "H": 8})]
+    profiled = []
+
+    def profile(day, name, n):
+        profiled.append(name)
+        return 3.0 * n, 1.0 * n, 3
+
     path = harness.measure_dram_bytes("day99", cases, tmp_path, shape=lambda n: {"B": 4, "H": 16, "d": 64},
-                                      profile=lambda day, label, n: (3.0 * n, 1.0 * n, 3))
+                                      profile=profile)
     rows = json.loads(path.read_text())["rows"]
     assert path.name == "day99_dram_bytes.json"
     assert rows[1] == {"label": "v1_naive", "N": 1024, "B": 4, "H": 16, "d": 64, "dram_read_bytes": 3072.0,
                        "dram_write_bytes": 1024.0, "dram_bytes": 4096.0, "launches": 3}
+    # a case's own columns go into its row, over the day's shape where they name the same column
+    assert rows[2] == {**rows[1], "label": "v4_flash", "causal": True, "H": 8}
+    assert profiled == ["v1_naive", "v1_naive", "v4_flash:causal=True,H=8"]
 
 
 @pytest.mark.parametrize("day", course.record.DAYS)
@@ -248,7 +291,7 @@ def test_every_day_declares_a_recorder_with_labelled_ncu_cases(day):
     assert recorder.day == day and recorder.sweeps()
     cases = recorder.ncu_cases()
     assert cases and all(isinstance(c, NcuCase) and callable(c.run) for c in cases)
-    assert len({(c.label, c.N) for c in cases}) == len(cases)
+    assert len({(c.name, c.N) for c in cases}) == len(cases)
     assert all(isinstance(recorder.ncu_shape(c.N), dict) for c in cases)
 
 
@@ -273,3 +316,50 @@ def test_sanitizer_runs_the_day_in_a_child_and_fails_on_reported_errors():
         harness.sanitize_in_child("day05", run=child(1, "========= Invalid __global__ read of size 4\n"))
     with pytest.raises(ValueError, match="tool must be one of"):
         harness.sanitize_in_child("day05", "leakcheck")
+
+
+# --------------------------------------------------------------------------- every rung of a ladder, by its name
+
+
+def test_days_5_to_8_check_time_and_profile_every_rung_of_their_ladders():
+    """What the recorders declare comes from the registries: each rung of the ladder is profiled (and so timed and
+    checked, by the same lists), under its registry name."""
+    from course.record import day05, day06, day07, day08
+    from kernels import flash_attention, gqa_attention, paged_attention
+    from kernels import low_precision_attention as lp
+
+    assert {c.label for c in day05.ncu_cases()} == set(flash_attention.RUNGS)
+    assert {c.label for c in day06.ncu_cases()} == set(paged_attention.RUNGS)
+    assert set(day07.DECODE_RUNGS + day07.PREFILL_RUNGS) == set(gqa_attention.RUNGS)
+    assert {c.label for c in day07.ncu_cases()} == set(gqa_attention.RUNGS) | {day07.DAY6_RUNG}
+    assert list(day08.DECODE_FORMATS) == [name for name in lp.RUNGS if name.startswith("gqa_decode")]
+    assert list(day08.PREFILL_RUNGS) == [name for name in lp.RUNGS if name.startswith("gqa_prefill")]
+    assert {(c.label, c.columns["fmt"]) for c in day08.ncu_cases()} == set(day08.decode_cases())
+
+
+def test_day07_checks_every_rung_at_its_groups_on_the_simulator(monkeypatch):
+    """Day 7's full-size checks at a simulator's size: both decode rungs over one paged cache, both prefill rungs at
+    groups 4, 1 and 32, each row named by its rung (the cache made with NumPy here, by torch on a GPU)."""
+    from numba import cuda
+
+    from course.record import day07
+    from kernels import reference
+
+    def paged_inputs(num_seqs, context_lens, *, seed=0, **shape):
+        shape = {**day07.SHAPE, **shape}
+        rng = np.random.default_rng(seed)
+        k, v = rng.standard_normal((2, len(context_lens), shape["kv_heads"], max(context_lens), shape["d"]),
+                                   dtype=np.float32)
+        k_cache, v_cache, tables, lens = reference.build_paged_cache(k, v, shape["block_size"], rng, context_lens)
+        q = rng.standard_normal((len(context_lens), shape["heads"], shape["d"]), dtype=np.float32)
+        arrays = {"q": q, "k_cache": np.nan_to_num(k_cache), "v_cache": np.nan_to_num(v_cache),
+                  "block_tables": tables, "context_lens": lens}
+        return {name: cuda.to_device(a) for name, a in arrays.items()}, {}
+
+    monkeypatch.setattr(day07, "paged_inputs", paged_inputs)
+    monkeypatch.setattr(day07, "SHAPE", {"heads": 32, "kv_heads": 8, "d": 8, "block_size": 16})
+    rows = harness.run_checks(day07.checks(longest=40, n=104))
+    assert [(r["rung"], r.get("kv_heads")) for r in rows] == [
+        ("gqa_decode_group", 8), ("gqa_decode_split_k", 8)] + [
+        (rung, kv_heads) for kv_heads in (8, 32, 1) for rung in ("gqa_prefill_tiles", "gqa_prefill_flash")]
+    assert all(r["rel_err"] < 1e-6 for r in rows)

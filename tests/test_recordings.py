@@ -329,3 +329,38 @@ def test_the_checks_catch_percentiles_out_of_order():
     rec = load_recording("day01_elementwise_timing")
     with pytest.raises(AssertionError, match="out of order"):
         check_percentiles(_planted(rec, lambda r: r.rows[0].update(p10_ms=2 * r.rows[0]["median_ms"])))
+
+
+# ----------------------------------------------------------------------------------------------
+# One name per rung: the recordings of days 2, 3 and 5 to 8 name what they measured as the registries do
+# ----------------------------------------------------------------------------------------------
+
+DAYS_NAMED_BY_REGISTRY = ("day02", "day03", "day05", "day06", "day07", "day08")
+# What the recorders measure that is no rung of a ladder: torch's calls, and helpers checked on their own.
+NOT_RUNGS = {"kv_cache_write", "fp8_quantize"}
+
+
+def _ladders() -> tuple:
+    from kernels import attention, flash_attention, gqa_attention, low_precision_attention, paged_attention, softmax
+
+    return attention, softmax, flash_attention, paged_attention, gqa_attention, low_precision_attention
+
+
+def _registry_names() -> set:
+    return {name for module in _ladders() for name in module.RUNGS}
+
+
+@pytest.mark.parametrize("name", [n for n in RECORDINGS if n[:5] in DAYS_NAMED_BY_REGISTRY])
+def test_rows_name_each_rung_by_its_registry_name(name):
+    """Each row's ``rung`` (``label`` for Nsight's rows) is a key of a kernel module's ``RUNGS``, or torch's; what
+    tells two rows of a rung apart (mask, cache format, group) is a column, never part of the name. A row of no
+    rung (one kernel of day 2's pipeline timed alone) names a kernel of those modules in ``kernel``."""
+    known = _registry_names()
+    for row in load_recording(name).rows:
+        rung = row.get("rung", row.get("label"))
+        if rung is None:
+            kernel = row.get("kernel")
+            assert isinstance(kernel, str) and any(hasattr(module, kernel) for module in _ladders()), (
+                f"{name}: a row names neither a rung nor a kernel of kernels/: {row}")
+            continue
+        assert rung in known or rung in NOT_RUNGS or rung.startswith("torch_"), f"{name}: {rung!r} is no rung's name"

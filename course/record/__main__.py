@@ -6,8 +6,9 @@ Modes:
 - ``--sanitize``: one small launch of each kernel, to run under ``compute-sanitizer``;
 - ``--compute-sanitizer TOOL ...``: run ``--sanitize`` of each day under ``compute-sanitizer`` with
   each tool (memcheck, racecheck, synccheck, initcheck) and fail on any error it reports;
-- ``--ncu-list``: print the Nsight Compute cases of each day, one ``day label`` per line;
-- ``--ncu-case DAY LABEL N``: run one case once after a warm-up, between ``cuda.profile_start()`` and
+- ``--ncu-list``: print the Nsight Compute cases of each day, one ``day name N`` per line (the name:
+  the rung's registry name, then what tells the case apart, ``attention_v4_flash:causal=True``);
+- ``--ncu-case DAY NAME N``: run one case once after a warm-up, between ``cuda.profile_start()`` and
   ``cuda.profile_stop()``, so ``ncu --profile-from-start off`` measures exactly that launch;
 - ``--other-gpu``: the recordings a lesson compares across two GPUs, made on the second one (day 8: its
   decode sweep at a few points, ``record_other_gpu``);
@@ -36,7 +37,7 @@ def main(argv=None) -> int:
     parser.add_argument("--compute-sanitizer", nargs="+", metavar="TOOL",
                         help="run --sanitize under compute-sanitizer with these tools (memcheck racecheck ...)")
     parser.add_argument("--ncu-list", action="store_true", help="list the Nsight Compute cases")
-    parser.add_argument("--ncu-case", nargs=3, metavar=("DAY", "LABEL", "N"), help="run one Nsight case")
+    parser.add_argument("--ncu-case", nargs=3, metavar=("DAY", "NAME", "N"), help="run one Nsight case")
     parser.add_argument("--ncu", action="store_true", help="measure DRAM bytes of every case with ncu")
     parser.add_argument("--other-gpu", action="store_true",
                         help="record what a lesson compares across GPUs, on the second GPU (days that have it)")
@@ -46,9 +47,9 @@ def main(argv=None) -> int:
     from course.record import DAYS, day_module, harness
 
     if args.ncu_case:
-        day, label, n = args.ncu_case
+        day, name, n = args.ncu_case
         try:
-            harness.run_ncu_case(day_module(day).ncu_cases(), label, int(n))
+            harness.run_ncu_case(day_module(day).ncu_cases(), name, int(n))
         except ValueError as exc:
             parser.error(f"{day}: {exc}")
         return 0
@@ -71,7 +72,7 @@ def main(argv=None) -> int:
                     print(f"   {harness.sanitize_in_child(day, tool)}", flush=True)
             elif args.ncu_list:
                 for case in getattr(module, "ncu_cases", lambda: [])():
-                    print(day, repr(case[0]), case[1])
+                    print(day, harness.NcuCase(*case).name, case[1])
             elif args.other_gpu:
                 if hasattr(module, "record_other_gpu"):
                     args.out.mkdir(parents=True, exist_ok=True)

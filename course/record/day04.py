@@ -274,7 +274,7 @@ def kernel_resources() -> list[dict]:
             continue
         for shape in gemm.TILE_SHAPES:     # a factory of one kernel per tile shape
             built = kernel(*shape)
-            grid, block = gemm._wide_grid(RESOURCE_SIZE, RESOURCE_SIZE, *shape)
+            grid, block = gemm.wide_grid(RESOURCE_SIZE, RESOURCE_SIZE, *shape)
             gemm.launch_gemm(built, a_d, b_d, out=out, grid=grid, block=block)
             rows += harness.compiled_resources({name: built}, key="rung", ptx_locals=True,
                                                tile=f"{shape[0]}x{shape[1]}")

@@ -5,21 +5,23 @@ the day's own rungs (v3 tiled, v4 flash, v5 flash registers, v6 register tiles) 
 size against the float64 reference (full attention, and causal with variable lengths where the rung
 takes them), then ``record(out_dir)`` writes:
 
+Every row names its rung by its key in ``RUNGS`` (``attention_v4_flash``) and says in ``causal`` whether
+the causal mask was on (torch's rows: ``torch_sdpa``).
+
 - ``day05_full_size_checks.json``: one row per check: rung, causal, kv_lens (as text), N, B, H, d,
   rel_err, max_abs_err, seed.
-- ``day05_flash_timing.json``: every rung of the ladder (v1 naive to v6 register tiles, and the
-  causal form of each rung that takes ``causal`` and ``kv_lens``) and torch SDPA fp32 (causal and
-  not) against N; rows: rung, N, B, H, d, causal, median_ms, p10_ms, p90_ms, gbps, tflops, and
-  ``fraction_of_sdpa`` (torch's median time over the rung's, same N and mask: 1.0 means as fast).
+- ``day05_flash_timing.json``: every rung of the ladder (v1 naive to v6 register tiles, causal too
+  where the rung takes ``causal`` and ``kv_lens``) and torch SDPA fp32 (causal and not) against N;
+  rows: rung, N, B, H, d, causal, median_ms, p10_ms, p90_ms, gbps, tflops, and ``fraction_of_sdpa``
+  (torch's median time over the rung's, same N and mask: 1.0 means as fast).
 - ``day05_head_dim_128_timing.json``: the same at head_dim 128 (``WIDE_SHAPE``) for the rungs that take
   it (v6) and torch, at N = 1024 and 4096.
 - ``day05_kernel_resources.json``: registers, local and shared memory of the v3 to v6 kernels.
 
 ``ncu_cases()`` gives the launches whose DRAM bytes Nsight Compute records as ``day05_dram_bytes``
-(labels ``v1_naive``, ``v2_fused_rows``, ``v3_tiled``, ``v4_flash``, ``v4_flash_causal``,
-``v5_flash_registers``, ``v5_flash_registers_causal``, ``v6_register_tiles``,
-``v6_register_tiles_causal`` at ``NCU_SHAPE`` and each N of ``NCU_SIZES``); ``sanitize()`` launches v3
-to v6 once, small.
+(``NCU_CASES``: every rung, and its causal form where it takes one, at ``NCU_SHAPE`` and each N of
+``NCU_SIZES``; rows: label, causal, N, B, H, d and the bytes); ``sanitize()`` launches v3 to v6 once,
+small.
 """
 
 from __future__ import annotations
@@ -50,11 +52,6 @@ WIDE_SIZES = (1024, 4096)
 QUICK_WIDE_SIZES = (256,)
 
 
-def label(rung_name: str, causal: bool = False) -> str:
-    """A rung's label in recordings: ``attention_v4_flash`` → ``v4_flash`` (``v4_flash_causal``)."""
-    return rung_name.removeprefix("attention_") + ("_causal" if causal else "")
-
-
 def takes_masks(rung) -> bool:
     """Whether a rung's launcher takes ``causal`` and ``kv_lens`` (v4 onwards)."""
     parameters = inspect.signature(rung.launcher).parameters
@@ -66,9 +63,9 @@ def own_rungs() -> dict:
     return {name: rung for name, rung in flash_attention.RUNGS.items() if name not in attention_ladder.RUNGS}
 
 
-# Nsight cases and timing rows: every rung, then its causal form where it has one.
-NCU_RUNGS = tuple(lab for name, rung in flash_attention.RUNGS.items()
-                  for lab in ((label(name), label(name, True)) if takes_masks(rung) else (label(name),)))
+# Nsight cases, (rung, causal): every rung, then its causal form where it has one.
+NCU_CASES = tuple((name, causal) for name, rung in flash_attention.RUNGS.items()
+                  for causal in ((False, True) if takes_masks(rung) else (False,)))
 
 
 def full_size_kv_lens(n: int, batch: int) -> np.ndarray:
@@ -97,10 +94,10 @@ def checks(n: int = CHECK_N) -> list[Check]:
                 continue
             masks = dict(causal=True, kv_lens=lens) if causal else {}
             found.append(Check(
-                f"O of {label(name)}, causal={causal}, kv_lens={lens.tolist() if causal else None}",
+                f"O of {name}, causal={causal}, kv_lens={lens.tolist() if causal else None}",
                 lambda rung=rung, masks=masks: rung(q, k, v, out=o, **masks), o.copy_to_host,
                 lambda causal=causal: reference(causal), seed=seed, poisoned=(o,),
-                columns=dict(rung=label(name), causal=causal, kv_lens=str(lens.tolist()) if causal else None,
+                columns=dict(rung=name, causal=causal, kv_lens=str(lens.tolist()) if causal else None,
                              N=n, **SHAPE),
                 options=dict(dims=("batch", "head", "row", "col"), tile={"row": flash_attention.TILE_Q, "col": None})))
     return found
@@ -132,12 +129,12 @@ def _timed(point, shape=None, rungs=None) -> list[Timed]:
         else:
             launch = (lambda rung=rung: rung(q, k, v, out=o))
         moved = model.compulsory_bytes_naive(B, H, n, d) if name == "attention_v1_naive" else compulsory
-        cases.append(Timed(label(name, causal), launch, moved, flops))
-    return cases + [Timed(label("torch_sdpa", causal), baselines.torch_sdpa(qh, kh, vh, causal=causal), compulsory, flops)]
+        cases.append(Timed(name, launch, moved, flops))
+    return cases + [Timed("torch_sdpa", baselines.torch_sdpa(qh, kh, vh, causal=causal), compulsory, flops)]
 
 
 def flash_sweep() -> Sweep:
-    names = ", ".join(label(name) for name in flash_attention.RUNGS)
+    names = ", ".join(flash_attention.RUNGS)
     return Sweep(
         name="day05_flash_timing",
         notes=(f"attention rungs {names} (causal too where the rung takes causal and kv_lens, "
@@ -154,7 +151,7 @@ def flash_sweep() -> Sweep:
 def head_dim_128_sweep() -> Sweep:
     return Sweep(
         name="day05_head_dim_128_timing",
-        notes=(f"the rungs that take head_dim 128 ({', '.join(label(n) for n in WIDE_RUNGS)}; causal too) against "
+        notes=(f"the rungs that take head_dim 128 ({', '.join(WIDE_RUNGS)}; causal too) against "
                f"torch.nn.functional.scaled_dot_product_attention in fp32 (TF32 off), B={WIDE_SHAPE['B']} "
                f"H={WIDE_SHAPE['H']} d={WIDE_SHAPE['d']}, M = N; columns as day05_flash_timing."),
         points=tuple((n, causal) for n in WIDE_SIZES for causal in (False, True)),
@@ -170,17 +167,17 @@ def timing_recording(quick: bool = False, ceilings=None, timer=None):
 
 
 def flash_fraction_summary(rec) -> str:
-    """One line per flash rung and mask: its throughput as a fraction of torch SDPA fp32 at the largest N."""
-    rows = rec.rows if hasattr(rec, "rows") else rec
+    """One line per flash rung (those that take masks) and mask: its throughput as a fraction of torch
+    SDPA fp32 at the largest N."""
+    from course.records import where
+
     lines = []
-    for lab in NCU_RUNGS:
-        if not lab.startswith(("v4", "v5", "v6")):
-            continue
-        mine = [r for r in rows if r["rung"] == lab]
-        if mine:
+    for name, causal in NCU_CASES:
+        mine = where(rec, rung=name, causal=causal)
+        if mine and takes_masks(flash_attention.RUNGS[name]):
             top = max(mine, key=lambda r: r["N"])
-            lines.append(f"{lab} at N={top['N']}: {top['fraction_of_sdpa']:.2f} of torch SDPA fp32 "
-                         f"({top['median_ms']:.2f} ms, {top['tflops']:.2f} TFLOP/s)")
+            lines.append(f"{name}{' causal' if causal else ''} at N={top['N']}: {top['fraction_of_sdpa']:.2f} of "
+                         f"torch SDPA fp32 ({top['median_ms']:.2f} ms, {top['tflops']:.2f} TFLOP/s)")
     return "\n".join(lines)
 
 
@@ -197,7 +194,7 @@ def kernel_resources() -> list[dict]:
         kernel = rung.kernels["kernel"]
         if not hasattr(kernel, "overloads"):   # v5 and v6 register a factory: one kernel per head_dim
             kernel = kernel(SHAPE["d"])
-        rows += harness.compiled_resources({label(name): kernel}, key="rung", ptx_locals=True, d=SHAPE["d"])
+        rows += harness.compiled_resources({name: kernel}, key="rung", ptx_locals=True, d=SHAPE["d"])
     return rows
 
 
@@ -212,12 +209,11 @@ def resources_recording(quick: bool = False):
     return rec
 
 
-def _launch(lab: str, n: int):
-    """One launch of the rung labelled ``lab`` at (NCU_SHAPE, n) on device arrays, as a callable."""
+def _launch(name: str, causal: bool, n: int):
+    """One launch of the rung ``name`` (causal or not) at (NCU_SHAPE, n) on device arrays, as a callable."""
     qh, kh, vh, _ = attention_inputs(n=n, **NCU_SHAPE)
     q, k, v, o, lens = to_device(qh, kh, vh, np.empty_like(qh), np.full(NCU_SHAPE["B"], n, dtype=np.int32))
-    causal = lab.endswith("_causal")
-    (rung,) = [r for name, r in flash_attention.RUNGS.items() if label(name) == lab.removesuffix("_causal")]
+    rung = flash_attention.RUNGS[name]
     if takes_masks(rung):
         return lambda: rung(q, k, v, causal=causal, kv_lens=lens, out=o)
     return lambda: rung(q, k, v, out=o)
@@ -225,7 +221,8 @@ def _launch(lab: str, n: int):
 
 def ncu_cases() -> list[NcuCase]:
     """One launch of each rung (and causal form) at (NCU_SHAPE, N); inputs are made on the first call."""
-    return [NcuCase(lab, n, harness.lazy(_launch, lab, n)) for lab in NCU_RUNGS for n in NCU_SIZES]
+    return [NcuCase(name, n, harness.lazy(_launch, name, causal, n), {"causal": causal})
+            for name, causal in NCU_CASES for n in NCU_SIZES]
 
 
 def sanitize() -> None:

@@ -5,17 +5,19 @@ Shapes a serving engine meets: 32 query heads and 32 KV heads, head_dim 128, blo
 a shuffled block table, float32 cache, ``num_seqs`` sequences of ``context`` tokens each. The
 checks run first (every rung against the float64 reference at 8 sequences of mixed lengths up to
 4096, launched twice with the output poisoned between, so that buffers a rung keeps between calls
-must be ready for the next one; and the cache write against NumPy), then ``record(out_dir)`` writes:
+must be ready for the next one; and the cache write against NumPy), then ``record(out_dir)`` writes
+(every row naming its rung by its key in ``RUNGS``, ``paged_attention_v2_split_k``):
 
 - ``day06_full_size_checks.json``: one row per check: rung, num_seqs, longest context, errors, seed.
-- ``day06_paged_timing.json``: v1, v2, v3 and a torch baseline against (num_seqs, context); rows:
-  rung (``v1_block_per_head``, ``v2_split_k``, ``v3_one_launch``, ``torch_sdpa``), num_seqs, context,
+- ``day06_paged_timing.json``: every rung (v1, v2, v3) and a torch baseline against (num_seqs, context);
+  rows: rung (the rungs of ``RUNGS``, ``torch_sdpa``), num_seqs, context,
   heads, kv_heads, d, block_size, median_ms, p10_ms, p90_ms, repeat, gbps (compulsory bytes: every
   context's K and V read once per query head, q read and out written, per second),
   ``fraction_of_copy`` (gbps over the copy bandwidth measured in the same run) and
   ``speedup_over_torch`` (torch's median time over the rung's). The torch baseline is ``scaled_dot_product_attention`` on the same K and V gathered into
   a contiguous (num_seqs, kv_heads, context, d) tensor; the gather is not timed.
-- ``day06_kernel_resources.json``: registers, local and shared memory of each kernel.
+- ``day06_kernel_resources.json``: registers, local and shared memory of each kernel (``kernel``: its name,
+  ``rung``: the rung that launches it).
 
 ``ncu_cases()``: one launch of each rung at 8 sequences of each context in ``NCU_CONTEXTS`` (the
 recording ``day06_dram_bytes`` also carries the model's bytes); ``sanitize()`` launches every
@@ -45,9 +47,9 @@ NCU_SEQS = 8
 NCU_CONTEXTS = (2048, 8192, 32768)
 
 
-def label(rung_name: str) -> str:
-    """``paged_attention_v1_block_per_head`` → ``v1_block_per_head``."""
-    return rung_name.removeprefix("paged_attention_")
+def _extra(rung, context: int) -> dict:
+    """What a rung's launcher takes besides the cache: the longest context, where it asks for it (v2, v3)."""
+    return {"max_context": context} if "max_context" in inspect.signature(rung.launcher).parameters else {}
 
 
 def paged_inputs(num_seqs: int, context_lens, *, seed: int = 0, **shape):
@@ -79,7 +81,7 @@ def paged_inputs(num_seqs: int, context_lens, *, seed: int = 0, **shape):
     return device, t
 
 
-def _contiguous(t: dict, context: int):
+def gathered_kv(t: dict, context: int):
     """K and V of every sequence gathered into (num_seqs, kv_heads, context, d) for torch (not timed)."""
     keys = t["k_cache"][t["block_tables"].long()]            # (S, pages, kv_heads, block, d)
     values = t["v_cache"][t["block_tables"].long()]
@@ -129,12 +131,11 @@ def checks(longest: int = CHECK_CONTEXT) -> list[Check]:
 
     found = []
     for name, rung in paged_attention.RUNGS.items():
-        extra = {"max_context": longest} if "max_context" in inspect.signature(rung.launcher).parameters else {}
         found.append(Check(
-            f"out of {label(name)} (second call), contexts {lens}",
-            lambda rung=rung, extra=extra: twice(rung, extra),
+            f"out of {name} (second call), contexts {lens}",
+            lambda rung=rung, extra=_extra(rung, longest): twice(rung, extra),
             out.copy_to_host, want, seed=6, poisoned=(out,),
-            columns=dict(rung=label(name), num_seqs=CHECK_SEQS, context=longest, **SHAPE)))
+            columns=dict(rung=name, num_seqs=CHECK_SEQS, context=longest, **SHAPE)))
     found.append(_cache_write_check())
     return found
 
@@ -178,17 +179,9 @@ def _timed(point) -> list[Timed]:
     moved = model.compulsory_bytes_decode(lens, SHAPE["heads"], SHAPE["kv_heads"], SHAPE["d"])
     flops = model.flops_decode(lens, SHAPE["heads"], SHAPE["d"])
     args = (device["q"], device["k_cache"], device["v_cache"], device["block_tables"], device["context_lens"])
-    cases = [
-        Timed(label("paged_attention_v1_block_per_head"),
-              lambda: paged_attention.paged_attention_v1_block_per_head(*args, out=out), moved, flops),
-        Timed(label("paged_attention_v2_split_k"),
-              lambda: paged_attention.paged_attention_v2_split_k(*args, out=out, max_context=context), moved, flops),
-        Timed(label("paged_attention_v3_one_launch"),
-              lambda: paged_attention.paged_attention_v3_one_launch(*args, out=out, max_context=context), moved,
-              flops),
-    ]
-    assert [c.label for c in cases] == [label(n) for n in paged_attention.RUNGS], "a rung is not timed"
-    keys, values = _contiguous(t, context)
+    cases = [Timed(name, lambda rung=rung, extra=_extra(rung, context): rung(*args, out=out, **extra), moved, flops)
+             for name, rung in paged_attention.RUNGS.items()]
+    keys, values = gathered_kv(t, context)
     del t["k_cache"], t["v_cache"]            # the numba views keep the cache alive
     q = t["q"][:, :, None, :]
     return cases + [Timed("torch_sdpa", baselines.torch_sdpa_on_device(q, keys, values), moved, flops)]
@@ -197,8 +190,9 @@ def _timed(point) -> list[Timed]:
 def paged_sweep() -> Sweep:
     return Sweep(
         name="day06_paged_timing",
-        notes=(f"paged decode v1 (block per head), v2 (split-K, partitions chosen to fill the GPU, then a merge "
-               f"kernel) and v3 (v2's partitions and merge in one launch: the last block of each head merges) against "
+        notes=(f"paged decode, every rung of kernels.paged_attention.RUNGS: {', '.join(paged_attention.RUNGS)} (v1: a "
+               f"block per head, v2: split-K, partitions chosen to fill the GPU, then a merge "
+               f"kernel, v3: v2's partitions and merge in one launch, the last block of each head merges) against "
                f"torch.nn.functional.scaled_dot_product_attention fp32 on the same K and V gathered into a "
                f"contiguous tensor (gather not timed); heads={SHAPE['heads']} kv_heads={SHAPE['kv_heads']} "
                f"d={SHAPE['d']} block_size={SHAPE['block_size']}, shuffled block tables, every sequence of the "
@@ -220,14 +214,13 @@ def kernel_resources() -> list[dict]:
     """Registers, local memory (bytes per thread) and shared memory of each day-6 kernel at d=128."""
     device, _ = paged_inputs(2, [40, 7], seed=1)
     args = (device["q"], device["k_cache"], device["v_cache"], device["block_tables"], device["context_lens"])
-    paged_attention.paged_attention_v1_block_per_head(*args)
-    paged_attention.paged_attention_v2_split_k(*args, max_context=40, partition_size=16)
-    paged_attention.paged_attention_v3_one_launch(*args, max_context=40, partition_size=16)
-    kernels = {"v1_block_per_head": paged_attention.paged_attention_v1_block_per_head_kernel,
-               "v2_partition": paged_attention.paged_attention_v2_partition_kernel,
-               "v2_merge": paged_attention.paged_attention_v2_merge_kernel,
-               "v3_one_launch": paged_attention.paged_attention_v3_one_launch_kernel}
-    return harness.compiled_resources(kernels, d=SHAPE["d"])
+    rows = []
+    for name, rung in paged_attention.RUNGS.items():
+        extra = {"partition_size": 16, **_extra(rung, 40)} if _extra(rung, 40) else {}
+        rung(*args, **extra)
+        kernels = {kernel.__name__: kernel for kernel in rung.kernels.values()}
+        rows += harness.compiled_resources(kernels, rung=name, d=SHAPE["d"])
+    return rows
 
 
 def resources_recording(quick: bool = False):
@@ -242,22 +235,16 @@ def resources_recording(quick: bool = False):
     return rec
 
 
-def _launch(lab: str, context: int):
+def _launch(name: str, context: int):
     lens = [context] * NCU_SEQS
     device, _ = paged_inputs(NCU_SEQS, lens, seed=context)
     args = (device["q"], device["k_cache"], device["v_cache"], device["block_tables"], device["context_lens"])
-    if lab == "v1_block_per_head":
-        return lambda: paged_attention.paged_attention_v1_block_per_head(*args)
-    if lab == "v2_split_k":
-        return lambda: paged_attention.paged_attention_v2_split_k(*args, max_context=context)
-    if lab == "v3_one_launch":
-        return lambda: paged_attention.paged_attention_v3_one_launch(*args, max_context=context)
-    raise ValueError(f"no Nsight launch for {lab!r}")
+    rung = paged_attention.RUNGS[name]
+    return lambda: rung(*args, **_extra(rung, context))
 
 
 def ncu_cases() -> list[NcuCase]:
-    return [NcuCase(label(name), n, harness.lazy(_launch, label(name), n))
-            for name in paged_attention.RUNGS for n in NCU_CONTEXTS]
+    return [NcuCase(name, n, harness.lazy(_launch, name, n)) for name in paged_attention.RUNGS for n in NCU_CONTEXTS]
 
 
 def ncu_shape(context: int) -> dict:

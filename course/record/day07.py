@@ -2,28 +2,31 @@
 
 A declaration for ``course.record.harness`` over the registry ``kernels.gqa_attention.RUNGS``. The
 head shape of Llama 3 8B: 32 query heads over 8 KV heads (groups of 4), head_dim 128, float32, blocks
-of 16 tokens in a shuffled block table. The checks run first (decode against the float64 reference at
-8 sequences of mixed lengths, prefill at N = 1024 causal with ``kv_lens`` and at group sizes 1, 4 and
-32), then ``record(out_dir)`` writes:
+of 16 tokens in a shuffled block table. The checks run first (every decode rung against the float64
+reference at 8 sequences of mixed lengths, every prefill rung at N = 1024 causal with ``kv_lens`` and at
+group sizes 1, 4 and 32), then ``record(out_dir)`` writes, every row naming its rung by its key in
+``RUNGS`` (day 6's and day 5's rungs by theirs) and its group in ``group`` where it varies:
 
 - ``day07_full_size_checks.json``: one row per check.
-- ``day07_decode_timing.json``: ``gqa_decode`` (one block per KV head), day 6's v2 on the same GQA
-  cache (``v2_per_query_head``: one block per query head, each KV head read ``group`` times) and
-  torch's ``scaled_dot_product_attention(..., enable_gqa=True)`` on the same K and V gathered into a
-  contiguous (num_seqs, kv_heads, context, d) tensor (the gather not timed), against (num_seqs,
+- ``day07_decode_timing.json``: the decode rungs (``DECODE_RUNGS``: ``gqa_decode_group``,
+  ``gqa_decode_split_k``, one block per KV head), day 6's ``paged_attention_v2_split_k`` on the same GQA
+  cache (one block per query head, each KV head read ``group`` times) and torch's
+  ``scaled_dot_product_attention(..., enable_gqa=True)`` (``torch_sdpa_gqa``) on the same K and V gathered
+  into a contiguous (num_seqs, kv_heads, context, d) tensor (the gather not timed), against (num_seqs,
   context). gbps and ``fraction_of_copy`` count the compulsory bytes: every K and V read once per
   group; ``kernel_ms`` is the GPU's time alone (``Sweep.kernel_time``).
-- ``day07_group_timing.json``: the same two rungs at 16 sequences of 8,192 tokens for groups of 1 to 32
-  (``kv_heads`` from 32 down to 1): the bytes and the time against the group size.
-- ``day07_prefill_timing.json``: causal prefill at N = 4096, B = 2: ``gqa_prefill`` at groups 4 and 1,
-  torch SDPA with ``enable_gqa`` at the same groups, and, at head_dim 64 (its largest), day 5's
-  best rung ``attention_v5_flash_registers`` at group 1; ``fraction_of_sdpa`` compares each row with
-  torch at the same group and head_dim.
-- ``day07_kernel_resources.json``: registers, local and shared memory of each kernel.
+- ``day07_group_timing.json``: the same rungs but torch at 16 sequences of 8,192 tokens for groups of 1
+  to 32 (``kv_heads`` from 32 down to 1): the bytes and the time against the group size.
+- ``day07_prefill_timing.json``: causal prefill at N = 4096, B = 2: the prefill rungs (``PREFILL_RUNGS``:
+  ``gqa_prefill_tiles``, ``gqa_prefill_flash``) at groups 4 and 1, torch SDPA with ``enable_gqa`` at the
+  same groups, and, at head_dim 64 (its largest), day 5's best rung ``attention_v5_flash_registers`` at
+  group 1; ``fraction_of_sdpa`` compares each row with torch at the same group and head_dim.
+- ``day07_kernel_resources.json``: registers, local and shared memory of each kernel (``kernel``: its
+  name, with the group or head_dim it was compiled for; ``rung``: the rung that launches it).
 
-``ncu_cases()``: decode (``gqa_decode`` and ``v2_per_query_head``) at 8 sequences of 2,048 and 8,192
-tokens, prefill (``gqa_prefill`` and ``gqa_prefill_g1``) at N = 4096 causal; ``sanitize()`` launches
-every kernel once, small, at a group that does not divide the tiles.
+``ncu_cases()``: decode (the decode rungs and day 6's v2) at 8 sequences of 2,048 and 8,192 tokens,
+prefill (the prefill rungs at groups 4 and 1) at N = 4096 causal; ``sanitize()`` launches every kernel
+once, small, at a group that does not divide the tiles.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import numpy as np
 
 from course.models import gqa as model
 from course.record import harness
-from course.record.day06 import _contiguous, paged_inputs
+from course.record.day06 import gathered_kv, paged_inputs
 from course.record.harness import Check, NcuCase, Sweep, Timed
 from kernels import flash_attention, gqa_attention, paged_attention
 
@@ -52,6 +55,19 @@ PREFILL_POINTS = ((128, 4096), (64, 4096))   # (head_dim, N), causal
 NCU_SEQS = 8
 NCU_CONTEXTS = (2048, 8192)
 NCU_PREFILL_N = 4096
+DECODE_RUNGS = tuple(name for name in gqa_attention.RUNGS if name.startswith("gqa_decode"))
+PREFILL_RUNGS = tuple(name for name in gqa_attention.RUNGS if name.startswith("gqa_prefill"))
+DAY6_RUNG = "paged_attention_v2_split_k"          # day 6's v2 on the GQA cache: one block per query head
+DAY5_RUNG = "attention_v5_flash_registers"        # day 5's best rung, at group 1
+PREFILL_KV_HEADS = (8, 32)                        # groups 4 and 1
+
+
+def _rung(name: str):
+    """A rung of this day's ladder, or day 6's or day 5's, by its registry name."""
+    for ladder in (gqa_attention.RUNGS, paged_attention.RUNGS, flash_attention.RUNGS):
+        if name in ladder:
+            return ladder[name]
+    raise KeyError(f"no rung {name!r} in the day-7, day-6 or day-5 ladder")
 
 
 def _decode_args(device: dict) -> tuple:
@@ -103,23 +119,30 @@ def checks(longest: int = CHECK_CONTEXT, n: int = CHECK_N) -> list[Check]:
                                                     host["block_tables"], host["context_lens"])
         return host["ref"]
 
-    found = [Check(f"out of gqa_decode, contexts {lens}",
-                   lambda: gqa_attention.gqa_decode_split_k(*_decode_args(device), out=out, max_context=longest),
+    found = [Check(f"out of {name}, contexts {lens}",
+                   lambda rung=_rung(name): rung(*_decode_args(device), out=out, max_context=longest),
                    out.copy_to_host, want_decode, seed=7, poisoned=(out,),
-                   columns=dict(rung="gqa_decode", num_seqs=CHECK_SEQS, context=longest, **SHAPE))]
+                   columns=dict(rung=name, num_seqs=CHECK_SEQS, context=longest, **SHAPE))
+             for name in DECODE_RUNGS]
     for kv_heads in (8, 32, 1):                  # groups of 4, 1 (MHA) and 32 (MQA)
         q, k, v = _prefill_inputs(1, SHAPE["heads"], kv_heads, n, SHAPE["d"], seed=kv_heads)
         kv_lens = np.array([n - 101], np.int32)
         dq, dk, dv, dl = (cuda.to_device(a) for a in (q, k, v, kv_lens))
         o = cuda.device_array(q.shape, np.float32)
-        found.append(Check(
-            f"out of gqa_prefill, causal, kv_lens {kv_lens.tolist()}, group {SHAPE['heads'] // kv_heads}",
-            lambda dq=dq, dk=dk, dv=dv, dl=dl, o=o: gqa_attention.gqa_prefill_flash(dq, dk, dv, causal=True,
-                                                                                kv_lens=dl, out=o),
-            o.copy_to_host,
-            lambda q=q, k=k, v=v, kv_lens=kv_lens: reference.attention(q, k, v, causal=True, kv_lens=kv_lens),
-            seed=kv_heads, poisoned=(o,),
-            columns=dict(rung="gqa_prefill", N=n, heads=SHAPE["heads"], kv_heads=kv_heads, d=SHAPE["d"])))
+        references = {}
+
+        def want(q=q, k=k, v=v, kv_lens=kv_lens, references=references):
+            if not references:
+                references["out"] = reference.attention(q, k, v, causal=True, kv_lens=kv_lens)
+            return references["out"]
+
+        for name in PREFILL_RUNGS:
+            found.append(Check(
+                f"out of {name}, causal, kv_lens {kv_lens.tolist()}, group {SHAPE['heads'] // kv_heads}",
+                lambda rung=_rung(name), dq=dq, dk=dk, dv=dv, dl=dl, o=o: rung(dq, dk, dv, causal=True, kv_lens=dl,
+                                                                              out=o),
+                o.copy_to_host, want, seed=kv_heads, poisoned=(o,),
+                columns=dict(rung=name, N=n, heads=SHAPE["heads"], kv_heads=kv_heads, d=SHAPE["d"])))
     return found
 
 
@@ -139,15 +162,10 @@ def _decode_cases(num_seqs: int, context: int, kv_heads: int, *, torch: bool = T
     group = SHAPE["heads"] // kv_heads
     columns = {"group": group, "model_bytes_naive": model.naive_bytes_decode(lens, SHAPE["heads"], kv_heads,
                                                                              SHAPE["d"])}
-    cases = [
-        Timed("gqa_decode", lambda: gqa_attention.gqa_decode_split_k(*args, out=out, max_context=context),
-              moved, flops, columns),
-        Timed("v2_per_query_head",
-              lambda: paged_attention.paged_attention_v2_split_k(*args, out=out, max_context=context),
-              moved, flops, columns),
-    ]
+    cases = [Timed(name, lambda rung=_rung(name): rung(*args, out=out, max_context=context), moved, flops, columns)
+             for name in DECODE_RUNGS + (DAY6_RUNG,)]
     if torch:
-        keys, values = _contiguous(t, context)
+        keys, values = gathered_kv(t, context)
         del t["k_cache"], t["v_cache"]            # the numba views keep the cache alive
         q = t["q"][:, :, None, :]
         cases.append(Timed("torch_sdpa_gqa", baselines.torch_sdpa_gqa_on_device(q, keys, values), moved, flops,
@@ -158,9 +176,10 @@ def _decode_cases(num_seqs: int, context: int, kv_heads: int, *, torch: bool = T
 def decode_sweep() -> Sweep:
     return Sweep(
         name="day07_decode_timing",
-        notes=(f"paged GQA decode: gqa_decode (one block per KV head and partition, kernels.gqa_attention) and "
-               f"day 6's v2 on the same cache (v2_per_query_head: one block per query head, each KV head read "
-               f"group times) against torch.nn.functional.scaled_dot_product_attention(enable_gqa=True) fp32 on "
+        notes=(f"paged GQA decode: {' and '.join(DECODE_RUNGS)} (one block per KV head and partition, "
+               f"kernels.gqa_attention) and day 6's v2 on the same cache ({DAY6_RUNG}: one block per query head, "
+               f"each KV head read group times) against "
+               f"torch.nn.functional.scaled_dot_product_attention(enable_gqa=True) fp32 on "
                f"the same K and V gathered into a contiguous tensor (gather not timed); heads={SHAPE['heads']} "
                f"kv_heads={SHAPE['kv_heads']} d={SHAPE['d']} block_size={SHAPE['block_size']}, shuffled block "
                f"tables, every sequence of the point at the same context. gbps: K and V of every context read "
@@ -179,7 +198,8 @@ def decode_sweep() -> Sweep:
 def group_sweep() -> Sweep:
     return Sweep(
         name="day07_group_timing",
-        notes=(f"gqa_decode and day 6's v2 (one block per query head) at {GROUP_SEQS} sequences of "
+        notes=(f"{', '.join(DECODE_RUNGS)} and day 6's v2 ({DAY6_RUNG}, one block per query head) at {GROUP_SEQS} "
+               f"sequences of "
                f"{GROUP_CONTEXT} tokens, heads={SHAPE['heads']}, d={SHAPE['d']}, for kv_heads from 32 (group 1) to 1 "
                f"(group 32); gbps from the compulsory bytes (K and V once per group); model_bytes_naive: the bytes "
                f"of reading each KV head once per query head; kernel_ms: the GPU's time alone."),
@@ -198,7 +218,7 @@ def _prefill_cases(point) -> list[Timed]:
     d, n = point
     B, heads = PREFILL["B"], PREFILL["heads"]
     cases = []
-    for kv_heads in (8, 32):
+    for kv_heads in PREFILL_KV_HEADS:
         group = heads // kv_heads
         q, k, v = _prefill_inputs(B, heads, kv_heads, n, d, seed=n + kv_heads)
         dq, dk, dv = (cuda.to_device(a) for a in (q, k, v))
@@ -206,16 +226,10 @@ def _prefill_cases(point) -> list[Timed]:
         moved = model.compulsory_bytes_prefill(B, heads, kv_heads, n, d)
         flops = attention_model.flops_attention(B, heads, n, d, causal=True)
         columns = {"group": group}
-        suffix = "" if group == 4 else f"_g{group}"
-        cases.append(Timed(f"gqa_prefill{suffix}",
-                           lambda dq=dq, dk=dk, dv=dv, o=o: gqa_attention.gqa_prefill_flash(dq, dk, dv, causal=True,
-                                                                                          out=o),
-                           moved, flops, columns))
-        if group == 1 and d <= flash_attention.HEAD_DIM_MAX:
-            cases.append(Timed("v5_flash_registers_g1",
-                               lambda dq=dq, dk=dk, dv=dv, o=o: flash_attention.attention_v5_flash_registers(
-                                   dq, dk, dv, causal=True, out=o), moved, flops, columns))
-        cases.append(Timed(f"torch_sdpa_gqa{suffix}", baselines.torch_sdpa(q, k, v, causal=True, enable_gqa=True),
+        names = PREFILL_RUNGS + ((DAY5_RUNG,) if group == 1 and d <= flash_attention.HEAD_DIM_MAX else ())
+        cases += [Timed(name, lambda rung=_rung(name), dq=dq, dk=dk, dv=dv, o=o: rung(dq, dk, dv, causal=True, out=o),
+                        moved, flops, columns) for name in names]
+        cases.append(Timed("torch_sdpa_gqa", baselines.torch_sdpa(q, k, v, causal=True, enable_gqa=True),
                            moved, flops, columns))
     return cases
 
@@ -229,10 +243,10 @@ def _fraction_of_sdpa_per_group(rows) -> None:
 def prefill_sweep() -> Sweep:
     return Sweep(
         name="day07_prefill_timing",
-        notes=(f"causal GQA prefill, B={PREFILL['B']}, heads={PREFILL['heads']}: gqa_prefill at kv_heads 8 "
-               f"(group 4) and 32 (gqa_prefill_g1), torch.nn.functional.scaled_dot_product_attention("
-               f"is_causal=True, enable_gqa=True) fp32 at the same groups, and day 5's "
-               f"attention_v5_flash_registers at group 1 where head_dim allows (at most "
+        notes=(f"causal GQA prefill, B={PREFILL['B']}, heads={PREFILL['heads']}: {' and '.join(PREFILL_RUNGS)} at "
+               f"kv_heads 8 (group 4) and 32 (group 1), torch.nn.functional.scaled_dot_product_attention("
+               f"is_causal=True, enable_gqa=True) fp32 at the same groups (torch_sdpa_gqa), and day 5's "
+               f"{DAY5_RUNG} at group 1 where head_dim allows (at most "
                f"{flash_attention.HEAD_DIM_MAX}); fraction_of_sdpa: torch's median at the same group and head_dim "
                f"over the rung's; tflops from the causal FLOPs."),
         points=PREFILL_POINTS, quick_points=((64, 2048),),
@@ -247,13 +261,23 @@ def kernel_resources() -> list[dict]:
     from numba import cuda
 
     device, _ = paged_inputs(2, [40, 7], seed=1, **SHAPE)
-    gqa_attention.gqa_decode_split_k(*_decode_args(device), max_context=40, partition_size=16)
     q, k, v = (cuda.to_device(a) for a in _prefill_inputs(1, SHAPE["heads"], SHAPE["kv_heads"], 70, SHAPE["d"], 1))
-    gqa_attention.gqa_prefill_flash(q, k, v, causal=True)
     group = SHAPE["heads"] // SHAPE["kv_heads"]
-    kernels = {f"gqa_decode_partition_g{group}": gqa_attention.gqa_decode_partition_kernel(group),
-               f"gqa_prefill_d{SHAPE['d']}": gqa_attention.gqa_prefill_flash_kernel(SHAPE["d"])}
-    return harness.compiled_resources(kernels, d=SHAPE["d"])
+    rows = []
+    for name in PREFILL_RUNGS + DECODE_RUNGS:      # each rung launched once; then its kernel, as compiled
+        rung = _rung(name)
+        if name in DECODE_RUNGS:
+            rung(*_decode_args(device), max_context=40, partition_size=16)
+        else:
+            rung(q, k, v, causal=True)
+        kernel = rung.kernels["kernel"]
+        if not hasattr(kernel, "overloads"):         # a factory: one kernel per group (decode) or head_dim (prefill)
+            label, kernel = ((f"gqa_decode_partition_g{group}", kernel(group)) if name in DECODE_RUNGS else
+                             (f"gqa_prefill_d{SHAPE['d']}", kernel(SHAPE["d"])))
+        else:
+            label = kernel.__name__
+        rows += harness.compiled_resources({label: kernel}, rung=name, d=SHAPE["d"])
+    return rows
 
 
 def resources_recording(quick: bool = False):
@@ -266,32 +290,31 @@ def resources_recording(quick: bool = False):
     return rec
 
 
-def _launch(lab: str, n: int):
+def _launch(name: str, n: int, kv_heads: int | None = None):
     from numba import cuda
 
-    if lab.startswith("gqa_prefill"):
-        kv_heads = 32 if lab.endswith("_g1") else SHAPE["kv_heads"]
+    rung = _rung(name)
+    if name in PREFILL_RUNGS:
         q, k, v = (cuda.to_device(a) for a in _prefill_inputs(1, SHAPE["heads"], kv_heads, n, SHAPE["d"], n))
-        return lambda: gqa_attention.gqa_prefill_flash(q, k, v, causal=True)
+        return lambda: rung(q, k, v, causal=True)
     device, _ = paged_inputs(NCU_SEQS, [n] * NCU_SEQS, seed=n, **SHAPE)
     args = _decode_args(device)
-    if lab == "gqa_decode":
-        return lambda: gqa_attention.gqa_decode_split_k(*args, max_context=n)
-    return lambda: paged_attention.paged_attention_v2_split_k(*args, max_context=n)
+    return lambda: rung(*args, max_context=n)
 
 
 def ncu_cases() -> list[NcuCase]:
-    decode = [NcuCase(lab, n, harness.lazy(_launch, lab, n))
-              for lab in ("gqa_decode", "v2_per_query_head") for n in NCU_CONTEXTS]
-    prefill = [NcuCase(lab, NCU_PREFILL_N, harness.lazy(_launch, lab, NCU_PREFILL_N))
-               for lab in ("gqa_prefill", "gqa_prefill_g1")]
+    decode = [NcuCase(name, n, harness.lazy(_launch, name, n))
+              for name in DECODE_RUNGS + (DAY6_RUNG,) for n in NCU_CONTEXTS]
+    prefill = [NcuCase(name, NCU_PREFILL_N, harness.lazy(_launch, name, NCU_PREFILL_N, kv_heads),
+                       {"group": SHAPE["heads"] // kv_heads, "kv_heads": kv_heads})
+               for name in PREFILL_RUNGS for kv_heads in PREFILL_KV_HEADS]
     return decode + prefill
 
 
 def ncu_shape(n: int) -> dict:
     """What a case measured: decode cases, NCU_SEQS sequences of n tokens; the prefill cases (n is
-    NCU_PREFILL_N, which no decode case uses), one causal prompt of n tokens (kv_heads: 8, or 32 for
-    the label ending in _g1)."""
+    NCU_PREFILL_N, which no decode case uses), one causal prompt of n tokens (their own columns give the
+    group and kv_heads)."""
     if n == NCU_PREFILL_N:
         return dict(B=1, heads=SHAPE["heads"], kv_heads=SHAPE["kv_heads"], d=SHAPE["d"], causal=True)
     return dict(num_seqs=NCU_SEQS, context=n, **SHAPE)
@@ -302,10 +325,12 @@ def sanitize() -> None:
     from numba import cuda
 
     device, _ = paged_inputs(3, [37, 0, 16], seed=2, heads=9, kv_heads=3, d=24)
-    gqa_attention.gqa_decode_split_k(*_decode_args(device), max_context=37, partition_size=8)
+    for name in DECODE_RUNGS:
+        _rung(name)(*_decode_args(device), max_context=37, partition_size=8)
     for kv_heads in (3, 1):
         q, k, v = (cuda.to_device(a) for a in _prefill_inputs(1, 9, kv_heads, 45, 24, seed=3))
-        gqa_attention.gqa_prefill_flash(q, k, v, causal=True, kv_lens=cuda.to_device(np.array([40], np.int32)))
+        for name in PREFILL_RUNGS:
+            _rung(name)(q, k, v, causal=True, kv_lens=cuda.to_device(np.array([40], np.int32)))
     cuda.synchronize()
 
 
@@ -313,9 +338,9 @@ def recorder() -> harness.Recorder:
     return harness.Recorder(
         day="day07", checks=lambda quick: checks(1024 if quick else CHECK_CONTEXT, 256 if quick else CHECK_N),
         check_recording="day07_full_size_checks",
-        check_notes=("gqa_decode against kernels.reference.paged_attention (float64), 8 sequences of mixed lengths "
-                     "in a shuffled block table; gqa_prefill against kernels.reference.attention (float64), causal "
-                     "with kv_lens, at groups 4, 1 and 32."),
+        check_notes=(f"{' and '.join(DECODE_RUNGS)} against kernels.reference.paged_attention (float64), 8 sequences "
+                     f"of mixed lengths in a shuffled block table; {' and '.join(PREFILL_RUNGS)} against "
+                     f"kernels.reference.attention (float64), causal with kv_lens, at groups 4, 1 and 32."),
         sweeps=lambda: [decode_sweep(), group_sweep(), prefill_sweep()],
         extras=lambda quick: [resources_recording(quick)],
         ncu_cases=ncu_cases, sanitize=sanitize, ncu_shape=ncu_shape)
@@ -330,16 +355,17 @@ def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
         rec = load_recording(path)
         if rec.name == "day07_decode_timing":
             for row in rec.rows:
-                print(f"   {row['rung']:<18} S={row['num_seqs']:>3} context={row['context']:>6} "
+                print(f"   {row['rung']:<28} S={row['num_seqs']:>3} context={row['context']:>6} "
                       f"{row['median_ms']:8.3f} ms (kernel {row['kernel_ms']:.3f})  {row['fraction_of_copy']:.2f} "
                       f"of copy  {row['speedup_over_torch']:.2f}x torch (kernel {row['kernel_speedup_over_torch']:.2f}x)",
                       flush=True)
         elif rec.name == "day07_group_timing":
             for row in rec.rows:
-                print(f"   {row['rung']:<18} group={row['group']:>2} {row['median_ms']:8.3f} ms "
+                print(f"   {row['rung']:<28} group={row['group']:>2} {row['median_ms']:8.3f} ms "
                       f"(kernel {row['kernel_ms']:.3f})  {row['gbps']:7.0f} GB/s", flush=True)
         elif rec.name == "day07_prefill_timing":
             for row in rec.rows:
-                print(f"   {row['rung']:<22} d={row['d']:>3} N={row['N']} {row['median_ms']:8.3f} ms "
+                print(f"   {row['rung']:<28} g={row['group']:>2} d={row['d']:>3} N={row['N']} "
+                      f"{row['median_ms']:8.3f} ms "
                       f"{row['tflops']:6.2f} TFLOP/s  {row['fraction_of_sdpa']:.2f} of torch", flush=True)
     return paths

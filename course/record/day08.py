@@ -2,25 +2,30 @@
 
 A declaration for ``course.record.harness`` over the registry ``kernels.low_precision_attention.RUNGS``,
 at day 7's shapes (Llama 3 8B's heads: 32 query heads over 8 KV heads, head_dim 128; pages of 16
-tokens in a shuffled block table). The checks run first, then ``record(out_dir)`` writes:
+tokens in a shuffled block table). Every row names its rung by its key in ``RUNGS`` (day 7's rungs by
+theirs) and the format its cache or tensors are stored in by ``fmt`` (``float32``, ``float16``,
+``bfloat16``, ``fp8_e4m3``): ``rung="gqa_decode_tensor_cores", fmt="fp8_e4m3"``. The checks run first, then
+``record(out_dir)`` writes:
 
 - ``day08_full_size_checks.json``: the fp8 codes that ``fp8_quantize`` writes for a whole cache, bit for
-  bit against ``reference.quantize_fp8``; the decode over a float32, fp16 and fp8 cache (8 sequences of
-  mixed lengths) against the float64 reference twice: on the stored values (float32's tolerance: the
-  arithmetic is float32) and on the float32 cache the stored one came from (``DESIGN.md`` §6: at most
-  twice the error of the same computation on the stored values); the prefill in fp16 and bf16 (N = 1024,
-  causal, ``kv_lens``) by the same rule. ``storage_rel_err``: what the storage format alone costs, the
-  relative error of the float64 computation on the stored values.
-- ``day08_decode_timing.json``: one decode step with the cache stored as float32, fp16 and fp8 e4m3
-  (``decode_fp32``, ``decode_fp16``, ``decode_fp8``), day 7's ``gqa_decode_split_k`` on the float32
-  cache (``day7_gqa_decode``), and torch's ``scaled_dot_product_attention(..., enable_gqa=True)`` in
-  fp16 on the same fp16 keys and values gathered into contiguous tensors (``torch_sdpa_fp16``; the
-  gather not timed), against (num_seqs, context). gbps and ``fraction_of_copy`` count the compulsory
-  bytes at each row's format (``course.models.low_precision.compulsory_bytes_decode``);
-  ``speedup_over_fp32`` compares each row's GPU time with ``decode_fp32``'s, ``kernel_speedup_over_torch``
+  bit against ``reference.quantize_fp8``; every decode rung over each cache it takes (``DECODE_FORMATS``:
+  float32, fp16, fp8; 8 sequences of mixed lengths) against the float64 reference twice: on the stored
+  values (float32's tolerance: the arithmetic is float32) and on the float32 cache the stored one came
+  from (``docs/design-notes.md`` §5: at most twice the error of the same computation on the stored
+  values); every prefill rung in fp16 and bf16 (N = 1024, causal, ``kv_lens``) by the same rule.
+  ``storage_rel_err``: what the storage format alone costs, the relative error of the float64
+  computation on the stored values.
+- ``day08_decode_timing.json``: one decode step of every decode rung over each cache it takes, day 7's
+  ``gqa_decode_split_k`` on the float32 cache, and torch's ``scaled_dot_product_attention(...,
+  enable_gqa=True)`` in fp16 on the same fp16 keys and values gathered into contiguous tensors
+  (``torch_sdpa_fp16``; the gather not timed), against (num_seqs, context). gbps and ``fraction_of_copy``
+  count the compulsory bytes at each row's format (``course.models.low_precision.compulsory_bytes_decode``);
+  ``speedup_over_fp32`` compares each row's GPU time with ``gqa_decode_mixed_precision``'s on the float32
+  cache, ``speedup_over_runs_fp32`` with ``gqa_decode_page_runs``'s there, ``kernel_speedup_over_torch``
   with torch's.
-- ``day08_prefill_timing.json``: causal prefill at N = 4096, B = 2: ``gqa_prefill_mixed_precision`` on
-  fp16, bf16 and float32 tensors, day 7's ``gqa_prefill_flash`` (float32), torch SDPA with
+- ``day08_prefill_timing.json``: causal prefill at N = 4096, B = 2: the prefill rungs
+  (``gqa_prefill_mixed_tiles``, ``gqa_prefill_mixed_precision``) on fp16, bf16 and float32 tensors, day
+  7's ``gqa_prefill_flash`` (float32), torch SDPA with
   ``enable_gqa`` in fp16 and bf16 (fused kernels on tensor cores), and torch SDPA in float32 on K
   and V repeated to every query head (in float32 ``enable_gqa`` has no fused kernel; repeated, torch
   runs its fused float32 kernel); ``fraction_of_sdpa_fp16`` compares each row with torch in fp16.
@@ -38,7 +43,6 @@ launches every kernel once, small, at a group that does not divide the tiles.
 
 from __future__ import annotations
 
-import itertools
 import pathlib
 
 import numpy as np
@@ -50,13 +54,16 @@ from course.record.harness import Check, NcuCase, Sweep, Timed
 
 SHAPE = {"heads": 32, "kv_heads": 8, "d": 128, "block_size": 16}
 FORMATS = ("float32", "float16", "fp8_e4m3")
-LABEL = {"float32": "decode_fp32", "float16": "decode_fp16", "fp8_e4m3": "decode_fp8"}
-RUNS_LABEL = {"float32": "runs_fp32", "float16": "runs_fp16", "fp8_e4m3": "runs_fp8"}     # gqa_decode_page_runs
-HALF_LABEL = {"float32": "half_fp32", "float16": "half_fp16", "fp8_e4m3": "half_fp8"}     # gqa_decode_half_warps
-TENSOR_LABEL = {"float16": "tensor_fp16", "fp8_e4m3": "tensor_fp8"}      # gqa_decode_tensor_cores: narrow caches only
-# The decode rungs in ladder order, by the name _decode_launch takes, with the labels of their rows (by the cache
-# formats each runs).
-DECODE_RUNGS = {"decode": LABEL, "runs": RUNS_LABEL, "half": HALF_LABEL, "tensor": TENSOR_LABEL}
+# The decode rungs of kernels.low_precision_attention.RUNGS in ladder order, with the cache formats each takes
+# (a test checks that these are the ladder's decode rungs).
+DECODE_FORMATS = {"gqa_decode_mixed_group": ("float32", "float16"), "gqa_decode_mixed_precision": FORMATS,
+                  "gqa_decode_page_runs": FORMATS, "gqa_decode_half_warps": FORMATS,
+                  "gqa_decode_tensor_cores": ("float16", "fp8_e4m3")}          # narrow caches only
+PREFILL_RUNGS = ("gqa_prefill_mixed_tiles", "gqa_prefill_mixed_precision")
+# The rows the speedups are taken over: the first rung that takes every cache, and the page-runs rung, on float32.
+FIRST_FP32 = {"rung": "gqa_decode_mixed_precision", "fmt": "float32"}
+RUNS_FP32 = {"rung": "gqa_decode_page_runs", "fmt": "float32"}
+DAY7_DECODE, DAY7_PREFILL = "gqa_decode_split_k", "gqa_prefill_flash"     # day 7's float32 rungs
 SEQS = (8, 16, 64)
 CONTEXTS = (1024, 2048, 4096, 8192, 16384, 32768)
 MAX_TOKENS = 1024 * 1024       # num_seqs * context at most: a float32 cache of 2 x 4 GiB, and its narrow copies
@@ -96,14 +103,16 @@ def narrow_caches(device: dict, t: dict) -> dict:
     return caches
 
 
-def _decode_launch(fmt: str, device: dict, caches: dict, out, context: int, rung: str = "decode"):
-    """One decode step over the cache in ``fmt`` of a rung of ``DECODE_RUNGS``: ``gqa_decode_mixed_precision``
-    (decode), ``gqa_decode_page_runs`` (runs), ``gqa_decode_half_warps`` (half) or ``gqa_decode_tensor_cores``
-    (tensor)."""
+def decode_cases() -> list[tuple[str, str]]:
+    """(rung, cache format) of every decode step the day checks, times and profiles, in ladder order."""
+    return [(rung, fmt) for rung, formats in DECODE_FORMATS.items() for fmt in formats]
+
+
+def _decode_launch(rung: str, fmt: str, device: dict, caches: dict, out, context: int):
+    """One decode step of the rung ``rung`` of ``kernels.low_precision_attention.RUNGS`` over the cache in ``fmt``."""
     from kernels import low_precision_attention as lp
 
-    decode = {"decode": lp.gqa_decode_mixed_precision, "runs": lp.gqa_decode_page_runs,
-              "half": lp.gqa_decode_half_warps, "tensor": lp.gqa_decode_tensor_cores}[rung]
+    decode = lp.RUNGS[rung]
     k_cache, v_cache, extra = caches[fmt]
     return lambda: decode(device["q"], k_cache, v_cache, device["block_tables"], device["context_lens"], out=out,
                           max_context=context, **extra)
@@ -178,20 +187,21 @@ def decode_checks(longest: int) -> list[Check]:
               "float16": tuple(caches["float16"][i].copy_to_host() for i in (0, 1)),
               "fp8_e4m3": (reference.dequantize_fp8(k_codes.copy_to_host(), scales["k_scales"].copy_to_host()),
                            reference.dequantize_fp8(v_codes.copy_to_host(), scales["v_scales"].copy_to_host()))}
-    for rung, fmt in itertools.product(DECODE_RUNGS, FORMATS):     # every decode rung at every cache format it runs
-        if fmt not in DECODE_RUNGS[rung]:
-            continue
+    on_stored_of = {"float32": exact}
+    for rung, fmt in decode_cases():     # every decode rung at every cache format it runs
         out = cuda.device_array(tuple(device["q"].shape), np.float32)
-        launch = _decode_launch(fmt, device, caches, out, longest, rung)
-        on_stored = exact if fmt == "float32" else reference.paged_attention(host["q"], *stored[fmt], *args)
-        columns = dict(rung=DECODE_RUNGS[rung][fmt], fmt=fmt, num_seqs=CHECK_SEQS, context=longest,
+        launch = _decode_launch(rung, fmt, device, caches, out, longest)
+        if fmt not in on_stored_of:
+            on_stored_of[fmt] = reference.paged_attention(host["q"], *stored[fmt], *args)
+        on_stored = on_stored_of[fmt]
+        columns = dict(rung=rung, fmt=fmt, num_seqs=CHECK_SEQS, context=longest,
                        **SHAPE, storage_rel_err=_rel_err(on_stored, exact))
-        found.append(Check(f"out of {columns['rung']} against the reference on the stored cache, contexts {lens}", launch,
-                           out.copy_to_host, lambda on_stored=on_stored: on_stored, seed=8, poisoned=(out,),
+        found.append(Check(f"out of {rung} ({fmt} cache) against the reference on the stored cache, contexts {lens}",
+                           launch, out.copy_to_host, lambda on_stored=on_stored: on_stored, seed=8, poisoned=(out,),
                            columns=dict(columns, against="stored values")))
         if fmt != "float32":
             precision = "fp16" if fmt == "float16" else "fp8"
-            found.append(Check(f"out of {columns['rung']} against the float32 cache it was stored from", launch,
+            found.append(Check(f"out of {rung} ({fmt} cache) against the float32 cache it was stored from", launch,
                                out.copy_to_host, lambda: exact, seed=8, poisoned=(out,),
                                options=dict(precision=precision, same_precision_ref=on_stored),
                                columns=dict(columns, against="float32 values")))
@@ -201,8 +211,8 @@ def decode_checks(longest: int) -> list[Check]:
 def prefill_checks(n: int) -> list[Check]:
     from numba import cuda
 
+    from kernels import low_precision_attention as lp
     from kernels import reference
-    from kernels.low_precision_attention import gqa_prefill_mixed_precision
 
     heads, kv_heads, d = PREFILL["heads"], PREFILL["kv_heads"], PREFILL["d"]
     q, k, v = _prefill_inputs(1, heads, kv_heads, n, d, seed=n)
@@ -215,14 +225,15 @@ def prefill_checks(n: int) -> list[Check]:
         dq, dk, dv = (to_device_as(a, dtype) for a in (q, k, v))
         lens = cuda.to_device(kv_lens)
         out, bits = device_output(q.shape, dtype)
-        found.append(Check(
-            f"out of gqa_prefill_mixed_precision ({dtype}), causal, kv_lens {kv_lens.tolist()}",
-            lambda dq=dq, dk=dk, dv=dv, lens=lens, out=out: gqa_prefill_mixed_precision(dq, dk, dv, causal=True,
-                                                                                     kv_lens=lens, out=out),
-            lambda bits=bits, dtype=dtype: _host_float(bits, dtype), lambda: exact, seed=n, poisoned=(bits,),
-            options=dict(precision=fmt, same_precision_ref=on_stored),
-            columns=dict(rung=f"prefill_{fmt}", fmt=dtype, N=n, heads=heads, kv_heads=kv_heads, d=d,
-                         against="float32 values", storage_rel_err=_rel_err(on_stored, exact))))
+        for rung in PREFILL_RUNGS:
+            found.append(Check(
+                f"out of {rung} ({dtype}), causal, kv_lens {kv_lens.tolist()}",
+                lambda prefill=lp.RUNGS[rung], dq=dq, dk=dk, dv=dv, lens=lens, out=out: prefill(
+                    dq, dk, dv, causal=True, kv_lens=lens, out=out),
+                lambda bits=bits, dtype=dtype: _host_float(bits, dtype), lambda: exact, seed=n, poisoned=(bits,),
+                options=dict(precision=fmt, same_precision_ref=on_stored),
+                columns=dict(rung=rung, fmt=dtype, N=n, heads=heads, kv_heads=kv_heads, d=d,
+                             against="float32 values", storage_rel_err=_rel_err(on_stored, exact))))
     return found
 
 
@@ -236,7 +247,7 @@ def _decode_cases(point) -> list[Timed]:
     from numba import cuda
 
     from course.record import baselines
-    from course.record.day06 import _contiguous
+    from course.record.day06 import gathered_kv
     from kernels import gqa_attention
 
     num_seqs, context = point
@@ -250,14 +261,12 @@ def _decode_cases(point) -> list[Timed]:
     def moved(fmt):
         return model.compulsory_bytes_decode(lens, heads, kv_heads, d, fmt, SHAPE["block_size"])
 
-    cases = [Timed(LABEL[fmt], _decode_launch(fmt, device, caches, out, context), moved(fmt), flops, {"fmt": fmt})
-             for fmt in FORMATS]
-    cases += [Timed(labels[fmt], _decode_launch(fmt, device, caches, out, context, rung), moved(fmt), flops, {"fmt": fmt})
-              for rung, labels in DECODE_RUNGS.items() if rung != "decode" for fmt in FORMATS if fmt in labels]
-    cases.append(Timed("day7_gqa_decode",
-                       lambda: gqa_attention.gqa_decode_split_k(*_decode_args(device), out=out, max_context=context),
+    cases = [Timed(rung, _decode_launch(rung, fmt, device, caches, out, context), moved(fmt), flops, {"fmt": fmt})
+             for rung, fmt in decode_cases()]
+    cases.append(Timed(DAY7_DECODE,
+                       lambda: gqa_attention.RUNGS[DAY7_DECODE](*_decode_args(device), out=out, max_context=context),
                        moved("float32"), flops, {"fmt": "float32"}))
-    keys, values = _contiguous({"k_cache": t["k_cache16"], "v_cache": t["v_cache16"],
+    keys, values = gathered_kv({"k_cache": t["k_cache16"], "v_cache": t["v_cache16"],
                                 "block_tables": t["block_tables"]}, context)
     q = t["q"].half()[:, :, None, :]
     cases.append(Timed("torch_sdpa_fp16", baselines.torch_sdpa_gqa_on_device(q, keys, values), moved("float16"), flops,
@@ -270,26 +279,26 @@ def decode_sweep() -> Sweep:
         name="day08_decode_timing",
         notes=(f"one paged GQA decode step, heads={SHAPE['heads']} kv_heads={SHAPE['kv_heads']} d={SHAPE['d']} "
                f"block_size={SHAPE['block_size']}, shuffled block tables, every sequence of the point at the same "
-               f"context: gqa_decode_mixed_precision (kernels.low_precision_attention) with the cache stored as "
-               f"float32 (decode_fp32), fp16 (decode_fp16) and fp8 e4m3 codes with a float32 scale per page and KV "
-               f"head (decode_fp8); gqa_decode_page_runs on the same three caches (runs_fp32, runs_fp16, runs_fp8); "
-               f"gqa_decode_half_warps on them (half_fp32, half_fp16, half_fp8; fp8 decoded by PTX's "
-               f"cvt.rn.f16x2.e4m3x2 on this GPU if its compute capability is 8.9 or more, else by a table); "
-               f"gqa_decode_tensor_cores on the fp16 and fp8 caches (tensor_fp16, tensor_fp8: scores and weighted "
+               f"context; rung: the rung of kernels.low_precision_attention.RUNGS (day 7's for {DAY7_DECODE}), fmt: "
+               f"the cache's format, float32, float16 or fp8_e4m3 (codes with a float32 scale per page and KV head). "
+               f"Every decode rung over each cache it takes: "
+               + "; ".join(f"{rung} ({', '.join(formats)})" for rung, formats in DECODE_FORMATS.items())
+               + f" (gqa_decode_half_warps decodes fp8 by PTX's cvt.rn.f16x2.e4m3x2 on this GPU if its compute "
+               f"capability is 8.9 or more, else by a table; gqa_decode_tensor_cores computes scores and weighted "
                f"sums as mma.sync m16n8k16 instructions, fp16 inputs, float32 accumulators); "
-               f"day 7's gqa_decode_split_k on the float32 cache (day7_gqa_decode); "
+               f"day 7's {DAY7_DECODE} on the float32 cache; "
                f"torch.nn.functional.scaled_dot_product_attention(enable_gqa=True) in fp16 on the same fp16 K and V "
                f"gathered into contiguous tensors (torch_sdpa_fp16, gather not timed). q and out are float32 for "
                f"ours, fp16 for torch. gbps: the compulsory bytes at the row's format (K and V once per KV head, "
                f"q, out, and fp8's page scales) per second of the median; fraction_of_copy: over the copy "
                f"bandwidth of this run; kernel_ms: the GPU's time alone (launch cost hidden); speedup_over_fp32, "
-               f"speedup_over_runs_fp32 and kernel_speedup_over_torch: decode_fp32's, runs_fp32's and torch's "
-               f"kernel_ms over the row's."),
+               f"speedup_over_runs_fp32 and kernel_speedup_over_torch: the kernel_ms of gqa_decode_mixed_precision "
+               f"on the float32 cache, of gqa_decode_page_runs on it, and of torch, over the row's."),
         points=POINTS, quick_points=QUICK_POINTS,
         shape=lambda point: dict(num_seqs=point[0], context=point[1], **SHAPE),
         cases=_decode_cases,
-        finish=harness.finish_all(harness.fraction_of("decode_fp32", "speedup_over_fp32", time="kernel_ms"),
-                                  harness.fraction_of("runs_fp32", "speedup_over_runs_fp32", time="kernel_ms"),
+        finish=harness.finish_all(harness.fraction_of(FIRST_FP32, "speedup_over_fp32", time="kernel_ms"),
+                                  harness.fraction_of(RUNS_FP32, "speedup_over_runs_fp32", time="kernel_ms"),
                                   harness.fraction_of("torch_sdpa", "kernel_speedup_over_torch", time="kernel_ms")),
         fraction_of_copy=True, kernel_time=True)
 
@@ -298,7 +307,7 @@ def _prefill_cases(point) -> list[Timed]:
     from course.models import attention as attention_model
     from course.record import baselines
     from kernels import gqa_attention
-    from kernels.low_precision_attention import gqa_prefill_mixed_precision
+    from kernels import low_precision_attention as lp
 
     n, d = point
     B, heads, kv_heads = PREFILL["B"], PREFILL["heads"], PREFILL["kv_heads"]
@@ -311,10 +320,10 @@ def _prefill_cases(point) -> list[Timed]:
         dq, dk, dv = (to_device_as(a, dtype) for a in (q, k, v))
         out, _ = device_output(q.shape, dtype)
         moved = model.compulsory_bytes_prefill(B, heads, kv_heads, n, d, dtype=dtype)
-        cases.append(Timed(f"prefill_{fmt}", lambda dq=dq, dk=dk, dv=dv, out=out: gqa_prefill_mixed_precision(
-            dq, dk, dv, causal=True, out=out), moved, flops, {"fmt": dtype, "group": group}))
+        cases += [Timed(rung, lambda prefill=lp.RUNGS[rung], dq=dq, dk=dk, dv=dv, out=out: prefill(
+            dq, dk, dv, causal=True, out=out), moved, flops, {"fmt": dtype, "group": group}) for rung in PREFILL_RUNGS]
         if dtype == "float32":
-            cases.append(Timed("day7_gqa_prefill", lambda dq=dq, dk=dk, dv=dv, out=out: gqa_attention.gqa_prefill_flash(
+            cases.append(Timed(DAY7_PREFILL, lambda dq=dq, dk=dk, dv=dv, out=out: gqa_attention.RUNGS[DAY7_PREFILL](
                 dq, dk, dv, causal=True, out=out), moved, flops, {"fmt": dtype, "group": group}))
     torch = baselines.cuda_torch()
     tq, tk, tv = (torch.from_numpy(a).cuda() for a in (q, k, v))
@@ -336,8 +345,8 @@ def prefill_sweep() -> Sweep:
     return Sweep(
         name="day08_prefill_timing",
         notes=(f"causal GQA prefill, B={PREFILL['B']}, heads={PREFILL['heads']}, kv_heads={PREFILL['kv_heads']}, "
-               f"d={PREFILL['d']}: gqa_prefill_mixed_precision on fp16, bf16 and float32 tensors (prefill_fp16, "
-               f"prefill_bf16, prefill_fp32), day 7's gqa_prefill_flash (float32), "
+               f"d={PREFILL['d']}: {' and '.join(PREFILL_RUNGS)} on fp16, bf16 and float32 tensors (fmt float16, "
+               f"bfloat16, float32), day 7's {DAY7_PREFILL} (float32), "
                f"torch.nn.functional.scaled_dot_product_attention(is_causal=True, enable_gqa=True) in fp16 and bf16 "
                f"(torch_sdpa_fp16, torch_sdpa_bf16), and torch SDPA in float32 on K and V repeated to every query "
                f"head (torch_sdpa_fp32_repeated_kv); tflops from the causal FLOPs; gbps from the compulsory bytes "
@@ -398,24 +407,24 @@ def matmul_sweep() -> Sweep:
 
 # --------------------------------------------------------------------------- Nsight, sanitizer
 
-def _ncu_launch(fmt: str, context: int, rung: str = "decode"):
+def _ncu_launch(rung: str, fmt: str, context: int):
     from numba import cuda
 
     device, t = paged_inputs(NCU_SEQS, [context] * NCU_SEQS, seed=context, **SHAPE)
     caches = narrow_caches(device, t)
     out = cuda.device_array(tuple(device["q"].shape), np.float32)
-    launch = _decode_launch(fmt, device, caches, out, context, rung)
+    launch = _decode_launch(rung, fmt, device, caches, out, context)
     launch.keep = (device, t, caches)
     return launch
 
 
 def ncu_cases() -> list[NcuCase]:
-    return [NcuCase(labels[fmt], NCU_CONTEXT, harness.lazy(_ncu_launch, fmt, NCU_CONTEXT, rung))
-            for rung, labels in DECODE_RUNGS.items() for fmt in FORMATS if fmt in labels]
+    return [NcuCase(rung, NCU_CONTEXT, harness.lazy(_ncu_launch, rung, fmt, NCU_CONTEXT), {"fmt": fmt})
+            for rung, fmt in decode_cases()]
 
 
 def ncu_shape(n: int) -> dict:
-    """Every case is one decode step of NCU_SEQS sequences of n tokens; the label names the cache format."""
+    """Every case is one decode step of NCU_SEQS sequences of n tokens; its ``fmt`` names the cache format."""
     return dict(num_seqs=NCU_SEQS, context=n, **SHAPE)
 
 
@@ -424,17 +433,17 @@ def sanitize() -> None:
     format and each prefill storage dtype."""
     from numba import cuda
 
-    from kernels.low_precision_attention import gqa_prefill_mixed_precision
+    from kernels import low_precision_attention as lp
 
     device, t = paged_inputs(3, [37, 0, 16], seed=2, heads=9, kv_heads=3, d=24, block_size=16)
     caches = narrow_caches(device, t)
-    for fmt in FORMATS:
-        for rung in (rung for rung, labels in DECODE_RUNGS.items() if fmt in labels):
-            _decode_launch(fmt, device, caches, cuda.device_array(tuple(device["q"].shape), np.float32), 37, rung)()
+    for rung, fmt in decode_cases():
+        _decode_launch(rung, fmt, device, caches, cuda.device_array(tuple(device["q"].shape), np.float32), 37)()
     lens = cuda.to_device(np.array([40], np.int32))
     for dtype in PREFILL_DTYPES:
         q, k, v = (to_device_as(a, dtype) for a in _prefill_inputs(1, 9, 3, 45, 24, seed=3))
-        gqa_prefill_mixed_precision(q, k, v, causal=True, kv_lens=lens, out=device_output(q.shape, dtype)[0])
+        for rung in PREFILL_RUNGS:
+            lp.RUNGS[rung](q, k, v, causal=True, kv_lens=lens, out=device_output(q.shape, dtype)[0])
     cuda.synchronize()
 
 
@@ -442,14 +451,14 @@ def recorder() -> harness.Recorder:
     return harness.Recorder(
         day="day08", checks=lambda quick: checks(1024 if quick else CHECK_CONTEXT, 256 if quick else CHECK_N),
         check_recording="day08_full_size_checks",
-        check_notes=("fp8_quantize against reference.quantize_fp8, bit for bit; gqa_decode_mixed_precision and "
-                     "gqa_decode_page_runs and gqa_decode_half_warps (8 "
-                     "sequences of mixed lengths, shuffled block table) against kernels.reference.paged_attention "
+        check_notes=("fp8_quantize against reference.quantize_fp8, bit for bit; "
+                     + ", ".join(DECODE_FORMATS) + " (8 sequences of mixed lengths, shuffled block table; each over "
+                     "the caches it takes, fmt) against kernels.reference.paged_attention "
                      "(float64) on the stored cache (float32's tolerance) and on the float32 cache it was stored "
-                     "from (at most twice the error of the same float64 computation on the stored values, DESIGN.md "
-                     "section 6); gqa_prefill_mixed_precision (causal, kv_lens) against kernels.reference.attention "
-                     "by the same rule. storage_rel_err: the relative error of the float64 computation on the stored "
-                     "values, what the format alone costs."),
+                     "from (at most twice the error of the same float64 computation on the stored values, "
+                     "docs/design-notes.md section 5); " + " and ".join(PREFILL_RUNGS) + " (causal, kv_lens) against "
+                     "kernels.reference.attention by the same rule. storage_rel_err: the relative error of the float64 "
+                     "computation on the stored values, what the format alone costs."),
         sweeps=lambda: [decode_sweep(), prefill_sweep(), matmul_sweep()],
         ncu_cases=ncu_cases, sanitize=sanitize, ncu_shape=ncu_shape)
 
@@ -463,13 +472,14 @@ def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
         rec = load_recording(path)
         if rec.name == "day08_decode_timing":
             for row in rec.rows:
-                print(f"   {row['rung']:<16} S={row['num_seqs']:>3} context={row['context']:>6} kernel "
+                print(f"   {row['rung']:<28} {row['fmt']:<9} S={row['num_seqs']:>3} context={row['context']:>6} kernel "
                       f"{row['kernel_ms']:8.3f} ms  {row['fraction_of_copy']:.2f} of copy  "
                       f"{row['speedup_over_fp32']:.2f}x fp32  {row['kernel_speedup_over_torch']:.2f}x torch",
                       flush=True)
         elif rec.name == "day08_prefill_timing":
             for row in rec.rows:
-                print(f"   {row['rung']:<28} N={row['N']} {row['median_ms']:8.3f} ms {row['tflops']:7.2f} TFLOP/s  "
+                print(f"   {row['rung']:<28} {row['fmt']:<9} N={row['N']} {row['median_ms']:8.3f} ms "
+                      f"{row['tflops']:7.2f} TFLOP/s  "
                       f"{row['fraction_of_sdpa_fp16']:.3f} of torch fp16", flush=True)
         elif rec.name == "day08_matmul_roofs":
             for row in rec.rows:

@@ -13,6 +13,11 @@ These come together in a :class:`Recorder`, and :func:`record` runs it: the chec
 is timed that is not right at full size), then every sweep, timed with ``course.timing`` against
 the ceilings measured in the same run. Every row of every recording carries the shape it measured.
 ``python -m course.record`` is the command line over this module.
+
+A row names what it measured by the rung's registry name (its key in the kernel module's ``RUNGS``), or
+a baseline's name (``torch_sdpa``), in its ``rung`` column (``label`` for Nsight's rows); what else
+tells two rows of one rung apart (the mask, the cache format, the group) is a column of its own
+(``causal``, ``fmt``, ``group``), never part of the name. ``course.records.where`` reads them back.
 """
 
 from __future__ import annotations
@@ -34,13 +39,17 @@ BUDGET_S = 3.0         # and without
 
 @dataclasses.dataclass(frozen=True)
 class Timed:
-    """One call to time: its row label, the launch, and the model's bytes and FLOPs of one call.
+    """One call to time: the rung it runs (``label``: its registry name, or a baseline's name such as
+    ``torch_sdpa``), the launch, and the model's bytes and FLOPs of one call.
 
     ``bytes_moved`` and ``flops`` are None where meaningless (a softmax has no FLOP rate worth
-    plotting); ``columns`` are extra values for the row (e.g. a GEMM rung's modelled intensity).
+    plotting); ``columns`` are extra values for the row: what tells this call apart from another of
+    the same rung at the same point (``{"fmt": "float16"}``), or a rung's modelled intensity. A call that
+    is no rung (one kernel of a rung timed alone) has ``label`` None, its row no ``rung``, and names what it
+    runs in ``columns`` (``{"kernel": "scores_kernel"}``).
     """
 
-    label: str
+    label: str | None
     launch: Callable[[], object]
     bytes_moved: float | None = None
     flops: float | None = None
@@ -99,11 +108,21 @@ class Check:
 
 
 class NcuCase(NamedTuple):
-    """A launch to profile: its label and N in the ``dram_bytes`` recording, and a callable making it."""
+    """A launch to profile: its label (the rung's registry name) and N in the ``dram_bytes`` recording, a
+    callable making it, and ``columns`` that tell it apart from another case of the same rung and N
+    (``{"causal": True}``, ``{"fmt": "fp8_e4m3"}``), written into its row too."""
 
     label: str
     N: int
     run: Callable[[], None]
+    columns: dict | None = None
+
+    @property
+    def name(self) -> str:
+        """What names the case on the command line: ``label``, then its columns (``attention_v4_flash:causal=True``)."""
+        if not self.columns:
+            return self.label
+        return self.label + ":" + ",".join(f"{key}={value}" for key, value in self.columns.items())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,15 +193,16 @@ def time_cases(cases, shape: dict, *, quick: bool = False, flush_l2: bool = Fals
     for case in cases:
         t = timer(case.launch, budget, flush_l2=flush_l2)
         seconds = t.median_ms / 1e3
-        rows.append({"rung": case.label, **shape, "median_ms": t.median_ms, "p10_ms": t.p10_ms,
-                     "p90_ms": t.p90_ms, "repeat": len(t.samples_ms),
+        rows.append({**({"rung": case.label} if case.label is not None else {}), **shape,
+                     "median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms, "repeat": len(t.samples_ms),
                      "gbps": case.bytes_moved / seconds / 1e9 if case.bytes_moved else None,
                      "tflops": case.flops / seconds / 1e12 if case.flops else None, **case.columns})
         extra = ""
         if kernel_time:
             rows[-1]["kernel_ms"] = timer(case.launch, budget, flush_l2=flush_l2, launch_overhead="hidden").median_ms
             extra = f" (kernel alone {rows[-1]['kernel_ms']:.3f} ms)"
-        print(f"   {case.label:<28} {shape} {t.median_ms:9.3f} ms{extra}", flush=True)
+        named = "".join(f" {v}" for v in case.columns.values() if isinstance(v, (str, bool)))
+        print(f"   {((case.label or '') + named).strip():<40} {shape} {t.median_ms:9.3f} ms{extra}", flush=True)
     return rows
 
 
@@ -225,16 +245,26 @@ def compiled_resources(kernels: dict, *, key: str = "kernel", ptx_locals: bool =
     return rows
 
 
-def fraction_of(baseline_prefix: str, column: str, *, time: str = "median_ms"):
+def fraction_of(baseline, column: str, *, time: str = "median_ms"):
     """A ``Sweep.finish`` that sets ``column`` = the baseline's time over each row's (1.0: as fast);
-    ``time`` is the column compared (``kernel_ms`` for the GPU's time alone)."""
+    ``time`` is the column compared (``kernel_ms`` for the GPU's time alone).
+
+    baseline: the start of the baseline row's ``rung`` (``"torch_sdpa"``), or the columns it has
+    (``{"rung": "gqa_decode_page_runs", "fmt": "float32"}``, as ``course.records.where``); one row of
+    each point must match.
+    """
+    from course.records import where
 
     def finish(rows):
-        baseline = [r[time] for r in rows if r["rung"].startswith(baseline_prefix)]
-        if len(baseline) != 1:
-            raise ValueError(f"expected one {baseline_prefix!r} row among {[r['rung'] for r in rows]}")
+        if isinstance(baseline, dict):
+            baseline_rows = where(rows, **baseline)
+        else:
+            baseline_rows = [r for r in rows if r.get("rung", "").startswith(baseline)]
+        baseline_ms = [r[time] for r in baseline_rows]
+        if len(baseline_ms) != 1:
+            raise ValueError(f"expected one {baseline!r} row among {[r.get('rung') for r in rows]}")
         for row in rows:
-            row[column] = baseline[0] / row[time]
+            row[column] = baseline_ms[0] / row[time]
 
     return finish
 
@@ -298,15 +328,16 @@ def lazy(make, *args):
 # --------------------------------------------------------------------------- Nsight Compute
 
 
-def run_ncu_case(cases, label: str, n: int) -> None:
-    """Run the case ``(label, n)`` once to warm up, then once between ``cuda.profile_start()`` and
-    ``cuda.profile_stop()``, so ``ncu --profile-from-start off`` measures exactly that launch."""
+def run_ncu_case(cases, name: str, n: int) -> None:
+    """Run the case named ``name`` (``NcuCase.name``) at ``n`` once to warm up, then once between
+    ``cuda.profile_start()`` and ``cuda.profile_stop()``, so ``ncu --profile-from-start off`` measures
+    exactly that launch."""
     from numba import cuda
 
-    found = {(c[0], int(c[1])): c for c in cases}
-    if (label, int(n)) not in found:
-        raise ValueError(f"no case {label!r} at N={n}; cases: {sorted(found)}")
-    run = found[label, int(n)][2]
+    found = {(NcuCase(*c).name, int(c[1])): c for c in cases}
+    if (name, int(n)) not in found:
+        raise ValueError(f"no case {name!r} at N={n}; cases: {sorted(found)}")
+    run = found[name, int(n)][2]
     run()
     cuda.synchronize()
     cuda.profile_start()
@@ -335,35 +366,38 @@ def parse_ncu_csv(text: str) -> tuple[float, float, int]:
     return totals[DRAM_METRICS[0]], totals[DRAM_METRICS[1]], len(launches)
 
 
-def ncu_dram_bytes(day: str, label: str, n: int) -> tuple[float, float, int]:
-    """Profile one case of ``day`` in a child process under ``ncu``: DRAM bytes read, written, launches."""
+def ncu_dram_bytes(day: str, name: str, n: int) -> tuple[float, float, int]:
+    """Profile one case of ``day`` (``NcuCase.name``) in a child process under ``ncu``: DRAM bytes read,
+    written, launches."""
     cmd = ["ncu", "--clock-control", "none", "--profile-from-start", "off", "--csv",
            "--metrics", ",".join(DRAM_METRICS), sys.executable, "-m", "course.record",
-           "--ncu-case", day, label, str(n)]
+           "--ncu-case", day, name, str(n)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
     if proc.returncode != 0:
-        raise RuntimeError(f"ncu failed for {day} {label} N={n}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+        raise RuntimeError(f"ncu failed for {day} {name} N={n}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     read, written, launches = parse_ncu_csv(proc.stdout)
     if not launches:
-        raise RuntimeError(f"ncu measured no kernel for {day} {label} N={n}:\n{proc.stdout[-2000:]}")
+        raise RuntimeError(f"ncu measured no kernel for {day} {name} N={n}:\n{proc.stdout[-2000:]}")
     return read, written, launches
 
 
 def measure_dram_bytes(day: str, cases, out_dir, *, shape=lambda n: {}, profile=ncu_dram_bytes) -> pathlib.Path:
     """Profile each case with Nsight Compute; save the recording ``<day>_dram_bytes`` in ``out_dir``.
 
-    ``shape(N)`` gives the columns besides N that say what each case measured (B, H, d ...).
+    ``shape(N)`` gives the columns besides N that say what each case measured (B, H, d ...); a case's
+    own ``columns`` follow (and win where they name the same column).
     """
     from course.records import new_recording
 
     rec = new_recording(f"{day}_dram_bytes")
     rec.notes = ("DRAM bytes measured by Nsight Compute (dram__bytes_read.sum + dram__bytes_write.sum), "
                  "one launch of each case after a warm-up, --clock-control none")
-    for label, n, _ in cases:
-        read, written, launches = profile(day, label, n)
-        rec.add(label=label, N=n, **shape(n), dram_read_bytes=read, dram_write_bytes=written,
-                dram_bytes=read + written, launches=launches)
-        print(f"   {label:<28} N={n:<6} read {read / 1e6:9.3f} MB  written {written / 1e6:9.3f} MB", flush=True)
+    for case in map(lambda c: NcuCase(*c), cases):
+        read, written, launches = profile(day, case.name, case.N)
+        rec.add(**{"label": case.label, "N": case.N, **shape(case.N), **(case.columns or {})}, dram_read_bytes=read,
+                dram_write_bytes=written, dram_bytes=read + written, launches=launches)
+        print(f"   {case.name:<40} N={case.N:<6} read {read / 1e6:9.3f} MB  written {written / 1e6:9.3f} MB",
+              flush=True)
     return rec.save(pathlib.Path(out_dir) / f"{day}_dram_bytes.json")
 
 
