@@ -7,7 +7,7 @@ One checking function for the whole course::
     my_kernel[grid, block](x, out)
     check(out, ref, name="O", dims=("batch", "head", "row", "col"), tile={"row": 16}, seed=seed)
 
-Policy (DESIGN.md section 6):
+Policy (docs/design-notes.md section 5):
 
 - ``precision="fp32"``: passes when the relative error ``‖out − ref‖ / ‖ref‖`` is at most ``rtol``
   (1e-4), no element is off by more than ``1e-3·|ref| + 1e-4·max|ref|``, and nothing is NaN/inf

@@ -1,4 +1,4 @@
-"""Our solution pasted: exactly the kernels of kernels/gqa_attention.py that the exercise asks for
+"""Our solution pasted: exactly the kernels of kernels/gqa_attention/ that the exercise asks for
 (gqa_prefill_tiles_kernel and gqa_decode_group_kernel). A graded submission may not use the course's
 own code: 0/10, course_kernel."""
 

@@ -1,10 +1,11 @@
-"""Our solution pasted: exactly the kernels of kernels/low_precision_attention.py that the exercise asks for
+"""Our solution pasted: exactly the kernels of kernels/low_precision_attention/ that the exercise asks for
 (gqa_prefill_mixed_tiles_kernel, gqa_decode_mixed_group_kernel, and fp8_quantize_kernel with its device
 functions). A graded submission may not use the course's own code: 0/10, course_kernel."""
 
 from grader.sample_cases import kernel_cell
-from kernels.low_precision_attention import (_e4m3_code, _round_half_even, fp8_quantize_kernel,
-                                             gqa_decode_mixed_group_kernel, gqa_prefill_mixed_tiles_kernel)
+from kernels.low_precision_attention import (fp8_quantize_kernel, gqa_decode_mixed_group_kernel,
+                                             gqa_prefill_mixed_tiles_kernel)
+from kernels.low_precision_attention.fp8 import _e4m3_code, _round_half_even
 
 EXPECT = {
     "status": "course_kernel",
