@@ -25,7 +25,8 @@ CITED_SECTION = re.compile(r"design-notes\.md`*\s*(?:§|section\s+)(\d+)")
 def tracked_text_files() -> list[pathlib.Path]:
     names = subprocess.run(["git", "ls-files", "*.py", "*.md", "*.ipynb", "*.toml", "*.json"], cwd=ROOT,
                            capture_output=True, text=True, check=True).stdout.split()
-    return [ROOT / name for name in names]
+    # This file's own strings are test data: citations made up to show the check fails.
+    return [ROOT / name for name in names if name != "tests/test_docs.py"]
 
 
 def citations(path: pathlib.Path):
