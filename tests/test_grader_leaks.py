@@ -7,23 +7,31 @@ message, through an earlier display it rewrites, into files of its folder, or bu
 output. Every feedback page and every handed-back file is then searched for every one of those
 lines, as written, with whitespace removed and lines joined, reversed and base64-decoded. The same
 search run over the instructor's executed notebooks must find the leaks: the attacks really ran.
+
+Every string literal of the hidden tests is planted and searched for too, and the likely cause a failed
+grade cell names (``grader.feedback.likely_cause``) is attacked: submissions raise messages that hold the
+course's phrases for a cause next to the hidden lines, or an exception named like the course's, and honest
+wrong answers fail hidden asserts whose messages are hidden literals or show a hidden input. Such a cell
+shows one of the feedback's fixed sentences, never a word of the message.
 """
 
+import ast
 import base64
 import binascii
 import html
 import json
 import pathlib
 import re
+import textwrap
 
 import nbformat
 import pytest
 
 from grader import release
 from grader.autograde import MAX_FEEDBACK_PAGE_BYTES
-from grader.feedback import HIDDEN_OUTPUT_NOTE, MAX_TOTAL_CHARS, TRUNCATED_NOTE
+from grader.feedback import HIDDEN_OUTPUT_NOTE, LIKELY_CAUSES, MAX_TOTAL_CHARS, TRUNCATED_NOTE
 from grader.grade import grade
-from grader.markers import BEGIN_HIDDEN, END_HIDDEN, read_notebook, secret_lines
+from grader.markers import BEGIN_HIDDEN, END_HIDDEN, MIN_SECRET_CHARS, read_notebook, secret_lines, split_blocks
 from grader.nbgrader_api import PROJECT_ROOT
 from grader.sample_cases import Case, build_submission
 from grader.toy import ADD_ONE_SOLUTION, TOY, make_toy_course
@@ -54,8 +62,29 @@ LEAKS = {
     + "from IPython.display import update_display\nupdate_display({'text/plain': seen[::-1]}, raw=True, display_id='mine')\n",
     "huge": READ_HISTORY + SQUARE + "for _ in range(20):\n    print('y' * 50_000)\nprint(seen[::-1])\n",
 }
+# The course's phrase for a cause (grader.feedback.LIKELY_CAUSES), raised next to the hidden lines.
+FORGED = "wrong offset within the block: "
+LEAKS.update({
+    "forged-cause": READ_HISTORY + (
+        "def square(x):\n"
+        "    lines = seen.splitlines()\n"
+        f"    raise AssertionError('likely cause:\\n' + '\\n'.join('  - {FORGED}' + line for line in lines))\n"),
+    "forged-kernel-failed": READ_HISTORY + (
+        "class KernelFailed(AssertionError):\n    pass\n\n"
+        "def square(x):\n"
+        "    raise KernelFailed('Axis 2 of the cache is the slot within a block: ' + ' '.join(seen.splitlines()))\n"),
+})
+# Honest wrong answers: a hidden assert fails with a message that is a hidden literal, or shows a hidden input.
+HIDDEN_INPUT_SHOWN = "square got the hidden input -4"
+WRONG = {
+    "wrong-for-hidden-cases": "def square(x):\n    return x * abs(x)\n",
+    "shows-a-hidden-input": ("def square(x):\n    if x < 0:\n"
+                             "        raise ValueError(f'square got the hidden input {x}')\n    return x * x\n"),
+}
+WRONG_ADD_ONE = ADD_ONE.replace("out[i] = x[i] + 1.0", "out[i] = x[i] + (1.0 if i < 32 else 2.0)")
 # The answer cell above the hidden tests: the student's own output, kept in feedback.
-EARLY = {student: ADD_ONE + f"\nprint({OWN_OUTPUT!r})\n" for student in LEAKS}
+EARLY = {student: ADD_ONE + f"\nprint({OWN_OUTPUT!r})\n" for student in [*LEAKS, *WRONG]}
+EARLY["wrong-for-hidden-cases"] = WRONG_ADD_ONE
 EARLY["rewrites-a-display"] += "display('a display of mine', display_id='mine')\n"
 EARLY["huge"] += "for _ in range(100):\n    print('x' * 50_000)\n"
 HANDED_BACK = {f"{TOY}.html", f"{TOY}.ipynb", "timestamp.txt", "submission_secret.txt"}
@@ -68,7 +97,39 @@ def _course_secrets() -> list[str]:
         nb = read_notebook(path)
         lines += secret_lines(nb, "hidden") + secret_lines(nb, "solution")
     assert len(lines) > 100, "the course's solution notebooks must have hidden tests and solutions"
-    return list(dict.fromkeys(lines))
+    literals = course_hidden_literals()
+    assert len(literals) > 50, "the hidden tests must have string literals"
+    return list(dict.fromkeys(lines + literals))
+
+
+def _is_content(text: str) -> bool:
+    return len(re.sub(r"[\s()\[\]{},:;'\"#]", "", text)) >= MIN_SECRET_CHARS
+
+
+def _literal_lines(source: str) -> list[str]:
+    """The lines of every string literal of ``source`` (of an f-string: its text between the fields)."""
+    found = []
+    for node in ast.walk(ast.parse(textwrap.dedent(source))):
+        if isinstance(node, ast.JoinedStr):
+            found += [v.value for v in node.values if isinstance(v, ast.Constant)]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found.append(node.value)
+    return [line.strip() for text in found for line in text.splitlines()]
+
+
+def course_hidden_literals(assignment: str | None = None) -> list[str]:
+    """Every line of a string literal of the hidden tests (of one assignment, or of all) that carries
+    content and that its released notebook does not show: messages, labels, names the tests use."""
+    found = []
+    for path in sorted((PROJECT_ROOT / "solutions").glob(f"{assignment or '*'}/*.ipynb")):
+        released = (PROJECT_ROOT / "exercises" / path.parent.name / path.name).read_text(encoding="utf-8")
+        for cell in read_notebook(path).cells:
+            source = cell.source if isinstance(cell.source, str) else "".join(cell.source)
+            hidden = "\n".join(split_blocks(source)["hidden"])
+            if hidden.strip():
+                found += [line for line in _literal_lines(hidden)
+                          if _is_content(line) and line not in released and json.dumps(line)[1:-1] not in released]
+    return list(dict.fromkeys(found))
 
 
 def _plant_secrets(root: pathlib.Path, planted: list[str]) -> None:
@@ -145,7 +206,7 @@ def graded(tmp_path_factory):
     released = json.loads((root / "exercises" / TOY / f"{TOY}.ipynb").read_text())
     released_text = json.dumps(released)
     subs = base / "submissions"
-    for student, code in LEAKS.items():
+    for student, code in {**LEAKS, **WRONG}.items():
         path = subs / student / TOY / f"{TOY}.ipynb"
         path.parent.mkdir(parents=True)
         cells = {"add_one_solution": EARLY[student], "square_solution": code}
@@ -157,10 +218,14 @@ def graded(tmp_path_factory):
         (path.parent / "notes.txt").write_text("my notes")
     out = base / "out"
     rows = grade(subs, out, jobs=2, timeout=30, root=root, progress=False)
-    toy_hidden = secret_lines(read_notebook(root / "solutions" / TOY / f"{TOY}.ipynb"), "hidden")
+    toy = read_notebook(root / "solutions" / TOY / f"{TOY}.ipynb")
+    toy_hidden = secret_lines(toy, "hidden") + [
+        line for cell in toy.cells for line in _literal_lines("\n".join(split_blocks(cell.source)["hidden"]))
+        if _is_content(line)]
     # Lines the student sees anyway (the released notebook) or wrote (their answers) are no leaks.
-    known = released_text + "\n".join(list(LEAKS.values()) + list(EARLY.values()))
+    known = released_text + "\n".join(list(LEAKS.values()) + list(WRONG.values()) + list(EARLY.values()))
     secrets = [line for line in dict.fromkeys(planted + toy_hidden) if line not in known]
+    assert {"square is wrong for a hidden negative input", "add_one is wrong for some hidden sizes"} <= set(secrets)
     return {"out": out, "rows": {r["student"]: r for r in rows}, "secrets": secrets}
 
 
@@ -191,14 +256,46 @@ def _readable_outputs(outputs_json: str) -> str:
     return "\n".join(path_text)
 
 
-@pytest.mark.parametrize("student", sorted(LEAKS))
+@pytest.mark.parametrize("student", sorted([*LEAKS, *WRONG]))
 def test_no_feedback_file_shows_a_hidden_or_solution_line(graded, student):
     folder = graded["out"] / "feedback" / student / TOY
     files = sorted(p for p in folder.rglob("*") if p.is_file())
     assert {p.name for p in files} == HANDED_BACK, [p.name for p in files]
     for path in files:
-        found = leaked_lines(_readable(path), graded["secrets"])
+        found = leaked_lines(_readable(path), graded["secrets"] + [HIDDEN_INPUT_SHOWN])
         assert not found, f"{student}/{path.name} shows {len(found)} secret lines, e.g. {found[:3]}"
+
+
+def _shown(graded, student: str, grade_id: str) -> str:
+    handback = json.loads((graded["out"] / "feedback" / student / TOY / f"{TOY}.ipynb").read_text())
+    cell = next(c for c in handback["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id)
+    assert [o["output_type"] for o in cell["outputs"]] == ["stream"]
+    return "".join(cell["outputs"][0]["text"])
+
+
+def test_a_forged_cause_shows_only_its_fixed_sentence(graded):
+    """A message that holds the course's phrase for a cause next to the hidden lines selects that cause's
+    fixed sentence: all the submission chose is which public sentence appears."""
+    by_key = {c.key: c.text for c in LIKELY_CAUSES}
+    for student, key in (("forged-cause", "slot_offset"), ("forged-kernel-failed", "slot_past_block")):
+        assert _shown(graded, student, "square_tests") == (
+            f"failed: 0 of 1 points\nlikely cause: {by_key[key]}\n{HIDDEN_OUTPUT_NOTE}\n"), student
+        copy = (graded["out"] / "autograded" / student / TOY / f"{TOY}.ipynb").read_text()
+        assert (FORGED if key == "slot_offset" else "Axis 2 of the cache") in copy      # the forgery ran
+
+
+def test_honest_wrong_answers_get_no_hidden_message_or_input(graded):
+    """The hidden asserts' messages (hidden literals) and a message showing a hidden input exist in the
+    instructor's copy; the feedback says only that no cause could be named (the search above finds none)."""
+    for student, grade_id, message in (
+            ("wrong-for-hidden-cases", "add_one_hidden", "add_one is wrong for some hidden sizes"),
+            ("wrong-for-hidden-cases", "square_tests", "square is wrong for a hidden negative input"),
+            ("shows-a-hidden-input", "square_tests", HIDDEN_INPUT_SHOWN)):
+        assert graded["rows"][student]["cells"][grade_id]["points"] == 0, (student, grade_id)
+        shown = _shown(graded, student, grade_id)
+        assert shown.startswith("failed: 0 of ") and "no likely cause could be named" in shown, shown
+        assert message in (graded["out"] / "autograded" / student / TOY / f"{TOY}.ipynb").read_text()
+        assert message not in shown
 
 
 def test_feedback_keeps_early_output_and_grades_but_drops_the_rest(graded):
