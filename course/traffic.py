@@ -13,6 +13,10 @@
 What counts (see ``course.simulator`` for the details): one element read through indexing is
 one load, one element written is one store, an atomic is one of each. ``a.shape`` and ``a.size``
 are free, views count against the argument they came from, ``cuda.local.array`` is not counted.
+Every other operation on an array counts the elements it reads and writes (``a.sum()``, ``np.sum(a)``,
+``for x in a``, ``a.flat[i]``, ``a.fill(x)``, ``np.cos(a, out)``), or is refused with a TypeError
+(``UncountedAccessError``) that names it, when the counter cannot count it exactly (``a.argmax()``,
+``np.asarray(a)``, ``np.nditer(a)``, ``a.copy()``).
 These are the accesses the kernel asks for; the DRAM bytes a GPU moves are fewer when caches hit
 and more when accesses are scattered (Nsight Compute measures those; the course records them).
 

@@ -30,7 +30,8 @@ traffic. :func:`install` adds both, by patching a few simulator classes once per
   also gives up on a warp stuck for ``WARP_TIMEOUT_S``; with greenlets a lane in an endless
   loop hangs the launch, as it would hang a GPU (interrupt the cell).
 - **traffic hooks**: while a listener is registered (``course.traffic.count_traffic`` is the
-  public face), every element load and store of a kernel argument or of shared memory is counted.
+  public face), every element load and store of a kernel argument or of shared memory is counted,
+  however the kernel asks for it; an operation that cannot be counted exactly is refused.
 
 Left as numba's simulator has them: the atomics (``cuda.atomic.add`` ..., under a lock) and
 ``cuda.threadfence`` (a no-op, which is exact here: blocks run one after another, so every store of
@@ -66,10 +67,23 @@ Where a GPU is undefined, the simulator picks one behaviour and sticks to it:
 
 Counting model
     One element read through indexing (``a[i, j]``) is one load, one element written is one
-    store; ``a[i] += x`` is both. Shapes, sizes, slices and views are free: elements of a view
-    count against the argument it came from. ``cuda.local.array`` is not counted. An atomic
-    (``cuda.atomic.add`` ...) counts one load and one store. Element reads hidden inside NumPy
-    array methods (``a.sum()``) are not counted: kernels read elements one at a time.
+    store; ``a[i] += x`` is both. Shapes, sizes, slices and views (``.T``, ``.reshape``, ``.view``,
+    ``.real``, ``np.transpose`` ...) are free: elements of a view count against the argument it came
+    from. ``cuda.local.array`` is not counted. An atomic (``cuda.atomic.add`` ...) counts one load and
+    one store. Every other operation numba-cuda compiles on an array counts exactly the elements it
+    touches: iteration (``for x in a``, ``sum(a)``, ``max(a)``, ``x in a``, unpacking) and ``a.flat[i]``
+    one load per element taken; ``a.sum()``, ``a.mean()``, ``a.prod()`` and ``np.sum``, ``np.mean``,
+    ``np.prod``, ``np.nansum``, ``np.nanmean``, ``np.nanprod``, ``np.count_nonzero`` one load per element;
+    ``a.any()``, ``a.all()``, ``a.max()``, ``a.min()`` the elements up to where numba-cuda's loop stops (the
+    first nonzero, zero or NaN); ``a.item()`` one load; ``a.fill(x)`` one store per element; a ufunc with an
+    output (``np.cos(a, out)``, and the in-place operators ``o /= u``) one load per input and one store
+    per output, for every output element; an array of indices (``out[idx] = 0``) one load per index.
+    Anything else that reads or writes elements in one call (``a.argmax()``, ``a.std()``, ``a.copy()``,
+    ``np.average``, ``np.dot``, ``np.asarray``, ``np.nditer``, a view that NumPy makes as a copy, a
+    generalized ufunc, a ufunc's ``reduce`` ...) raises ``UncountedAccessError`` (a TypeError, in
+    ``_traffic``) in a counted launch, naming the operation: how many elements it reads is numba-cuda's
+    own business. An uncounted launch runs all of these as numba's simulator does.
+    ``tests/test_traffic_methods.py`` runs every such form numba-cuda compiles through the counter.
 """
 
 from __future__ import annotations

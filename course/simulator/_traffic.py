@@ -3,7 +3,11 @@
 While a launch listener is registered (``course.simulator.add_launch_listener``; ``course.traffic`` is
 the public face), each array argument reaches the kernel as a counted array, which counts its element
 loads and stores in a :class:`_Slot` of the launch's :class:`_LaunchCounts`; shared arrays and atomics
-are counted too. The package's docstring states the counting model. Launch gates (:func:`add_launch_gate`)
+are counted too. Besides indexing, the counted array intercepts every way NumPy and Python reach its
+elements (its attributes and methods, ``__array_function__``, ``__array_ufunc__``, ``__array__``,
+iteration, ``.flat``, in-place operators, index arrays): each counts what it touches or raises
+:class:`UncountedAccessError`, and a launch in which one was refused fails even where NumPy swallowed the
+error. The package's docstring states the counting model. Launch gates (:func:`add_launch_gate`)
 run around every launch, counted or not. And two shortcuts make every launch faster: element access of
 an uncounted array in one Python call (:func:`_make_quick_array_class`), and the cast of a plain number
 by a numba type (:func:`_quick_scalar_casts`).
@@ -46,6 +50,7 @@ class _Slot:
 class _LaunchCounts:
     def __init__(self):
         self.slots = {}
+        self.refusals = []    # messages of the operations refused (UncountedAccessError) in this launch
 
     def slot(self, space, name, itemsize) -> _Slot:
         key = (space, name, itemsize)
@@ -60,7 +65,42 @@ class _LaunchCounts:
                 for s in self.slots.values()]
 
 
+class UncountedAccessError(TypeError):
+    """A kernel asked for an operation that reads or writes array elements in one call, which the traffic
+    counter cannot count; refused while traffic is counted (the package's counting model says which)."""
+
+
+_REFUSAL_ADVICE = ("reads or writes elements inside one call, which the traffic counter cannot count, so it is "
+                   "refused while traffic is counted. Read and write elements one at a time (a[i], a[i, j], a "
+                   "loop over range(...)); a.sum(), np.sum(a), a.fill(x) and `for x in a` are counted.")
+_COPY_ADVICE = ("makes a copy of elements (on a GPU, memory allocated inside the kernel), which the traffic counter "
+                "cannot count, so it is refused while traffic is counted. Use a view that shares the elements (a "
+                "slice, .T, .reshape of a contiguous array) or read elements one at a time (a[i], a[i, j]).")
+
+# What a kernel may do with a counted array besides indexing one element (the counting model):
+# attributes that read no element,
+_FREE_ATTRIBUTES = frozenset({"shape", "size", "ndim", "dtype", "strides", "itemsize", "nbytes", "flags",
+                              "ctypes"})
+# views, which are free and count against the argument they came from (a copy is refused),
+_VIEW_ATTRIBUTES = frozenset({"T", "real", "imag"})
 _VIEW_METHODS = frozenset({"reshape", "ravel", "transpose", "view", "squeeze", "swapaxes"})
+_VIEW_FUNCTIONS = frozenset({"reshape", "ravel", "transpose", "squeeze", "swapaxes", "expand_dims",
+                             "atleast_1d", "atleast_2d", "atleast_3d", "real", "imag"})
+_SHAPE_FUNCTIONS = frozenset({"shape", "size", "ndim", "iscomplexobj", "isrealobj"})
+# and methods and NumPy functions counted exactly: how many elements each reads of its array (C order,
+# the order numba-cuda's loops take), given the array.
+_READS_ALL = frozenset({"sum", "mean", "prod", "count_nonzero", "nansum", "nanmean", "nanprod"})
+_READS_TO_NAN = frozenset({"max", "min", "amax", "amin"})     # numba-cuda's max and min stop at a NaN
+_READS_TO_TRUE = frozenset({"any"})                              # any stops at the first nonzero
+_READS_TO_FALSE = frozenset({"all"})                             # all stops at the first zero
+_COUNTED_REDUCTIONS = _READS_ALL | _READS_TO_NAN | _READS_TO_TRUE | _READS_TO_FALSE
+_REDUCTION_METHODS = frozenset({"sum", "mean", "prod", "max", "min", "any", "all"})
+# In-place operators: the ufunc they apply, counted as every ufunc is.
+_IN_PLACE = {"__iadd__": "add", "__isub__": "subtract", "__imul__": "multiply", "__itruediv__": "true_divide",
+             "__ifloordiv__": "floor_divide", "__imod__": "remainder", "__ipow__": "power",
+             "__iand__": "bitwise_and", "__ior__": "bitwise_or", "__ixor__": "bitwise_xor",
+             "__ilshift__": "left_shift", "__irshift__": "right_shift"}
+
 _CountedArray = None   # built by _build_counted_array from the simulator's array wrapper
 
 
@@ -70,6 +110,35 @@ def _is_element(index, ndim) -> bool:
     if type(index) is tuple and len(index) == ndim:
         return all(type(i) is int or isinstance(i, np.integer) for i in index)
     return False
+
+
+def _is_axis(value) -> bool:
+    return value is None or type(value) in (int, tuple) or isinstance(value, np.integer)
+
+
+def _as_dtype(value):
+    try:
+        return np.dtype(value)
+    except TypeError:
+        return np.dtype(str(value))      # a numba type: float32, int64, ...
+
+
+def _elements_read(name, ary, args, kwargs) -> int | None:
+    """How many elements the reduction ``name`` reads of ``ary``, or None when that is not known exactly."""
+    if kwargs.get("out") is not None or "where" in kwargs or "initial" in kwargs:
+        return None
+    if name in _READS_ALL:
+        return ary.size
+    if args or kwargs:              # max, min, any, all over an axis stop early per slice: not counted
+        return None
+    flat = ary.reshape(-1)          # C order (a copy for a strided view; only looked at)
+    if name in _READS_TO_NAN:
+        stop = np.flatnonzero(np.isnan(flat)) if flat.dtype.kind in "fc" else ()
+    elif name in _READS_TO_TRUE:
+        stop = np.flatnonzero(flat)
+    else:
+        stop = np.flatnonzero(flat == 0)
+    return int(stop[0]) + 1 if len(stop) else flat.size
 
 
 def _make_quick_array_class(devicearray):
@@ -129,7 +198,12 @@ def _make_counted_array_class(devicearray):
     within_kernel = devicearray.FakeWithinKernelCUDAArray
 
     class CountedArray(within_kernel):
-        """A kernel's view of an array whose element loads and stores are counted."""
+        """A kernel's view of an array whose element loads and stores are counted.
+
+        Indexing one element counts one load or store; every other operation that reads or writes
+        elements (a method, a NumPy function or ufunc, iteration, ``.flat``, an in-place operator, an
+        index array) is counted exactly or refused with :class:`UncountedAccessError`.
+        """
 
         def __init__(self, ary, slot):
             attrs = self.__dict__
@@ -145,44 +219,273 @@ def _make_counted_array_class(devicearray):
                 slot = slot.sibling(ary.itemsize)
             return CountedArray(ary, slot)
 
+        def _count(self, loads=0, stores=0):
+            # Advance each counter n times in one C call (atomic under the GIL, as next() is).
+            if loads > 0:
+                next(itertools.islice(self._loads, loads - 1, None))
+            if stores > 0:
+                next(itertools.islice(self._stores, stores - 1, None))
+
+        def _refuse(self, operation, why=_REFUSAL_ADVICE):
+            slot = self._slot
+            what = "shared memory" if slot.space == "shared" else f"kernel argument {slot.name!r}"
+            message = f"{operation} on an array of {what} {why}"
+            slot.launch.refusals.append(message)     # reported even where NumPy swallows the error
+            raise UncountedAccessError(message)
+
+        def _view(self, result, operation):
+            """``result`` of a view operation: a counted view, or refused when NumPy made a copy."""
+            if isinstance(result, fake_array):
+                result = result._ary
+            if not isinstance(result, np.ndarray):
+                return result
+            if result.size and not np.may_share_memory(result, self._ary):
+                self._refuse(operation, _COPY_ADVICE)
+            return self._derived(result)
+
+        # Elements one at a time ------------------------------------------------------------
+
         def __getitem__(self, index):
             value = self._ary[index]
             if type(value) is np.ndarray:
                 return self._derived(value)
             next(self._loads)
             if type(value) is np.void:
-                return within_kernel(fake_array(value))
+                return _CountedRecord(self, value)
             return value
 
         def __setitem__(self, index, value):
             ary = self._ary
-            source = value if isinstance(value, CountedArray) else None
+            if type(value) is not CountedArray and _is_element(index, ary.ndim):
+                ary[index] = value
+                next(self._stores)
+                return
+            index = self._plain_index(index)
+            source = value if type(value) is CountedArray else None
             ary[index] = value._ary if source is not None else value
             count = 1 if _is_element(index, ary.ndim) else np.size(ary[index])
-            stores = self._stores
-            for _ in range(count):
-                next(stores)
+            self._count(stores=count)
             if source is not None:
-                loads = source._loads
-                for _ in range(count):
-                    next(loads)
+                source._count(loads=count)
+
+        def _plain_index(self, index):
+            """``index`` with its index arrays read: each counted element of one is a load of its own."""
+            parts = index if type(index) is tuple else (index,)
+            if not any(type(part) is CountedArray for part in parts):
+                return index
+            plain = []
+            for part in parts:
+                if type(part) is CountedArray:
+                    part._count(loads=part._ary.size)
+                    part = part._ary
+                plain.append(part)
+            return tuple(plain) if type(index) is tuple else plain[0]
+
+        def __iter__(self):
+            for i in range(len(self._ary)):
+                yield self[i]               # one load per element, or a counted row view
+
+        def __setattr__(self, name, value):
+            self[name] = value              # a field of a structured array, counted as a store
+
+        # Attributes and methods ------------------------------------------------------------
 
         def __getattr__(self, name):
-            value = getattr(self._item, name, None)
-            if value is None:
-                return self[name]            # a record field, as the simulator allows
-            if isinstance(value, fake_array):
-                return self._derived(value._ary)
-            if name in _VIEW_METHODS and callable(value):
-                def derived_view(*args, **kwargs):
-                    result = value(*args, **kwargs)
-                    if isinstance(result, fake_array):
-                        result = result._ary
-                    return self._derived(result) if isinstance(result, np.ndarray) else result
-                return derived_view
+            if name in _FREE_ATTRIBUTES:
+                return getattr(self._item, name)
+            if name in _VIEW_ATTRIBUTES:
+                return self._view(getattr(self._item, name), f".{name}")
+            if name in _VIEW_METHODS:
+                method = getattr(self._item, name)
+
+                def view_method(*args, **kwargs):
+                    return self._view(method(*args, **kwargs), f".{name}()")
+                return view_method
+            if name in _REDUCTION_METHODS:
+                return self._reduction(name, getattr(self._ary, name), f".{name}()")
+            if name == "item":
+                return self._item_method
+            if name == "fill":
+                return self._fill
+            if name == "flat":
+                return _CountedFlat(self)
+            if name.startswith("__"):
+                raise AttributeError(name)   # NumPy's protocols: a conversion goes through __array__ instead
+            if hasattr(np.ndarray, name):
+                self._refuse(f".{name}" + ("()" if callable(getattr(np.ndarray, name)) else ""))
+            return self[name]                # a record field, as the simulator allows
+
+        def _reduction(self, name, function, operation):
+            def counted(*args, **kwargs):
+                if args and name in ("sum", "mean", "prod") and not _is_axis(args[0]):
+                    # a.sum(float32): numba-cuda reads a positional argument as the dtype, NumPy as the axis
+                    args, kwargs = args[1:], {**kwargs, "dtype": _as_dtype(args[0])}
+                reads = _elements_read(name, self._ary, args, kwargs)
+                if reads is None:
+                    self._refuse(operation + " with these arguments")
+                result = function(*args, **kwargs)
+                self._count(loads=reads)
+                return result
+            return counted
+
+        def _item_method(self, *args):
+            value = self._ary.item(*args)
+            next(self._loads)
             return value
 
+        def _fill(self, value):
+            self._ary.fill(value)
+            self._count(stores=self._ary.size)
+
+        # NumPy: conversions, functions and ufuncs ------------------------------------------
+
+        def __array__(self, dtype=None, copy=None):
+            self._refuse("a conversion to a NumPy array (np.asarray, np.array, np.nditer, np.ndenumerate, "
+                         "indexing with an array of indices, ...)")
+
+        def __array_function__(self, function, types, args, kwargs):
+            name = getattr(function, "__name__", repr(function))
+            if function is not getattr(np, name, None):
+                self._refuse(f"{getattr(function, '__module__', 'numpy')}.{name}()")
+            if name in _SHAPE_FUNCTIONS:
+                return function(*_plain(args), **_plain(kwargs))
+            if name in _VIEW_FUNCTIONS:
+                result = function(*_plain(args), **_plain(kwargs))
+                return _views_of(result, _arrays_in((args, kwargs)) or [self], f"np.{name}()")
+            if name in _COUNTED_REDUCTIONS and args and type(args[0]) is CountedArray:
+                rest = (args[1:], kwargs)
+                if not _arrays_in(rest):
+                    array = args[0]
+                    return array._reduction(name, lambda *a, **k: function(array._ary, *a, **k),
+                                            f"np.{name}()")(*args[1:], **kwargs)
+            arrays = _arrays_in((args, kwargs))
+            (arrays[0] if arrays else self)._refuse(f"np.{name}()")
+
+        def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+            operation = f"np.{ufunc.__name__}" + ("()" if method == "__call__" else f".{method}()")
+            outputs = kwargs.pop("out", None) or ()
+            outputs = tuple(outputs) + inputs[ufunc.nin:]
+            inputs = inputs[:ufunc.nin]
+            if method != "__call__" or ufunc.signature or "where" in kwargs or _arrays_in(kwargs):
+                (_arrays_in((inputs, outputs)) or [self])[0]._refuse(operation)
+            plain_inputs = _plain(inputs)
+            plain_outputs = _plain(outputs)
+            shape = np.broadcast_shapes(*(np.shape(x) for x in plain_inputs + plain_outputs))
+            elements = int(np.prod(shape))
+            if plain_outputs:
+                kwargs["out"] = plain_outputs
+            result = ufunc(*plain_inputs, **kwargs)
+            for x in inputs:
+                if type(x) is CountedArray:
+                    x._count(loads=elements)       # each output element reads each input once
+            for x in outputs:
+                if type(x) is CountedArray:
+                    x._count(stores=elements)
+            if not outputs:
+                return result
+            return outputs[0] if len(outputs) == 1 else outputs
+
+    def in_place(ufunc_name):
+        def operator(self, other):
+            return self.__array_ufunc__(getattr(np, ufunc_name), "__call__", self, other, out=(self,))
+        return operator
+
+    for dunder, ufunc_name in _IN_PLACE.items():
+        setattr(CountedArray, dunder, in_place(ufunc_name))
+
+    def _plain(value):
+        if type(value) is CountedArray:
+            return value._ary
+        if type(value) in (tuple, list):
+            return type(value)(_plain(v) for v in value)
+        if type(value) is dict:
+            return {k: _plain(v) for k, v in value.items()}
+        return value
+
+    def _arrays_in(value) -> list:
+        if type(value) is CountedArray:
+            return [value]
+        if type(value) in (tuple, list):
+            return [a for v in value for a in _arrays_in(v)]
+        if type(value) is dict:
+            return [a for v in value.values() for a in _arrays_in(v)]
+        return []
+
+    def _views_of(result, arrays, operation):
+        if type(result) in (tuple, list):
+            return type(result)(_views_of(r, arrays, operation) for r in result)
+        if not isinstance(result, np.ndarray):
+            return result
+        for array in arrays:
+            if np.may_share_memory(result, array._ary):
+                return array._view(result, operation)
+        return arrays[0]._view(result, operation)      # a copy: refused (or an empty array)
+
     return CountedArray
+
+
+class _CountedRecord:
+    """An element of a structured counted array (its load counted when it was indexed): a field written
+    through it is one store."""
+
+    __slots__ = ("_array", "_record")
+
+    def __init__(self, array, record):
+        object.__setattr__(self, "_array", array)
+        object.__setattr__(self, "_record", record)
+
+    def __getitem__(self, field):
+        return self._record[field]
+
+    def __setitem__(self, field, value):
+        self._record[field] = value     # a view into the array's element
+        next(self._array._stores)
+
+    def __getattr__(self, field):
+        if field.startswith("__"):
+            raise AttributeError(field)
+        return self._record[field]
+
+    def __setattr__(self, field, value):
+        self[field] = value
+
+
+class _CountedFlat:
+    """``a.flat`` of a counted array: one element read or written by a flat index is one load or store."""
+
+    __slots__ = ("_array",)
+
+    def __init__(self, array):
+        self._array = array
+
+    def __len__(self):
+        return self._array._ary.size
+
+    def _check(self, index, operation):
+        if not (type(index) is int or isinstance(index, np.integer)):
+            self._array._refuse(f"{operation} with index {index!r}")
+
+    def __getitem__(self, index):
+        self._check(index, ".flat[...]")
+        value = self._array._ary.flat[index]
+        next(self._array._loads)
+        return value
+
+    def __setitem__(self, index, value):
+        self._check(index, ".flat[...] = ")
+        if isinstance(value, _CountedArray):
+            self._array._refuse(".flat[i] = an array")
+        self._array._ary.flat[index] = value
+        next(self._array._stores)
+
+    def __iter__(self):
+        for i in range(self._array._ary.size):
+            yield self[i]
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        self._array._refuse(f".flat.{name}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -263,9 +566,16 @@ def _counted_launch(kernel, original_call, args, hooks, kernel_module, fake_arra
     hooks.launch = counts
     try:
         original_call(kernel, *converted)
+    except Exception as exc:
+        # A refusal NumPy turned into another error (np.nditer does) still says what was refused.
+        if counts.refusals and not isinstance(exc, UncountedAccessError):
+            raise UncountedAccessError(counts.refusals[0]) from exc
+        raise
     finally:
         hooks.launch = None
         kernel.extensions = extensions
+    if counts.refusals:     # refused, and the kernel went on (it caught the error): the launch still fails
+        raise UncountedAccessError(counts.refusals[0])
     for writeback in writebacks:
         writeback()
     launch = {"kernel_name": kernel.fn.__name__, "grid": tuple(kernel.grid_dim),
