@@ -97,14 +97,21 @@ def use_device(choice: str | None = None, *, quiet: bool = False) -> str:
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1" if want_sim else "0"
 
     _selected, _reason = target, reason
+    from course import graded_notice
+
     if want_sim:
         from course import simulator
 
         simulator.install()
+        # In an exercise notebook: notes under cells whose lines will not run when graded, and a launch of a
+        # kernel that needs one of them refused (before the GPU compile check, which would only say NameError).
+        graded_notice.install(simulator=True)
         if os.environ.get("COURSE_GPU_CHECK", "1") != "0":
             from course import gates
 
             gates.check_notebook_kernels()
+    else:
+        graded_notice.install()
     if not quiet:
         print(device_summary())
     return target

@@ -19,6 +19,15 @@ cells ran and the kernel replied "ok". The table names the file checked and give
 
 A cell counts as run only once the kernel has answered it, so a kernel that dies is a crash every
 time, however fast or slow the machine is.
+
+The notebook runs as it will be graded: when the course's release of the assignment is found
+(``exercises/<day>/<day>.ipynb`` under the course's root) and the notebook is one of it (a grade_id in
+common), every cell the student wrote is first reduced by the grader's own function
+(``grader.cleanroom.clean_notebook``: only kernels, constants and imports of math, numpy and numba run,
+``course/graded_code/``), so "passes ``course check``" means "is not lost when graded". A line left out
+that binds a name (a constant, a function, an import) is named under its exercise with why, after the
+failure when the exercise fails (``line 4: HALF = helper(WARP)  (helper is not defined ...)``) and as a
+note when it passes; the table ends with the rule in one sentence (``course.graded_code.RULE``).
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from grader.nbgrader_api import assignments as list_assignments, course_root
 MESSAGE_LINES = 12
 LINE_CHARS = 200
 ASSIGNMENT_NAME = re.compile(r"day\d\d_\w+")
+NOT_RUN_WHEN_GRADED = "not_run_when_graded"     # cell metadata course_check.<this>: lines left out, with why
 CRASHED = "KernelDied"
 TIMED_OUT = "CellTimeout"
 NOT_RUN = "NotRun"
@@ -82,6 +92,14 @@ def _first_error(cell):
     return None
 
 
+def _left_out(cells) -> list[str]:
+    """What ``run_notebook`` noted in these cells' metadata: lines that do not run when graded."""
+    found = []
+    for cell in cells:
+        found += cell.get("metadata", {}).get("course_check", {}).get(NOT_RUN_WHEN_GRADED, [])
+    return found
+
+
 def exercises_of(nb) -> list[Exercise]:
     """Group an executed notebook's cells into exercises and judge each."""
     groups: list[tuple[str, list]] = [("setup", [])]
@@ -102,8 +120,10 @@ def exercises_of(nb) -> list[Exercise]:
         if name == "setup" and not failures:
             continue
         names = [error.get("ename") for _, error in failures]
+        left_out = _left_out(cells)
         if not failures:
-            results.append(Exercise(name, "pass"))
+            results.append(Exercise(name, "pass", "\n".join(
+                f"note, not run when graded (the checks did not need it): {line}" for line in left_out)))
         elif CRASHED in names:
             where, error = failures[names.index(CRASHED)]
             results.append(Exercise(name, "CRASH", f"{where}: {_error_message(error)}"))
@@ -116,12 +136,46 @@ def exercises_of(nb) -> list[Exercise]:
             results.append(Exercise(name, "not started"))
         else:
             where, error = failures[0]
-            results.append(Exercise(name, "FAIL", f"{where}: {_error_message(error)}"))
+            results.append(Exercise(name, "FAIL", "\n".join(
+                [f"{where}: {_error_message(error)}"] + [f"not run when graded: {line}" for line in left_out])))
     return results
 
 
-def run_notebook(path: pathlib.Path, timeout: int):
-    """Execute a copy of the notebook at ``path`` in a fresh kernel; return the executed notebook.
+def released_notebook(name: str, root: pathlib.Path | None = None) -> dict | None:
+    """The course's release of assignment ``name`` (``exercises/<name>/<name>.ipynb``), as JSON, or None."""
+    root = course_root() if root is None else root
+    path = root / "exercises" / name / f"{name}.ipynb"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def as_graded(nb, release: dict | None) -> int:
+    """Reduce, in place, the cells a student wrote in ``nb`` as grading will (``grader.cleanroom``), when
+    ``release`` is the notebook's release and its answers are kernels; note in each cell's metadata
+    (``course_check.not_run_when_graded``) the lines left out that bind a name, with why. Host answers
+    (day 6's allocator) stay as written: they run in a process of their own when graded. Returns how many
+    lines were left out."""
+    from grader import cleanroom
+
+    if release is None or cleanroom.graded_code(release) != "kernels":
+        return 0
+    ids = {_meta(c).get("grade_id") for c in release.get("cells", [])} - {None}
+    if not ids & {_meta(c).get("grade_id") for c in nb.cells}:
+        return 0
+    explain: list = []
+    cleanroom.clean_notebook(nb, release, host=False, explain=explain)
+    for index, where, dropped in explain:
+        if dropped.binds:
+            meta = nb.cells[index].metadata.setdefault("course_check", {})
+            meta.setdefault(NOT_RUN_WHEN_GRADED, []).append(f"{where}, {dropped.describe()}")
+    return len(explain)
+
+
+def run_notebook(path: pathlib.Path, timeout: int, release: dict | None = None):
+    """Execute a copy of the notebook at ``path`` in a fresh kernel, its cells first reduced to what runs when
+    graded when ``release`` is its release (:func:`as_graded`); return the executed notebook.
 
     Every code cell the kernel did not answer "ok" ends with an error output: the kernel's own
     error, ``CellTimeout`` for a cell interrupted after ``timeout`` seconds, ``KernelDied`` for the
@@ -134,6 +188,7 @@ def run_notebook(path: pathlib.Path, timeout: int):
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     nb = nbformat.read(str(path), as_version=4)
+    as_graded(nb, release)
     replies: dict[int, dict] = {}
 
     def remember_reply(cell, cell_index, execute_reply):
@@ -265,7 +320,11 @@ def main_check(args) -> int:
     results = {}
     for day, path in notebooks.items():
         print(f"checking {_shown(path)} ...", file=sys.stderr, flush=True)
-        results[day] = exercises_of(run_notebook(path, args.timeout))
+        results[day] = exercises_of(run_notebook(path, args.timeout, released_notebook(day, root)))
     print(format_table(results, notebooks))
+    if any("not run when graded" in e.message for ex in results.values() for e in ex):
+        from course.graded_code import RULE
+
+        print(f"\n{RULE}")
     ok = not missing and all(e.status == "pass" for ex in results.values() for e in ex)
     return 0 if ok else 1

@@ -6,17 +6,35 @@ of the code can find every route to that. So the grader never runs the student's
 a submission is executed, every code cell the student wrote (answer cells and cells they added) is
 reduced to what a kernel exercise is made of, at the top level of the cell:
 
-- functions decorated with ``@cuda.jit`` (kernels and device functions), whole;
-- constants: ``NAME = expression`` (a name the release's cells do not bind) where the expression is built from numbers, strings, earlier
-  constants, ``math`` and ``numpy``/``numba`` scalar types (``float32(-math.inf)``, ``2 * WARP``);
-- imports of ``math``, ``numpy`` and ``numba`` (and their submodules);
+- functions decorated with numba-cuda's ``jit`` (kernels and device functions), whole, however ``jit``
+  was imported (``@cuda.jit``, ``@gpu.jit`` after ``from numba import cuda as gpu``, ``@jit`` after
+  ``from numba.cuda import jit``), with constant defaults, annotations and decorator arguments;
+- constants: ``NAME = expression`` (also ``A, B = ...``, ``NAME: int = ...``, ``NAME += ...``; never a name
+  the release's cells bind, a built-in or a dunder) where the expression is a *constant expression*:
+  numbers, strings, the release's given constants (``WARP``, ``TREE_THREADS`` imported from the course) and
+  earlier constants, arithmetic, tuples, lists, dicts, sets and comprehensions over them, and calls of a
+  short list of pure functions (``range``, ``len``, ``tuple``, ``min``, ``sum``, ... ``math``'s, numpy's and
+  numba's scalar types and numpy's scalar functions): ``HALF = WARP // 2``, ``TABLE = tuple(i * i for i in
+  range(16))``, ``NEG = float32(-math.inf)``;
+- imports of ``math``, ``numpy`` and ``numba`` (and their submodules), in every spelling (of numba only its
+  number types, ``types`` and ``numba.cuda``'s kernel API: never its configuration or the simulator's modules);
 - docstrings, comments and blank lines.
+
+The rule itself, its grammar and the bounded evaluation of constants (each is computed here first, step by
+step, so that no constant can take the grading kernel more than a moment: ``tuple(range(10**12))`` and
+``10**10**10`` are left out) are in ``course/graded_code/``: ``course check`` (``grader/check.py``) applies
+the same function to a student's notebook before running its visible checks, and the notebook itself
+(``course/graded_notice.py``, installed by ``course.use_device()``) says under each cell which of its lines
+will not run and fails a launch of a kernel that needs one of them. So "passes ``course check``" means "is
+not lost when graded".
 
 Every other top-level line is kept as a comment, ``# [not run when graded] <the line>``, so the
 line numbers of the cell stay those of the submission and the feedback shows what was left out.
 What a kernel body does is checked when it is launched: the grading kernel compiles each kernel for
 a GPU before the simulator runs it (``course.gpu_compile``), so a body can only do what a GPU can.
-Locked cells, test cells and the setup cell are the release's (nbgrader restores them).
+Locked cells, test cells and the setup cell are the release's (nbgrader restores them); a constant may use
+what the release's cells that run when graded (``setup*``, ``*_constants``, ``*_launcher``, the test
+cells) bind *before* the student's cell, as far as it is a constant.
 
 An answer cell the release marks as host Python (cell metadata ``course.host_answer``: day 6's
 allocator) is not run in the grading kernel at all. Each of its lines becomes a comment, ``# [run in
@@ -39,180 +57,22 @@ is reported (``course_kernel``).
 from __future__ import annotations
 
 import ast
-import dataclasses
 import functools
 import pathlib
 
-MARK = "# [not run when graded] "
+from course import graded_code as rule
+from course.graded_code import MARK, MODULES, Cleaned, Scope  # noqa: F401  (the grader's names for them)
+
 HOST_MARK = "# [run in a process of its own when graded] "
+COPY_MARK = "# [the course's kernel: not graded] "
 HOST_BASES = ("kernels.block_pool",)     # what of the course a host answer may import: its base class
 HOST_COURSE_CODE = ("kernels/block_manager.py",)   # the course's host code a host answer may not paste
 COPY_MIN_NODES = 150
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parent.parent
-MODULES = ("math", "numpy", "numba")
-# Scalar constructors a constant may call (bare, or as an attribute of numpy or numba).
-SCALAR_TYPES = frozenset({"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
-                          "uint16", "uint32", "uint64", "bool_", "intp", "uintp"})
-BUILTIN_CALLS = frozenset({"int", "float", "bool", "min", "max", "abs", "round"})
-
-
-@dataclasses.dataclass
-class Cleaned:
-    """A cell's source as graded, and its lines that were left out (1-based numbers)."""
-
-    source: str
-    left_out: list[int]
-    course_kernels: list[str] = dataclasses.field(default_factory=list)   # what of the course it used
 
 
 def _module_root(name: str) -> str:
     return name.split(".")[0]
-
-
-class _Scope:
-    """What the kept code has bound so far: module aliases, scalar constructors, constants."""
-
-    def __init__(self):
-        self.modules: dict[str, str] = {}     # alias -> root module (math, numpy, numba)
-        self.callables: set[str] = set()      # bare names of allowed calls (float32, sqrt, ...)
-        self.constants: set[str] = set()      # names bound by kept constants, kernels and imports
-        self.release: set[str] = set()        # names the release's own cells bind: never rebound
-
-    def bound(self) -> set[str]:
-        return set(self.modules) | self.callables | self.constants
-
-
-def _allowed_call(func: ast.AST, scope: _Scope) -> bool:
-    if isinstance(func, ast.Name):
-        return func.id in scope.callables or (func.id in BUILTIN_CALLS and func.id not in scope.bound())
-    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and not func.attr.startswith("_"):
-        root = scope.modules.get(func.value.id)
-        if root == "math":
-            return True
-        if root in ("numpy", "numba"):
-            return func.attr in SCALAR_TYPES
-    return False
-
-
-def _allowed_expression(node: ast.AST, scope: _Scope) -> bool:
-    """True when evaluating ``node`` can only compute a value from numbers and allowed names."""
-    if isinstance(node, ast.Constant):
-        return True
-    if isinstance(node, ast.Name):
-        return node.id in scope.bound() or node.id in BUILTIN_CALLS
-    if isinstance(node, ast.Attribute):
-        return (not node.attr.startswith("_") and isinstance(node.value, ast.Name)
-                and node.value.id in scope.modules)
-    if isinstance(node, ast.Call):
-        return (_allowed_call(node.func, scope)
-                and all(_allowed_expression(a, scope) for a in node.args)
-                and all(k.arg is not None and _allowed_expression(k.value, scope) for k in node.keywords))
-    if isinstance(node, (ast.BinOp,)):
-        return _allowed_expression(node.left, scope) and _allowed_expression(node.right, scope)
-    if isinstance(node, ast.UnaryOp):
-        return _allowed_expression(node.operand, scope)
-    if isinstance(node, ast.BoolOp):
-        return all(_allowed_expression(v, scope) for v in node.values)
-    if isinstance(node, ast.Compare):
-        return _allowed_expression(node.left, scope) and all(_allowed_expression(c, scope) for c in node.comparators)
-    if isinstance(node, ast.IfExp):
-        return all(_allowed_expression(n, scope) for n in (node.test, node.body, node.orelse))
-    if isinstance(node, (ast.Tuple, ast.List)):
-        return all(_allowed_expression(e, scope) for e in node.elts)
-    if isinstance(node, ast.Subscript):
-        return _allowed_expression(node.value, scope) and _allowed_expression(node.slice, scope)
-    if isinstance(node, ast.Slice):
-        return all(part is None or _allowed_expression(part, scope) for part in (node.lower, node.upper, node.step))
-    return False
-
-
-def _is_jit(decorator: ast.AST, scope: _Scope) -> bool:
-    """``@cuda.jit``, ``@numba.cuda.jit`` or either called with constant arguments."""
-    target = decorator.func if isinstance(decorator, ast.Call) else decorator
-    dotted = []
-    while isinstance(target, ast.Attribute):
-        dotted.append(target.attr)
-        target = target.value
-    if not isinstance(target, ast.Name):
-        return False
-    dotted.append(target.id)
-    dotted.reverse()
-    ok = (dotted[-1] == "jit" and len(dotted) >= 2 and dotted[-2] == "cuda"
-          and (len(dotted) == 2 and scope.modules.get(dotted[0]) == "numba.cuda"
-               or len(dotted) == 3 and scope.modules.get(dotted[0]) == "numba"))
-    if ok and isinstance(decorator, ast.Call):
-        return all(isinstance(a, ast.Constant) for a in decorator.args) and all(
-            k.arg is not None and isinstance(k.value, ast.Constant) for k in decorator.keywords)
-    return ok
-
-
-def _keep(node: ast.stmt, scope: _Scope) -> bool:
-    """Whether a top-level statement runs when graded; updates ``scope`` with what it binds."""
-    if isinstance(node, ast.Expr):
-        return isinstance(node.value, ast.Constant)
-    if isinstance(node, ast.Import):
-        if not all(_module_root(a.name) in MODULES for a in node.names):
-            return False
-        for alias in node.names:          # the release's names keep their meaning
-            bound = alias.asname or _module_root(alias.name)
-            target = "numba.cuda" if alias.asname and alias.name == "numba.cuda" else _module_root(alias.name)
-            if bound in scope.release and scope.modules.get(bound) != target:
-                return False
-        for alias in node.names:
-            if alias.asname:
-                scope.modules[alias.asname] = "numba.cuda" if alias.name == "numba.cuda" else _module_root(alias.name)
-            else:
-                scope.modules[_module_root(alias.name)] = _module_root(alias.name)
-        return True
-    if isinstance(node, ast.ImportFrom):
-        if node.level or not node.module or _module_root(node.module) not in MODULES:
-            return False
-        if any(a.name == "*" for a in node.names):
-            return False
-        for alias in node.names:          # the release's names keep their meaning
-            bound = alias.asname or alias.name
-            if bound in scope.release and not (
-                    node.module == "numba" and alias.name == "cuda" and scope.modules.get(bound) == "numba.cuda"
-                    or alias.name == bound and bound in SCALAR_TYPES and bound in scope.callables):
-                return False
-        for alias in node.names:
-            bound = alias.asname or alias.name
-            if node.module == "numba" and alias.name == "cuda":
-                scope.modules[bound] = "numba.cuda"
-            elif node.module == "math" or alias.name in SCALAR_TYPES:
-                scope.callables.add(bound)
-            else:
-                scope.constants.add(bound)
-        return True
-    if isinstance(node, ast.Assign):
-        names = []
-        for target in node.targets:
-            elements = target.elts if isinstance(target, ast.Tuple) else [target]
-            if not all(isinstance(e, ast.Name) for e in elements):
-                return False
-            names += [e.id for e in elements]
-        if any(n in scope.modules or n in scope.callables or n in scope.release or n.startswith("__")
-               for n in names):
-            return False
-        if not _allowed_expression(node.value, scope):
-            return False
-        scope.constants.update(names)
-        return True
-    if isinstance(node, ast.FunctionDef):
-        if len(node.decorator_list) != 1 or not _is_jit(node.decorator_list[0], scope):
-            return False
-        if node.name in scope.modules or node.name in scope.callables or node.name in scope.release:
-            return False
-        # Defaults and annotations run when the function is defined: constants only.
-        args = node.args
-        evaluated = [*args.defaults, *(d for d in args.kw_defaults if d is not None), node.returns,
-                     *(a.annotation for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
-                       if a is not None)]
-        if not all(e is None or _allowed_expression(e, scope) for e in evaluated):
-            return False
-        scope.constants.add(node.name)
-        return True
-    return False
 
 
 class _Anonymous(ast.NodeTransformer):
@@ -348,59 +208,35 @@ def clean_host_source(source: str) -> Cleaned:
 
 
 def _first_line(node: ast.stmt) -> int:
-    lines = [node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]
-    return min(lines)
+    return rule.first_line(node)
 
 
-def clean_source(source: str, scope: _Scope | None = None) -> Cleaned:
-    """The cell as graded: kept statements verbatim, every other top-level line commented out."""
-    scope = scope if scope is not None else _Scope()
-    lines = source.splitlines()
+def _copy_veto(node: ast.stmt):
+    """A kept ``@cuda.jit`` function that is a kernel of the course: ``(reason, mark)``, else None."""
+    if not isinstance(node, ast.FunctionDef):
+        return None
     try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        numbered = [i for i, line in enumerate(lines, 1) if line.strip() and not line.lstrip().startswith("#")]
-        return Cleaned("\n".join(MARK + line if i in numbered else line for i, line in enumerate(lines, 1)),
-                       numbered)
-    spans = [(_first_line(node), node.end_lineno, node) for node in tree.body]
-    dropped: set[int] = set()
-    copied: dict[int, str] = {}       # first line of a pasted kernel -> which of the course's
-    used = []
-    kept = []
-    for first, last, node in spans:
-        if _keep(node, scope):
-            twin = course_kernels().get(fingerprint(node)[0]) if isinstance(node, ast.FunctionDef) else None
-            if twin is None:
-                kept.append((first, last))
-                continue
-            copied[first] = twin
-            used.append(f"line {first}: {node.name} is the course's kernel ({twin})")
+        twin = course_kernels().get(fingerprint(node)[0])
+    except RecursionError:          # nested deeper than any kernel of the course: not a copy
+        return None
+    return None if twin is None else (f"it is the course's kernel ({twin})", COPY_MARK)
+
+
+def clean_source(source: str, scope: Scope | None = None) -> Cleaned:
+    """The cell as graded (``course.rule.clean_source``), the course's kernels left out and reported."""
+    scope = scope if scope is not None else Scope()
+    cleaned = rule.clean_source(source, scope, veto=_copy_veto)
+    nodes = {rule.first_line(n): n for n in rule.statements(source)}
+    for dropped in cleaned.dropped:
+        node = nodes.get(dropped.first)
+        if node is None:
+            continue
+        if dropped.reason.startswith("it is the course's kernel"):
+            twin = dropped.reason[len("it is the course's kernel ("):-1]
+            cleaned.course_kernels.append(f"line {dropped.first}: {node.name} is the course's kernel ({twin})")
         elif _reaches_course_kernels(node):
-            used.append(f"line {first}: {lines[first - 1].strip()[:80]}")
-        dropped.update(range(first, last + 1))
-    # A kept statement sharing a line with a dropped one (``a = 1; print(a)``) is dropped too.
-    changed = True
-    while changed:
-        changed = False
-        for first, last in list(kept):
-            if dropped & set(range(first, last + 1)):
-                dropped.update(range(first, last + 1))
-                kept.remove((first, last))
-                changed = True
-    out = []
-    left_out = []
-    mark = MARK
-    for number, line in enumerate(lines, 1):
-        if number in copied:
-            mark = "# [the course's kernel: not graded] "
-        elif number not in dropped:
-            mark = MARK
-        if number in dropped and line.strip():
-            out.append(mark + line)
-            left_out.append(number)
-        else:
-            out.append(line)
-    return Cleaned("\n".join(out) + ("\n" if source.endswith("\n") else ""), left_out, used)
+            cleaned.course_kernels.append(f"line {dropped.first}: {dropped.text[:80]}")
+    return cleaned
 
 
 def _meta(cell: dict) -> dict:
@@ -424,54 +260,64 @@ def graded_code(release: dict) -> str:
     return value
 
 
-def release_scope(release: dict) -> _Scope:
-    """What the release's own code cells import: usable by the student's constants, never rebound."""
-    scope = _Scope()
-    for cell in release.get("cells", []):
-        if cell.get("cell_type") != "code" or _meta(cell).get("solution"):
-            continue
-        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-        try:
-            nodes = ast.parse(source).body
-        except SyntaxError:
-            continue
-        for node in nodes:
-            if isinstance(node, (ast.Import, ast.ImportFrom)) and not _keep(node, scope):
-                # the release's other imports (course constants): usable as values, not calls
-                scope.constants.update((a.asname or a.name).split(".")[0] for a in node.names)
-    scope.release = scope.bound()
+def _kinds(cells: list[dict]) -> list[tuple[str, str]]:
+    return [(rule.cell_kind(c), rule.source_of(c)) for c in cells if c.get("cell_type") == "code"]
+
+
+def release_scope(release: dict) -> Scope:
+    """What the release's cells that run when graded bind, all of them, in the release's order: what a cell the
+    student adds at the end of the notebook may use."""
+    cells = [(kind, source) for kind, source in _kinds(release.get("cells", [])) if kind != rule.ANSWER]
+    scope = Scope()
+    scope.release = rule.release_names(cells)
+    for kind, source in cells:
+        if kind in (rule.GIVEN, rule.GRADED):
+            rule.give(source, scope, kind=kind)
     return scope
 
 
-def clean_notebook(submitted: dict, release: dict) -> tuple[list[str], list[str]]:
+def clean_notebook(submitted: dict, release: dict, *, host: bool = True,
+                   explain: list | None = None) -> tuple[list[str], list[str]]:
     """Reduce, in place, every code cell the student wrote; return (a note per cell that lost lines,
     each use of the course's kernels, with its cell).
 
-    The student's cells are the answer cells of the release and code cells the release does not
-    have. Names bound by the release's own code (the setup cell's imports) count as imports here,
-    so a constant may use ``math`` or ``np`` that only the setup cell imported.
+    The student's cells are the answer cells of the release and code cells the release does not have.
+    They are cleaned in the submission's order, each with what the release's cells before it that run when
+    graded bind (those cells as the release has them: nbgrader restores them), so a constant may use ``WARP``
+    from a ``*_constants`` cell above it and ``math`` or ``np`` that only the setup cell imported.
+    ``host=False`` leaves host answers (day 6's allocator) as they are (``course check``). ``explain``, a
+    list, receives ``(cell index, where, graded_code.Dropped)`` for every statement left out.
     """
     released_cells = {_meta(c).get("grade_id"): c for c in release.get("cells", []) if _meta(c).get("grade_id")}
-    released = {gid: _meta(c) for gid, c in released_cells.items()}
-    scope = release_scope(release)
+    scope = Scope()
+    scope.release = rule.release_names(
+        [(kind, source) for kind, source in _kinds(release.get("cells", [])) if kind != rule.ANSWER])
     notes, used = [], []
     for index, cell in enumerate(submitted.get("cells", [])):
         if cell.get("cell_type") != "code":
             continue
         gid = _meta(cell).get("grade_id")
-        release_meta = released.get(gid)
-        if release_meta is not None and not (release_meta.get("solution") and not release_meta.get("locked")):
+        released = released_cells.get(gid)
+        kind = rule.cell_kind(released) if released is not None else rule.ANSWER
+        if released is not None and released.get("cell_type") != "code":
             continue
-        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-        where = gid if release_meta is not None else f"added cell {index + 1}"
-        if release_meta is not None and host_answer(released_cells[gid]):
-            cleaned = clean_host_source(source)
-            cell["source"] = cleaned.source
-            used += [f"{where}, {use}" for use in cleaned.course_kernels]
+        if kind != rule.ANSWER:
+            if kind in (rule.GIVEN, rule.GRADED):
+                rule.give(rule.source_of(released), scope, kind=kind)
+            continue
+        source = rule.source_of(cell)
+        where = gid if released is not None else f"added cell {index + 1}"
+        if released is not None and host_answer(released):
+            if host:
+                cleaned = clean_host_source(source)
+                cell["source"] = cleaned.source
+                used += [f"{where}, {use}" for use in cleaned.course_kernels]
             continue
         cleaned = clean_source(source, scope)
         if cleaned.left_out:
             cell["source"] = cleaned.source
             notes.append(f"{where}: {len(cleaned.left_out)} line(s)")
+        if explain is not None:
+            explain += [(index, where, dropped) for dropped in cleaned.dropped]
         used += [f"{where}, {use}" for use in cleaned.course_kernels]
     return notes, used
