@@ -1,8 +1,16 @@
 """The checks every kernel launch passes while a submission is graded (on the simulator).
 
-``install()`` registers two checks with the simulator (``course.simulator.add_launch_gate``) for
+``install()`` registers three checks with the simulator (``course.simulator.add_launch_gate``) for
 every launch of a kernel that is not one of the course's own:
 
+- **it reads nothing that differs between the simulator and a GPU, and none of the course's kernels**
+  (``course.kernel_reach``): the kernel and every device function it can call, through whatever
+  global, module attribute, closure, default or tuple, are walked by value; a kernel that reads
+  numba's configuration (``numba.config.ENABLE_CUDASIM``), the simulator's own modules or functions,
+  the environment, Python's introspection or the course's tools fails with
+  ``SimulatorDependent`` (it could take one branch here and another on a GPU), and one that reaches a
+  function or module of the course's ``kernels`` package fails with ``CourseKernelUsed``; each message
+  names what was read, where, and why;
 - **before it runs, it compiles for a GPU** (``course.gpu_compile``): a body that calls NumPy,
   builds a list or touches any Python object would run in the simulator, never on a GPU, and
   never runs here either;
@@ -12,10 +20,11 @@ every launch of a kernel that is not one of the course's own:
   message that names it, so a test's reference, computed from the inputs, is never computed from
   what the kernel left in them.
 
-``check_notebook_kernels()`` is the first check alone, for students (``course.use_device()``
+``check_notebook_kernels()`` is the first two checks, for students (``course.use_device()``
 installs it on the simulator): a kernel written in a notebook that would not compile for a GPU
-fails at its first launch with the compiler's reason; where the compiler is not installed it says
-so once and lets launches run.
+fails at its first launch with the compiler's reason, and one that reads what differs between the
+simulator and a GPU (or the course's kernels) fails with the same message grading would give; where
+the compiler is not installed it says so once and lets launches run.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from __future__ import annotations
 import inspect
 
 from course.gpu_compile import PROJECT_ROOT, CompilerUnavailable, check_compiles
+from course.kernel_reach import check_reach      # raises SimulatorDependent or CourseKernelUsed
 
 
 class InputWritten(AssertionError):
@@ -81,6 +91,7 @@ def _input_guard(kernel, args):
 def _gate(kernel, args):
     if _is_course_kernel(kernel):
         return None
+    check_reach(kernel)
     check_compiles(kernel, *args)
     return _input_guard(kernel, args)
 
@@ -110,8 +121,12 @@ _grading: list = []         # install() ran: the grading checks see every launch
 
 
 def _notebook_gate(kernel, args):
-    """For students: a kernel written in a notebook compiles for a GPU before the simulator runs it."""
-    if _grading or _unavailable or not _in_a_notebook(kernel):
+    """For students: a kernel written in a notebook reads nothing that differs between the simulator and a GPU
+    and compiles for a GPU before the simulator runs it."""
+    if _grading or not _in_a_notebook(kernel):
+        return None
+    check_reach(kernel)
+    if _unavailable:
         return None
     try:
         check_compiles(kernel, *args, on_disk=True)

@@ -444,6 +444,7 @@ def grade_one(task: dict) -> dict:
     """Grade the submission described by ``task`` (see ``grader.grade``); return the result dict."""
     from grader import cleanroom, markers, tamper
     from grader.feedback import hidden_cell_ids
+    from grader.launch_refusals import launch_refusals
     from grader.nbgrader_api import make_api, venv_on_path
 
     started = time.time()
@@ -517,6 +518,13 @@ def grade_one(task: dict) -> dict:
         result["cells"][gid] = score
     _publish(paths, out_dir, task, api, result)
     status = _status(result, structure, findings, events, refused)
+    # Launches the grading kernel refused (course.kernel_reach): a use of the course's kernels counts as
+    # the clean room's findings do; a read of what differs between the simulator and a GPU is named.
+    launched, differs = launch_refusals(json.loads(paths["autograded_nb"].read_text(encoding="utf-8")))
+    course_kernels = [*course_kernels, *(f"{use} (its launch was refused)" for use in launched)]
+    if differs:
+        result["details"].append("reads what differs between the simulator and a GPU (its launch was refused): "
+                                 + "; ".join(differs))
     if course_kernels:
         result["details"].append("uses the course's own kernels (not graded): " + "; ".join(course_kernels))
         if STATUSES.index("course_kernel") < STATUSES.index(status):

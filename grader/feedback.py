@@ -136,6 +136,13 @@ LIKELY_CAUSES = _causes(
     ("input_written", "A kernel may write only its outputs",
      "your kernel wrote to one of its inputs: a kernel may write only its outputs (the tests compute the "
      "expected result from the inputs as they were); keep scratch values in registers or shared memory"),
+    ("simulator_dependent", "reads what differs between the simulator and a GPU: ",
+     "your kernel reads something that differs between the simulator and a GPU (numba's configuration, the "
+     "simulator's modules, the environment), so it was not run: the grade is for the code a GPU would run, and a "
+     "kernel must take the same path on both"),
+    ("course_kernel_used", "uses the course's kernels: ",
+     "your kernel calls a kernel or device function of the course's kernels package, so it was not run: an "
+     "exercise is graded on your own code"),
     # -- an exception raised inside the kernel on the simulator (course.diagnoses.paged.launch_error)
     ("kv_head_out_of_range", "Axis 1 of K and V is the KV head",
      "the kernel indexed K or V past its KV heads: query head h reads KV head h // (heads // kv_heads); is the "
