@@ -29,7 +29,8 @@ from test_grader_leaks import course_hidden_literals, leaked_lines
 # Where the course writes the messages a signature may quote.
 MESSAGE_SOURCES = (sorted((PROJECT_ROOT / "course" / "diagnoses").glob("*.py"))
                    + sorted((PROJECT_ROOT / "course" / "exercise_checks").glob("*.py"))
-                   + [PROJECT_ROOT / "course" / name for name in ("checking.py", "gates.py", "gpu_compile.py", "kernel_reach.py")])
+                   + [PROJECT_ROOT / "course" / name for name in ("checking.py", "gates.py", "gpu_compile.py")]
+                   + sorted((PROJECT_ROOT / "course" / "kernel_reach").glob("*.py")))
 # Diagnosis keys whose message is another key's, word for word (one entry serves both).
 SAME_MESSAGE = {"paged_scale": "attention_scale", "gqa_kv_head_interleaved": "paged_kv_head_interleaved",
                 "gqa_kv_head_wrong_group": "paged_kv_head_wrong_group"}
