@@ -5,7 +5,7 @@ submission has its own gradebook and nothing one submission does can stop the ot
 process writes a result (JSON) with a status, the points of every grade cell and the details:
 
 status, worst first: ``missing`` (no notebook), ``invalid_json`` (not a readable notebook),
-``wrong_notebook`` (a notebook, but none of this assignment's cells: another day's, or a new one),
+``wrong_notebook`` (a notebook, but not this assignment's: another day's, or a new one),
 ``tampered`` (locked cells edited or deleted, grader files touched), ``course_kernel`` (the course's own
 kernels imported, re-jitted or pasted: those exercises score 0),
 ``kernel_crashed``, ``timed_out``, ``grader_error`` (nbgrader itself failed), ``graded``.
@@ -172,21 +172,45 @@ def ignore_unknown_grading_cells(submitted: dict, release: dict) -> list[str]:
     return notes
 
 
-def which_assignment(submitted: dict, course_root: pathlib.Path) -> str | None:
-    """The assignment of the course whose grade_ids the submission shares most, or None."""
+def _shared_grade_ids(submitted: dict, course_root: pathlib.Path) -> dict[str, int]:
+    """``{assignment: how many of its grade_ids the submission has}`` for every assignment of the course."""
     from grader.nbgrader_api import assignments
 
     ids = set(_grade_ids(submitted))
-    best, best_shared = None, 0
+    shared = {}
     for name in assignments(course_root) if ids else []:
         try:
             solution = json.loads((course_root / "solutions" / name / f"{name}.ipynb").read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
             continue
-        shared = len(ids & set(_grade_ids(solution)))
+        shared[name] = len(ids & set(_grade_ids(solution)))
+    return shared
+
+
+def which_assignment(submitted: dict, course_root: pathlib.Path) -> str | None:
+    """The assignment of the course whose grade_ids the submission shares most, or None."""
+    best, best_shared = None, 0
+    for name, shared in _shared_grade_ids(submitted, course_root).items():
         if shared > best_shared:
             best, best_shared = name, shared
     return best
+
+
+def wrong_notebook(submitted: dict, release: dict, assignment: str, course_root: pathlib.Path) -> str | None:
+    """Why ``submitted`` is not a notebook of ``assignment`` (whose released notebook is ``release``), or None.
+
+    Days share grade_ids (``intro``, ``setup_device``; day 8 repeats most of day 7's), so sharing some is no
+    proof: the submission is another assignment's notebook when that assignment's grade_ids it has outnumber
+    this one's. A notebook of this assignment that lost cells never reads as another's (every grade_id it has
+    is this assignment's), so this is decided before any tamper check."""
+    own = len(set(_grade_ids(submitted)) & set(_grade_ids(release)))
+    others = {name: n for name, n in _shared_grade_ids(submitted, course_root).items() if name != assignment}
+    other = max(others, key=lambda name: (others[name], name), default=None)
+    if other is not None and others[other] > own:
+        return f"the notebook of {other}"
+    if not own:
+        return "a notebook without any cell of the released one (was it rebuilt in a new notebook?)"
+    return None
 
 
 def _config(task: dict, paths: dict):
@@ -478,10 +502,8 @@ def grade_one(task: dict) -> dict:
 
     if submitted is None:
         return not_graded("invalid_json", problem, f"Your notebook could not be read ({problem}).")
-    if not set(_grade_ids(submitted)) & set(_grade_ids(release)):
-        other = which_assignment(submitted, pathlib.Path(task["course_root"]))
-        what = (f"the notebook of {other}" if other and other != assignment
-                else "a notebook without any cell of the released one (was it rebuilt in a new notebook?)")
+    what = wrong_notebook(submitted, release, assignment, pathlib.Path(task["course_root"]))
+    if what is not None:
         return not_graded("wrong_notebook", f"this file is {what}, not {assignment}",
                           f"The file you submitted for {assignment} is {what}, not the notebook of {assignment}.")
     result["details"].extend(ignore_unknown_grading_cells(submitted, release))

@@ -135,14 +135,40 @@ def course_kernel_names() -> frozenset:
     return frozenset(node.name for _, node in _course_jit_functions())
 
 
-def _reaches_course_kernels(node: ast.stmt) -> bool:
+def kernel_module_names(nodes) -> frozenset:
+    """The names that statements ``nodes`` bind to the course's ``kernels`` package or one of its modules
+    (``import kernels.reduction as kr``: ``kr``; ``from kernels import reduction``: ``reduction``), and
+    ``kernels`` itself."""
+    bound = {"kernels"}
+    named = course_kernel_names()
+    for node in nodes:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Import):
+                bound.update(a.asname or a.name.split(".")[0] for a in sub.names
+                             if _module_root(a.name) == "kernels")
+            elif isinstance(sub, ast.ImportFrom) and not sub.level and sub.module \
+                    and _module_root(sub.module) == "kernels":
+                bound.update(a.asname or a.name for a in sub.names if a.name not in named)
+    return frozenset(bound)
+
+
+def _attribute_root(node: ast.expr) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _reaches_course_kernels(node: ast.stmt, modules: frozenset = frozenset({"kernels"})) -> bool:
     """A statement that imports a kernel of the course, or reaches one through the ``kernels``
-    package (``kernels.reduction.row_stats_v3_warp_shuffle_kernel.py_func``)."""
+    package (``kernels.reduction.row_stats_v3_warp_shuffle_kernel.py_func``): an attribute named like a
+    course kernel counts only when read from a name bound to the package (``modules``), never from an
+    object of the student's own (a helper class's ``self.kernel``)."""
     named = course_kernel_names()
     if isinstance(node, ast.ImportFrom):
-        return bool(node.module) and _module_root(node.module) == "kernels" and any(
+        return not node.level and bool(node.module) and _module_root(node.module) == "kernels" and any(
             a.name in named for a in node.names)
-    return any(isinstance(n, ast.Attribute) and n.attr in named for n in ast.walk(node))
+    return any(isinstance(n, ast.Attribute) and n.attr in named and _attribute_root(n.value) in modules
+               for n in ast.walk(node))
 
 
 @functools.lru_cache(maxsize=1)
@@ -222,11 +248,18 @@ def _copy_veto(node: ast.stmt):
     return None if twin is None else (f"it is the course's kernel ({twin})", COPY_MARK)
 
 
-def clean_source(source: str, scope: Scope | None = None) -> Cleaned:
-    """The cell as graded (``course.rule.clean_source``), the course's kernels left out and reported."""
+def clean_source(source: str, scope: Scope | None = None, kernel_modules: frozenset | None = None) -> Cleaned:
+    """The cell as graded (``course.rule.clean_source``), the course's kernels left out and reported.
+
+    kernel_modules: the names bound to the course's ``kernels`` package or its modules
+    (``kernel_module_names``); by default those this cell binds."""
     scope = scope if scope is not None else Scope()
+    given = {name for name, what in scope.modules.items() if _module_root(str(what)) == "kernels"}
     cleaned = rule.clean_source(source, scope, veto=_copy_veto)
     nodes = {rule.first_line(n): n for n in rule.statements(source)}
+    if kernel_modules is None:
+        kernel_modules = kernel_module_names(nodes.values())
+    kernel_modules = frozenset(kernel_modules) | given
     for dropped in cleaned.dropped:
         node = nodes.get(dropped.first)
         if node is None:
@@ -234,7 +267,7 @@ def clean_source(source: str, scope: Scope | None = None) -> Cleaned:
         if dropped.reason.startswith("it is the course's kernel"):
             twin = dropped.reason[len("it is the course's kernel ("):-1]
             cleaned.course_kernels.append(f"line {dropped.first}: {node.name} is the course's kernel ({twin})")
-        elif _reaches_course_kernels(node):
+        elif _reaches_course_kernels(node, kernel_modules):
             cleaned.course_kernels.append(f"line {dropped.first}: {dropped.text[:80]}")
     return cleaned
 
@@ -293,6 +326,9 @@ def clean_notebook(submitted: dict, release: dict, *, host: bool = True,
     scope.release = rule.release_names(
         [(kind, source) for kind, source in _kinds(release.get("cells", [])) if kind != rule.ANSWER])
     notes, used = [], []
+    modules = kernel_module_names(
+        node for cell in submitted.get("cells", []) if cell.get("cell_type") == "code"
+        for node in rule.statements(rule.source_of(cell)))
     for index, cell in enumerate(submitted.get("cells", [])):
         if cell.get("cell_type") != "code":
             continue
@@ -313,7 +349,7 @@ def clean_notebook(submitted: dict, release: dict, *, host: bool = True,
                 cell["source"] = cleaned.source
                 used += [f"{where}, {use}" for use in cleaned.course_kernels]
             continue
-        cleaned = clean_source(source, scope)
+        cleaned = clean_source(source, scope, modules)
         if cleaned.left_out:
             cell["source"] = cleaned.source
             notes.append(f"{where}: {len(cleaned.left_out)} line(s)")

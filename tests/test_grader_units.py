@@ -355,3 +355,46 @@ def test_a_grading_kernel_that_never_started_is_graded_again_a_few_times():
     assert autograde_once_started(api, "day01", "ada", details) == died and api.calls == KERNEL_START_ATTEMPTS
     api, details = Api([crashed]), []
     assert autograde_once_started(api, "day01", "ada", details) == crashed and api.calls == 1 and not details
+
+
+# --- issue 25: another day's notebook is the wrong notebook, even when days share grade ids ---------------
+
+def _course_notebooks(day: str) -> tuple[dict, dict]:
+    from grader.hidden import PROJECT_ROOT
+
+    release = json.loads((PROJECT_ROOT / "exercises" / day / f"{day}.ipynb").read_text(encoding="utf-8"))
+    return release, json.loads(json.dumps(release))
+
+
+@pytest.mark.parametrize("submitted_day, assignment", [
+    ("day06_paged_attention", "day07_grouped_query_attention"),           # 5 grade ids in common
+    ("day07_grouped_query_attention", "day06_paged_attention"),
+    ("day08_mixed_precision", "day07_grouped_query_attention"),           # 18 in common
+    ("day07_grouped_query_attention", "day08_mixed_precision"),
+    ("day02_naive_attention", "day03_online_softmax"),
+])
+def test_another_day_s_notebook_sharing_grade_ids_is_the_wrong_notebook(submitted_day, assignment):
+    from grader.autograde import _grade_ids, wrong_notebook
+    from grader.hidden import PROJECT_ROOT
+
+    release, _ = _course_notebooks(assignment)
+    _, submitted = _course_notebooks(submitted_day)
+    assert set(_grade_ids(submitted)) & set(_grade_ids(release)), "the case needs grade ids in common"
+    assert wrong_notebook(submitted, release, assignment, PROJECT_ROOT) == f"the notebook of {submitted_day}"
+
+
+def test_this_day_s_notebook_even_with_cells_deleted_is_not_the_wrong_notebook():
+    from grader.autograde import wrong_notebook
+    from grader.hidden import PROJECT_ROOT
+
+    day = "day07_grouped_query_attention"
+    release, submitted = _course_notebooks(day)
+    assert wrong_notebook(submitted, release, day, PROJECT_ROOT) is None
+    # only the cells day 8 shares with day 7 left: still day 7's (every grade id it has is day 7's)
+    day8 = {(c.get("metadata") or {}).get("nbgrader", {}).get("grade_id")
+            for c in _course_notebooks("day08_mixed_precision")[0]["cells"]}
+    submitted["cells"] = [c for c in submitted["cells"]
+                          if (c.get("metadata") or {}).get("nbgrader", {}).get("grade_id") in day8]
+    assert wrong_notebook(submitted, release, day, PROJECT_ROOT) is None
+    submitted["cells"] = []
+    assert "without any cell of the released one" in wrong_notebook(submitted, release, day, PROJECT_ROOT)

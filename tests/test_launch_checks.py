@@ -350,3 +350,36 @@ def test_no_request_can_change_the_answer_to_another(service):
     assert service.answer(_request(PATCHES)) == {"errors": []}
     errors = service.answer(_request(LISTED.replace("y[i] =", "y[i]  =")))["errors"]
     assert errors and "does not" not in errors[0]["message"] and "y[i]  = [x[i]][0]" in errors[0]["message"]
+
+
+HELPER_WITH_A_KERNEL_ATTRIBUTE = '''class Runner:
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def run(self, *args):
+        return self.kernel[1, 32](*args)
+
+
+runner = Runner(softmax_rows_kernel)
+runner.row_stats_v3_warp_shuffle_kernel = softmax_rows_kernel
+'''
+
+
+@pytest.mark.parametrize("line, reported", [
+    # issue 25: a name is not a use of the course's kernels; what the attribute is read from decides
+    ("helper.kernel[1, 32](x)", False),
+    ("self_made.gemm_v1_naive_kernel = my_gemm", False),
+    ("import kernels.reduction as kr\nk = kr.row_stats_v3_warp_shuffle_kernel", True),
+    ("from kernels import reduction\nk = reduction.row_stats_v3_warp_shuffle_kernel", True),
+    ("k = kernels.reduction.kernel", True),
+])
+def test_an_attribute_named_like_a_course_kernel_is_reported_only_on_the_kernels_package(line, reported):
+    assert "kernel" in cleanroom.course_kernel_names()      # the course has a @cuda.jit function named `kernel`
+    cleaned = cleanroom.clean_source(line + "\n", _scope())
+    assert bool(cleaned.course_kernels) == reported, cleaned.course_kernels
+
+
+def test_an_honest_cell_with_a_helper_class_and_kernels_named_like_the_course_s_is_not_a_course_kernel():
+    source = KERNEL.replace("def my_kernel(", "def softmax_rows_kernel(") + "\n\n" + HELPER_WITH_A_KERNEL_ATTRIBUTE
+    cleaned = cleanroom.clean_source(source, _scope())
+    assert cleaned.left_out and cleaned.course_kernels == [], cleaned.course_kernels
