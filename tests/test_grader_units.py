@@ -374,12 +374,12 @@ def _course_notebooks(day: str) -> tuple[dict, dict]:
     ("day02_naive_attention", "day03_online_softmax"),
 ])
 def test_another_day_s_notebook_sharing_grade_ids_is_the_wrong_notebook(submitted_day, assignment):
-    from grader.autograde import _grade_ids, wrong_notebook
+    from grader.submission import grade_ids, wrong_notebook
     from grader.hidden import PROJECT_ROOT
 
     release, _ = _course_notebooks(assignment)
     _, submitted = _course_notebooks(submitted_day)
-    assert set(_grade_ids(submitted)) & set(_grade_ids(release)), "the case needs grade ids in common"
+    assert set(grade_ids(submitted)) & set(grade_ids(release)), "the case needs grade ids in common"
     assert wrong_notebook(submitted, release, assignment, PROJECT_ROOT) == f"the notebook of {submitted_day}"
 
 
