@@ -143,6 +143,65 @@ def test_grade_cells_open_with_a_docstring_and_a_visible_check_and_total_the_poi
             assert "pristine(" in cell.source, grade_id
 
 
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """(names a cell binds, names it reads as variables), anywhere in the cell."""
+    import ast
+
+    bound, read = set(), set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    return bound, read
+
+
+def grade_cells_needing_earlier_grade_cells(nb) -> dict[str, dict[str, str]]:
+    """grade_id -> {name: the earlier grade cell that binds it} for every grade cell that reads a name only
+    an earlier grade cell binds (not the cell itself, nor any other cell before it)."""
+    import builtins
+
+    given, from_grade, found = set(dir(builtins)), {}, {}
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        bound, read = _names(_without_solution_markers(cell.source))
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if cell.metadata.get("nbgrader", {}).get("grade"):
+            needed = {name: from_grade[name] for name in read - bound - given if name in from_grade}
+            if needed:
+                found[grade_id] = needed
+            for name in bound - given:
+                from_grade.setdefault(name, grade_id)
+        else:
+            given |= bound
+    return found
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_no_grade_cell_needs_what_an_earlier_grade_cell_defines(assignment):
+    """A grade cell stops at its first failing line: its visible check failing, or a timeout and the grader's
+    restart, leaves undefined whatever its hidden tests define after that line. So no grade cell may read a
+    name only an earlier grade cell binds (shared harnesses load ``grader.hidden_helpers`` themselves), and
+    every later exercise is graded as if the earlier one had passed."""
+    nb = nbformat.read(_solution_path(assignment), as_version=4)
+    assert grade_cells_needing_earlier_grade_cells(nb) == {}
+
+
+def test_the_rule_of_self_contained_grade_cells_finds_a_shared_helper():
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import numpy as np\nx = 1"),
+        nbformat.v4.new_code_cell("check_a()\ndef helper(n):\n    return n + x\nchk = 2",
+                                  metadata={"nbgrader": {"grade": True, "grade_id": "a"}}),
+        nbformat.v4.new_code_cell("def own(y):\n    return y\nassert own(helper(chk)) == np.int64(3)",
+                                  metadata={"nbgrader": {"grade": True, "grade_id": "b"}})])
+    assert grade_cells_needing_earlier_grade_cells(nb) == {"b": {"helper": "a", "chk": "a"}}
+
+
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_exercise_is_the_release_of_the_solution(assignment):
     assert_release_matches(assignment)

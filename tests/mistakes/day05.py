@@ -28,6 +28,12 @@ TABLE = (
             edits=(("kv_end = min(kv_lens[b], k.shape[2])", "kv_end = k.shape[2]"),),
             why="kv_lens is ignored: every key of the padded batch is attended",
             names="kv_lens_ignored", words=("positions >= kv_lens[b]",)),
+    Mistake("flash_unmasked_key_count_is_queries", **_FLASH,
+            edits=(("    if causal:\n        kv_end = min(kv_end, tile_start + TILE_Q, n_queries)\n",
+                    "    if causal:\n        kv_end = min(kv_end, tile_start + TILE_Q, n_queries)\n"
+                    "    else:\n        kv_end = n_queries\n"),),
+            why="without the mask the number of keys is taken to be the number of queries (N = M assumed)",
+            samples=("wrong_unmasked_key_count_is_queries",)),
     Mistake("flash_last_key_tile_dropped", **_FLASH,
             edits=(("for kv_start in range(0, kv_end, TILE_KV):",
                     "for kv_start in range(0, kv_end - TILE_KV + 1, TILE_KV):"),),
