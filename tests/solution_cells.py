@@ -28,6 +28,23 @@ class SolutionCells:
         self.graded = {c.metadata["nbgrader"]["grade_id"] for c in nb.cells
                        if c.cell_type == "code" and c.metadata["nbgrader"].get("grade")}
 
+    @classmethod
+    def for_grading(cls, assignment: str) -> "SolutionCells":
+        """The notebook with, as ``run_first``, every cell the grade cells need, in order: the answer cells and
+        the locked cells named as needed when graded (``setup*``, ``*_constants``, ``*_launcher``)."""
+        nb = nbformat.read(ROOT / "solutions" / assignment / f"{assignment}.ipynb", as_version=4)
+        examples = set(markers.example_cells(nb))
+        needed = tuple(c.metadata["nbgrader"]["grade_id"] for c in nb.cells if c.cell_type == "code"
+                       and not c.metadata["nbgrader"].get("grade") and c.metadata["nbgrader"]["grade_id"] not in examples)
+        return cls(assignment, needed)
+
+    @property
+    def answers(self) -> list[str]:
+        """The answer cells, in order."""
+        nb = nbformat.read(self.path, as_version=4)
+        return [c.metadata["nbgrader"]["grade_id"] for c in nb.cells
+                if c.cell_type == "code" and c.metadata["nbgrader"].get("solution")]
+
     def run(self, name: str, source: str, namespace: dict) -> None:
         filename = f"<{self.label} {name}>"
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)

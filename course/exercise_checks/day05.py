@@ -122,7 +122,8 @@ def flash_skips_masked_tiles(kernel) -> None:
     from kernels.flash_attention import TILE_Q
 
     d = 4
-    for N, M, causal, kv_len in ((128, 128, True, 128), (70, 100, True, 100), (70, 70, False, 40)):
+    for N, M, causal, kv_len in ((128, 128, True, 128), (70, 100, True, 100), (70, 70, True, 40),
+                                 (70, 70, False, 40)):
         _, _, _, traffic, _ = _flash_run(kernel, 1, 1, N, M, d, causal=causal, kv_lens=[kv_len], counted=True)
         if traffic is None:
             return
