@@ -212,6 +212,64 @@ def readable_folders() -> list[str]:
     return [f for f in ordered if not any(f != o and f.startswith(o.rstrip(os.sep) + os.sep) for o in ordered)]
 
 
+def python_folders() -> list[str]:
+    """The Python installation alone: its prefixes and site-packages, one folder inside another bound once."""
+    import site
+
+    folders = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), *map(os.path.realpath,
+                                                                                    site.getsitepackages())}
+    ordered = sorted(folders)
+    return [f for f in ordered if not any(f != o and f.startswith(o.rstrip(os.sep) + os.sep) for o in ordered)]
+
+
+def course_folders() -> list[str]:
+    """Where the course's code and secrets lie: its packages (wherever Python finds them) and the folders
+    of the repository beside them (solutions, exercises, lessons, tests, the git store)."""
+    import importlib.util
+
+    found = set()
+    for package in ("course", "kernels", "grader"):
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.submodule_search_locations:
+            found.update(os.path.realpath(p) for p in spec.submodule_search_locations)
+    root = pathlib.Path(__file__).resolve().parent.parent
+    for name in ("course", "kernels", "grader", "solutions", "exercises", "lessons", "tests", ".git"):
+        found.add(str(root / name))
+    return sorted(found)
+
+
+def answer_sandbox_command(command: list[str], *, files: dict[str, str], bwrap: str | None = None) -> list[str]:
+    """``command`` in a bubblewrap sandbox where nothing of the course exists (a host answer's process).
+
+    It sees the system folders and the Python installation, read-only; the course's packages and the
+    repository's folders are absent (where one lies inside a bound folder, an empty folder covers it);
+    ``files`` ({path here: path inside}) are bound read-only, one by one; a private /tmp is the working
+    folder; no network. Works inside the grading kernel's own sandbox too (no /proc is mounted, which a
+    nested sandbox may not do). The Python guard inside the process is a second layer: this one does not
+    depend on seeing how a path was spelt (``os.open(name, dir_fd=...)`` included).
+    """
+    import shutil
+
+    bwrap = bwrap or shutil.which("bwrap")
+    if bwrap is None:
+        raise RuntimeError("bubblewrap (bwrap) is not installed: " + ISOLATION_HELP)
+    args = [bwrap, *_NAMESPACES, "--unshare-net", "--new-session"]
+    bound = [folder for folder in SYSTEM_FOLDERS if os.path.isdir(folder)]
+    for folder in bound:
+        args += ["--ro-bind", folder, folder]
+    for folder in python_folders():
+        if not _under(folder, bound):
+            args += ["--ro-bind", folder, folder]
+            bound.append(folder)
+    for folder in course_folders():
+        if os.path.isdir(folder) and _under(folder, bound):
+            args += ["--tmpfs", folder]
+    for source, target in files.items():
+        args += ["--ro-bind", source, target]
+    args += ["--dev", "/dev", "--tmpfs", "/tmp", "--remount-ro", "/", "--chdir", "/tmp", "--"]
+    return args + list(command)
+
+
 def hidden_inside_readable() -> list[str]:
     """Folders inside the readable ones that hold secrets: the grader's sample submissions."""
     import importlib.util

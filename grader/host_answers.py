@@ -9,11 +9,14 @@ module whose names the answer is given, those names, and the driver that runs it
 the request to the runner this module registered (``start_runner``), which executes the answer in a
 new process, ``python -I -B`` this file:
 
-- the process loads, by their files and before anything else, the base module the exercise names (as
-  the only module of an otherwise empty ``kernels`` package, so nothing else of the course can be
-  imported) and the driver's module (which imports only the standard library); then the guard
-  (``grader/guard.py``, loaded by its path) refuses reading the course's folders, writing any file,
-  starting processes and the network, trusting no library;
+- the process runs in a sandbox of the operating system (``grader.guard.answer_sandbox_command``,
+  bubblewrap) where the course does not exist: no package, solution or test of it is on its file
+  system, however a path is spelt (``os.open(name, dir_fd=...)`` included). It receives the source of
+  the base module the exercise names (loaded as the only module of an otherwise empty ``kernels``
+  package) and of the driver's module (which imports only the standard library) in its request, and
+  loads them before anything else; then the guard (``grader/guard.py``, the one other file it is given)
+  refuses writing any file, starting processes and the network, trusting no library, as a second layer.
+  Where bubblewrap is missing (grading run with ``--no-isolation``), only that second layer holds;
 - it runs the cell's source with the given names, calls ``driver(answer, data, base)`` and writes
   back only its data (JSON), or the problem; what the answer prints goes to stderr;
 - the check judges that data in the grading kernel, where nothing of the submission ran.
@@ -55,8 +58,25 @@ def module_file(name: str, packages: tuple[str, ...]) -> pathlib.Path:
     return path
 
 
+# Where the answer's process finds its two files inside its sandbox.
+SANDBOXED_HERE, SANDBOXED_GUARD = "/answer/host_answers.py", "/answer/guard.py"
+
+
+def answer_command() -> list[str]:
+    """The command of an answer's process: this file run by this Python, in a sandbox where the course
+    does not exist when bubblewrap is there (``grader.guard.answer_sandbox_command``)."""
+    import shutil
+
+    if shutil.which("bwrap") is None:
+        return [sys.executable, "-I", "-B", str(HERE)]
+    guard = _load("_course_guard", GUARD) if "_course_guard" not in sys.modules else sys.modules["_course_guard"]
+    return guard.answer_sandbox_command([sys.executable, "-I", "-B", SANDBOXED_HERE],
+                                        files={str(HERE): SANDBOXED_HERE, str(GUARD): SANDBOXED_GUARD})
+
+
 def run_process(request: dict) -> dict:
-    """Run one answer in a new process (guarded: see ``_answer_process``); its reply, or the problem.
+    """Run one answer in a new process (sandboxed and guarded: see ``_answer_process``); its reply, or the
+    problem.
 
     Only where starting a process is allowed: the grading kernel uses the runner (``start_runner``).
     """
@@ -66,9 +86,14 @@ def run_process(request: dict) -> dict:
            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0"}
     timeout = float(request.get("timeout", TIMEOUT_S))
     try:
-        done = subprocess.run([sys.executable, "-I", "-B", str(HERE)],
-                              input=json.dumps(request), capture_output=True, text=True, timeout=timeout,
-                              env=env, cwd=os.environ.get("TMPDIR", "/tmp"))
+        # The process gets the code it may hold as text: nothing of the course is on its file system.
+        request = {**request, "base_source": module_file(request["base"], BASE_PACKAGES).read_text("utf-8"),
+                   "driver_source": module_file(request["driver"], DRIVER_PACKAGES).read_text("utf-8")}
+    except (KeyError, TypeError, ValueError, OSError) as exc:
+        return {"problem": f"the grader's request is not one it can run: {exc}"}
+    try:
+        done = subprocess.run(answer_command(), input=json.dumps(request), capture_output=True, text=True,
+                              timeout=timeout, env=env, cwd=os.environ.get("TMPDIR", "/tmp"))
     except subprocess.TimeoutExpired:
         return {"problem": f"it did not finish its operations within {timeout:g} s (an endless loop?)"}
     lines = done.stdout[-MAX_OUTPUT:].strip().splitlines()
@@ -140,12 +165,24 @@ def _load(name: str, path: pathlib.Path):
     return module
 
 
-def _load_base(name: str):
-    """The base module from its file, in packages that hold nothing else (nothing more can be found)."""
+def _from_source(name: str, source: str, filename: str):
+    """A module made from its source text, registered under ``name`` (dataclasses look it up)."""
     import types
 
-    path = module_file(name, BASE_PACKAGES)
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    sys.modules[name] = module
+    exec(compile(source, filename, "exec"), module.__dict__)
+    return module
+
+
+def _load_base(name: str, source: str):
+    """The base module from its source, in packages that hold nothing else (nothing more can be found)."""
+    import types
+
     parts = name.split(".")
+    if len(parts) < 2 or parts[0] not in BASE_PACKAGES or not all(p.isidentifier() for p in parts):
+        raise ValueError(f"{name!r} is not a module of {' or '.join(BASE_PACKAGES)}")
     parent = None
     for depth in range(1, len(parts)):
         package = types.ModuleType(".".join(parts[:depth]))
@@ -154,7 +191,7 @@ def _load_base(name: str):
         if parent is not None:
             setattr(parent, parts[depth - 1], package)
         parent = package
-    module = _load(name, path)
+    module = _from_source(name, source, "/".join(parts) + ".py")
     setattr(parent, parts[-1], module)
     return module
 
@@ -164,12 +201,13 @@ def _answer_process() -> None:
     os.dup2(2, 1)                      # what the answer prints goes to stderr, never into the reply
     request = json.loads(sys.stdin.read())
     sys.stdin = open(os.devnull, encoding="utf-8")
-    base = _load_base(request["base"])
-    driver = getattr(_load("_host_driver", module_file(request["driver"], DRIVER_PACKAGES)), request["function"])
+    base = _load_base(request["base"], request["base_source"])
+    driver = getattr(_from_source("_host_driver", request["driver_source"], "_host_driver.py"), request["function"])
     given = {name: getattr(base, name) for name in request["names"]}
     guard = _load("_course_guard", GUARD)
-    guard.install({"deny_read": [str(PROJECT_ROOT / f) for f in PRIVATE_FOLDERS], "deny_write": ["/"],
-                   "trust_libraries": False})
+    # Unsandboxed (no bubblewrap), the course is on the file system: the guard refuses reading it.
+    guard.install({"deny_read": [str(PROJECT_ROOT / f) for f in PRIVATE_FOLDERS] + [str(HERE.parent)],
+                   "deny_write": ["/"], "trust_libraries": False})
 
     def reply(value: dict) -> None:
         os.write(reply_fd, (json.dumps(value) + "\n").encode())

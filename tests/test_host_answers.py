@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import inspect
 import re
+import shutil
 import sys
 import textwrap
 
@@ -117,14 +118,20 @@ def test_an_honest_answer_passes_in_its_own_process_and_in_place(runner):
     assert in_place == in_process                            # the same record either way
 
 
+BWRAP = shutil.which("bwrap") is not None
+# Where the course is not: FileNotFoundError in the sandbox of the operating system; without bubblewrap
+# (grading with --no-isolation) the Python guard refuses what it can see.
+ABSENT = "FileNotFoundError" if BWRAP else "PermissionError: the grader does not allow reading"
+
+
 @pytest.mark.parametrize("attack, refused", [
     ("open(__import__('pathlib').Path(BlockPool.__init__.__code__.co_filename).parent / 'block_manager.py').read()",
-     "PermissionError: the grader does not allow reading"),
+     "FileNotFoundError" if BWRAP else "PermissionError"),
     ("import kernels.block_manager", "ModuleNotFoundError"),
-    ("import course.exercise_checks", "PermissionError"),
-    # the driver's file was loaded before the guard; reading it, or any of the course, is refused after
-    (f"open({str(host_answers.module_file(ALLOCATOR.driver_module, ('course',)))!r}).read()",
-     "PermissionError: the grader does not allow reading"),
+    ("import course.exercise_checks", "ModuleNotFoundError" if BWRAP else "PermissionError"),
+    # the driver's source came in the request; its file, or any of the course, is not there to read
+    (f"open({str(host_answers.module_file(ALLOCATOR.driver_module, ('course',)))!r}).read()", ABSENT),
+    (f"open({str(host_answers.PROJECT_ROOT / 'kernels' / 'block_manager.py')!r}).read()", ABSENT),
     ("open('written-by-the-answer', 'w')", "PermissionError: the grader does not allow writing"),
     ("__import__('subprocess').run(['true'])", "PermissionError: the grader does not allow starting a process"),
     ("__import__('os').system('true')", "PermissionError: the grader does not allow starting a process"),
@@ -136,6 +143,44 @@ def test_the_answer_process_refuses_what_a_kernel_could_not_do(attack, refused, 
         exercise_checks.check_allocator(HostCode(attack + "\n" + HONEST, "CowBlockManager"),
                                         exercise_checks.fork_cases()[:1])
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.skipif(not BWRAP, reason="needs bubblewrap: the grader refuses to grade without it unless told")
+def test_the_course_is_not_on_the_answer_process_file_system(runner):
+    """However a path is spelt, by a name relative to a folder's descriptor too (which the Python guard
+    cannot resolve: the audit event carries the name, not the folder), the course's files are not there."""
+    root = host_answers.PROJECT_ROOT
+    spy = (f"import os\n"
+           f"seen = [os.path.exists(p) for p in ({str(root / 'kernels' / 'block_manager.py')!r}, "
+           f"{str(root / 'solutions')!r}, {str(root / 'course' / 'exercise_checks')!r})]\n"
+           f"folder = os.open({str(root.parent)!r}, os.O_RDONLY)\n"
+           f"try:\n"
+           f"    os.read(os.open({root.name + '/kernels/block_manager.py'!r}, os.O_RDONLY, dir_fd=folder), 99)\n"
+           f"    seen.append('read')\n"
+           f"except OSError as exc:\n"
+           f"    seen.append(type(exc).__name__)\n"
+           f"raise RuntimeError(seen)\n")
+    with pytest.raises(AssertionError, match=re.escape("RuntimeError: [False, False, False, 'FileNotFoundError']")):
+        hostcode.run(ALLOCATOR, HostCode(spy, "CowBlockManager"), exercise_checks.fork_cases()[:1])
+
+
+@pytest.mark.skipif(not BWRAP, reason="needs bubblewrap")
+def test_the_answer_sandbox_covers_the_course_inside_a_bound_folder(monkeypatch, tmp_path):
+    """A course installed inside the Python installation (a non-editable install, a virtual environment made
+    in the repository) is covered by an empty folder: the installation is bound, the course is not."""
+    import subprocess
+
+    from grader import guard
+
+    root = str(host_answers.PROJECT_ROOT)
+    installation = guard.python_folders()
+    monkeypatch.setattr(guard, "python_folders", lambda: [*installation, root])
+    probe = (f"import os; print(os.listdir({root + '/kernels'!r}), os.listdir({root + '/solutions'!r}), "
+             f"os.listdir({root + '/grader'!r}), os.path.isfile({root + '/pyproject.toml'!r}))")
+    command = guard.answer_sandbox_command([sys.executable, "-I", "-S", "-c", probe], files={})
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[] [] [] True"     # the repository is there, its course is not
 
 
 def test_the_answer_process_holds_only_the_given_module_of_the_course(runner):
