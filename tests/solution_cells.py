@@ -58,7 +58,7 @@ class SolutionCells:
     def with_edits(self, cell: str, edits) -> dict:
         """The namespace of the notebook run up to its grade cells, with ``edits`` ((old, new) text
         replacements, each found at least once) made to answer cell ``cell``."""
-        namespace: dict = {}
+        namespace: dict = {"__name__": "__main__"}      # as in a notebook: some hidden tests check it
         for gid in self.run_first:
             source = "\n".join(line for line in self.cells[gid].splitlines()
                                if line.strip() not in (markers.BEGIN_SOLUTION, markers.END_SOLUTION))

@@ -37,6 +37,20 @@ def test_every_min_term_of_the_answers_has_its_row(assignment):
     assert not stale, f"rows of tests/spec_terms/{assignment[:5]}.py whose min is not in the answers: {sorted(stale)}"
 
 
+@pytest.mark.parametrize("assignment", sorted(TABLES))
+def test_the_answers_as_written_pass_every_cell_the_table_names(assignment):
+    """The control: a row counts as decided only because its mutant fails, so the answers without any
+    change must pass each hidden test and visible check the rows name."""
+    notebook = _notebook(assignment)
+    named = sorted({(t.hidden, 1) for t in TABLES[assignment] if not t.exempt}
+                   | {(t.visible, 0) for t in TABLES[assignment] if not t.exempt})
+    namespace = notebook.with_edits(notebook.answers[0], ())
+    for grade_id, part in named:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            notebook.run(f"{grade_id} {'hidden' if part else 'visible'}", notebook.parts(grade_id)[part], namespace)
+
+
 def test_a_term_is_dropped_from_its_min():
     bound = "min(kv_end, tile_start + TILE_Q, n_queries)"
     assert drop_term(bound, "n_queries") == "min(kv_end, tile_start + TILE_Q)"

@@ -70,16 +70,24 @@ def softmax_rows_match_reference(softmax_rows, *, kernel=None) -> None:
 
 
 def softmax_rows_is_numerically_stable(softmax_rows, *, kernel=None) -> None:
-    """A row of logits near 1e4 (exp overflows without the row maximum) and rows of logits of size 1e4."""
+    """Rows of logits near 1e4 (exp overflows without the row maximum), near -1e4 (exp underflows to 0 unless
+    the maximum starts at -inf) and of size 1e4, and a row whose largest logit sits in the block's last,
+    partial stride of columns (a maximum that skips it overflows exp)."""
     from kernels import reference
 
     rng, seed = random_inputs()
     x = np.concatenate([1e4 + rng.standard_normal((1, 20)),         # exp(x) overflows without the max
+                        -1e4 + rng.standard_normal((1, 20)),        # a max that starts at 0 gives exp(x - 0) = 0
                         1e4 * rng.standard_normal((2, 20))]).astype(np.float32)
     p = softmax_rows(x, out=poison(np.empty_like(x)))
-    check(p, reference.softmax(x.astype(np.float64), axis=-1), name="P for logits near 1e4 and of size 1e4",
+    check(p, reference.softmax(x.astype(np.float64), axis=-1), name="P for logits near +1e4, -1e4 and of size 1e4",
           seed=seed, rows_sum_to_one=True, kernel=kernel)
-    _passed("logits near 1e4 and of size 1e4")
+    x = rng.standard_normal((1, 40)).astype(np.float32)
+    x[0, 37] += 300                                                 # columns 32 ... 39: the last, partial stride
+    p = softmax_rows(x, out=poison(np.empty_like(x)))
+    check(p, reference.softmax(x.astype(np.float64), axis=-1), seed=seed, rows_sum_to_one=True, kernel=kernel,
+          name="P for a row of 40 columns whose largest logit, 300 above the others, is in column 37")
+    _passed("logits near +1e4, -1e4 and of size 1e4, and the largest logit in the last columns")
 
 
 def check_softmax_rows_traffic(t, rows: int, cols: int) -> None:

@@ -36,16 +36,19 @@ def online_softmax_matches_two_pass(softmax_online, *, kernel=None) -> None:
 
 
 def online_softmax_handles_masked_rows(softmax_online, *, kernel=None) -> None:
-    """A causally masked 4x4 matrix: the -inf entries get 0, row 0 keeps a single entry, and no NaN."""
+    """A causally masked 4x4 matrix and a fully masked fifth row: the -inf entries get 0, row 0 keeps a single
+    entry, the fully masked row gets zeros, and no NaN."""
     from kernels import reference
 
     rng, seed = random_inputs()
-    x = rng.standard_normal((4, 4), dtype=np.float32)
-    x[np.triu_indices(4, 1)] = -np.inf       # causal mask: row 0 keeps a single entry
+    x = rng.standard_normal((5, 4), dtype=np.float32)
+    x[np.triu_indices(4, 1)] = -np.inf       # causal mask on rows 0 ... 3: row 0 keeps a single entry
+    x[4] = -np.inf                           # a fully masked row: zeros
     p = softmax_online(x, out=poison(np.empty_like(x)))
-    check(p, reference.softmax(x.astype(np.float64), axis=-1), name="P of a causally masked matrix", seed=seed,
-          rows_sum_to_one=True, kernel=kernel)
-    _passed("a causally masked 4x4 matrix")
+    check(p, reference.softmax(x.astype(np.float64), axis=-1), seed=seed, rows_sum_to_one=True, kernel=kernel,
+          name="P of a causally masked matrix and a fully masked row",
+          hints={"nonfinite": "a row with no finite entry gets zeros: its running sum stays 0"})
+    _passed("a causally masked 4x4 matrix and a fully masked row")
 
 
 def online_softmax_is_numerically_stable(softmax_online, *, kernel=None) -> None:
@@ -101,7 +104,8 @@ def fused_rows_matches_reference(attention_v2_fused_rows, *, kernel=None) -> Non
 
 
 def fused_rows_handles_causal(attention_v2_fused_rows, *, kernel=None) -> None:
-    """With causal=True query i sees keys 0 ... i: N = M = 7, and the first row is exactly V[0]."""
+    """With causal=True query i sees keys 0 ... i: N = M = 7, and the first row is exactly V[0]; N = 7 over
+    M = 4, where the rows i >= M see the M keys and no more."""
     from kernels import reference
 
     rng, seed = random_inputs()
@@ -110,11 +114,17 @@ def fused_rows_handles_causal(attention_v2_fused_rows, *, kernel=None) -> None:
     check(o, reference.attention(q, k, v, causal=True), name="O, causal", seed=seed,
           attention=dict(q=q, k=k, v=v, causal=True), kernel=kernel)
     assert np.allclose(o[:, :, 0], v[:, :, 0], rtol=1e-6, atol=1e-6), "row 0 sees only key 0, so O[0] must equal V[0]"
-    _passed("N = M = 7, causal: row i sees keys 0 ... i, row 0 is V[0]")
+    q, k, v = _fused_inputs(rng, (1, 1, 7, 4), (1, 1, 4, 4), (1, 1, 4, 4))
+    o = attention_v2_fused_rows(q, k, v, causal=True, out=poison(np.empty_like(q)))
+    check(o, reference.attention(q, k, v, causal=True), name="O, causal, N = 7 over M = 4", seed=seed,
+          hints={"any": "with N > M the rows i >= M see all M keys, and none past them"},
+          attention=dict(q=q, k=k, v=v, causal=True), kernel=kernel)
+    _passed("N = M = 7 and N = 7 over M = 4, causal: row i sees keys 0 ... min(i, M - 1), row 0 is V[0]")
 
 
 def fused_rows_is_numerically_stable(attention_v2_fused_rows, *, kernel=None) -> None:
-    """Scores q·k of size 1e4 (whole numbers up to 100, exact in float32) give finite, exact results."""
+    """Scores q·k of size 1e4 (whole numbers up to 100, exact in float32) give finite, exact results; an empty
+    key sequence (M = 0) gives zeros."""
     from kernels import reference
 
     rng, seed = random_inputs()
@@ -125,7 +135,12 @@ def fused_rows_is_numerically_stable(attention_v2_fused_rows, *, kernel=None) ->
     o = attention_v2_fused_rows(q, k, v, out=poison(np.empty_like(q)))
     check(o, reference.attention(q, k, v), name="O for logits of size 1e4", seed=seed,
           attention=dict(q=q, k=k, v=v), kernel=kernel)
-    _passed("logits of size 1e4")
+    q, k, v = _fused_inputs(rng, (1, 1, 2, 3), (1, 1, 0, 3), (1, 1, 0, 3))
+    o = attention_v2_fused_rows(q, k, v, out=poison(np.empty_like(q)))
+    check(o, reference.attention(q, k, v), name="O for an empty key sequence (M = 0)", seed=seed,
+          hints={"any": "a row that sees no key gets zeros: its running sum stays 0"},
+          attention=dict(q=q, k=k, v=v), kernel=kernel)
+    _passed("logits of size 1e4, and zeros for an empty key sequence")
 
 
 def check_fused_rows_traffic(t, B: int, H: int, N: int, M: int, d: int, causal: bool) -> None:

@@ -28,15 +28,17 @@ def _check_gemm(c, a, b, seed, tile: int, tile_k: int | None, kernel) -> None:
 
 
 def gemm_matches_reference(gemm, *, tile: int, tile_k: int | None = None, kernel=None) -> None:
-    """C = A B for a shape the tile does not divide: partial tiles in M, N and K.
+    """C = A B for shapes the tile does not divide: partial tiles in M, N and K, and a K of two full steps and
+    a partial one.
 
-    tile: the block tile along M and N; tile_k: the step along K (TILE, BLOCK_K), for the diagnoses.
+    tile: the block tile along M and N; tile_k: the step along K (TILE, BLOCK_K), also for the diagnoses.
     """
     rng, seed = random_inputs()
-    m, n, k = tile + 1, 5, 9
-    a, b, c, _ = _gemm_run(gemm, m, n, k, rng)
-    _check_gemm(c, a, b, seed, tile, tile_k, kernel)
-    _passed(f"C = A B for M, N, K = {m}, {n}, {k}")
+    shapes = ((tile + 1, 5, 9), (5, 6, 2 * (tile_k or tile) + 3))
+    for m, n, k in shapes:
+        a, b, c, _ = _gemm_run(gemm, m, n, k, rng)
+        _check_gemm(c, a, b, seed, tile, tile_k, kernel)
+    _passed("C = A B for M, N, K = " + " and ".join(", ".join(map(str, shape)) for shape in shapes))
 
 
 def gemm_edge_shapes(gemm, *, tile: int, tile_k: int | None = None, kernel=None) -> None:

@@ -197,11 +197,13 @@ def merge_traffic_problems(traffic, case: dict, partition_size: int) -> list[str
 
 
 def paged_v1_matches_reference(kernel) -> None:
-    """A shuffled block table, a partial last page, two query heads per KV head."""
-    context_lens = [13]
-    out, case, seed, _ = paged_v1_run(kernel, context_lens, heads=4, kv_heads=2, head_dim=8, block_size=4)
-    check_paged(out, case, seed=seed, kernel=kernel)
-    _passed(f"context_lens = {context_lens}, block_size 4, 4 query heads over 2 KV heads")
+    """A shuffled block table, a partial last page, two query heads per KV head; then pages of 3 slots (a
+    block size that is not a power of two)."""
+    for context_lens, heads, kv_heads, block_size in (([13], 4, 2, 4), ([7], 1, 1, 3)):
+        out, case, seed, _ = paged_v1_run(kernel, context_lens, heads=heads, kv_heads=kv_heads, head_dim=8,
+                                          block_size=block_size)
+        check_paged(out, case, seed=seed, kernel=kernel)
+    _passed("context_lens = [13], block_size 4, 4 query heads over 2 KV heads; [7] in pages of 3")
 
 
 def paged_v1_handles_mixed_lengths(kernel) -> None:
@@ -221,10 +223,13 @@ def paged_v1_is_numerically_stable(kernel) -> None:
 
 
 def paged_v1_traffic_fits(kernel) -> None:
-    """Only out written; each K and V element of a context read once per query head."""
-    out, case, seed, traffic = paged_v1_run(kernel, [3, 8], heads=1, kv_heads=1, head_dim=4, block_size=4,
-                                            counted=True)
-    if traffic is not None:
+    """Only out written; each K and V element of a context read once per query head, also with head_dim 40
+    (more channels than a warp's lanes)."""
+    for context_lens, head_dim in (([3, 8], 4), ([5], 40)):
+        out, case, seed, traffic = paged_v1_run(kernel, context_lens, heads=1, kv_heads=1, head_dim=head_dim,
+                                                block_size=4, counted=True)
+        if traffic is None:
+            break
         _raise_problems(paged_v1_traffic_problems(traffic, case))
     _passed("out written once; K and V of each context read once per query head")
 
@@ -359,17 +364,23 @@ def cache_write_traffic_problems(traffic, case: dict) -> list[str]:
 
 
 def cache_write_matches_reference(kernel) -> None:
-    """A prefill that crosses two block boundaries, a decode step into a partial page and one into a new page."""
-    spans = [(0, 9), (6, 1), (8, 1)]
-    k_cache, v_cache, case, seed, _ = cache_write_run(kernel, spans, kv_heads=2, head_dim=4, block_size=4)
-    check_cache_write(k_cache, v_cache, case, seed=seed)
-    _passed(f"new tokens at positions (start, count) = {spans} per sequence, block_size 4")
+    """A prefill that crosses two block boundaries, a decode step into a partial page and one into a new page;
+    then the same in pages of 3 slots (a block size that is not a power of two)."""
+    for spans, block_size in (([(0, 9), (6, 1), (8, 1)], 4), ([(0, 5), (2, 1)], 3)):
+        k_cache, v_cache, case, seed, _ = cache_write_run(kernel, spans, kv_heads=2, head_dim=4,
+                                                          block_size=block_size)
+        check_cache_write(k_cache, v_cache, case, seed=seed)
+    _passed("new tokens at positions (start, count) = [(0, 9), (6, 1), (8, 1)] per sequence, block_size 4; "
+            "[(0, 5), (2, 1)], block_size 3")
 
 
 def cache_write_traffic_fits(kernel) -> None:
-    """Each new key and value read once and stored once; the cache is not read."""
-    k_cache, v_cache, case, seed, traffic = cache_write_run(kernel, [(0, 5), (3, 1)], kv_heads=2, head_dim=4,
-                                                            block_size=4, counted=True)
-    if traffic is not None:
+    """Each new key and value read once and stored once; the cache is not read. Also a token of 2 x 80 floats,
+    more than the block's 128 threads."""
+    for spans, head_dim in (([(0, 5), (3, 1)], 4), ([(1, 1)], 80)):
+        k_cache, v_cache, case, seed, traffic = cache_write_run(kernel, spans, kv_heads=2, head_dim=head_dim,
+                                                                block_size=4, counted=True)
+        if traffic is None:
+            break
         _raise_problems(cache_write_traffic_problems(traffic, case))
     _passed("each new key and value read once and stored once")

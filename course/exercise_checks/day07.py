@@ -142,21 +142,30 @@ def gqa_prefill_matches_reference(kernel) -> None:
 
 
 def gqa_prefill_handles_every_group(kernel) -> None:
-    """MHA (group 1, where a block's 64 rows load a tile of 16 keys x 8 channels), and MQA with kv_lens."""
+    """MHA (group 1, where a block's 64 rows load a tile of 16 keys x 8 channels), MQA with kv_lens, a
+    sequence with no key, and a group above ROWS_MAX (two sub-groups of 129 and 128 heads, one position
+    per block)."""
     for args, options in (((1, 2, 2, 18, 18, 8), dict(causal=False)),
-                          ((2, 3, 1, 12, 14, 4), dict(causal=True, kv_lens=[14, 5]))):
+                          ((2, 3, 1, 12, 14, 4), dict(causal=True, kv_lens=[14, 5])),
+                          ((2, 2, 1, 3, 4, 4), dict(causal=False, kv_lens=[4, 0])),
+                          ((1, 257, 1, 2, 2, 1), dict(causal=True))):
         o, case, seed, _ = gqa_prefill_run(kernel, *args, **options)
         check_gqa_prefill(o, case, seed=seed, kernel=kernel)
-    _passed("group 1 (MHA) with head_dim 8, group 3 = heads (MQA) with kv_lens [14, 5], causal")
+    _passed("group 1 (MHA) with head_dim 8, group 3 = heads (MQA) with kv_lens [14, 5], causal; kv_lens [4, 0]; "
+            "group 257 (two blocks per KV head)")
 
 
 def gqa_prefill_traffic_fits(kernel) -> None:
-    """Only o written; q read once; K and V read once per block, for all the heads of its group."""
-    o, case, seed, traffic = gqa_prefill_run(kernel, 1, 4, 1, 10, 12, 4, causal=False, counted=True)
-    if traffic is not None:
-        _raise_problems(gqa_prefill_traffic_problems(traffic, case))
-    check_gqa_prefill(o, case, seed=seed, kernel=kernel)
-    _passed("o written once, q read once, K and V once per block for its 4 heads")
+    """Only o written; q read once; K and V read once per block, for all the heads of its group; causal,
+    a block loads the keys up to its last query position only (N = 100 over 128 keys: the first block
+    needs 64 keys, the second, partial one 100)."""
+    for args, causal in (((1, 4, 1, 10, 12, 4), False), ((1, 2, 1, 100, 128, 2), True)):
+        o, case, seed, traffic = gqa_prefill_run(kernel, *args, causal=causal, counted=True)
+        if traffic is not None:
+            _raise_problems(gqa_prefill_traffic_problems(traffic, case))
+        check_gqa_prefill(o, case, seed=seed, kernel=kernel)
+    _passed("o written once, q read once, K and V once per block for its 4 heads; causal, each block's keys up "
+            "to its last position")
 
 
 def merge_partials(partial_max, partial_sum, partial_acc) -> np.ndarray:
@@ -257,11 +266,15 @@ def gqa_decode_traffic_problems(traffic, case: dict) -> list[str]:
 
 
 def gqa_decode_matches_reference(kernel) -> None:
-    """Two KV heads with 2 query heads each, a shuffled table, a partial last page, two partitions."""
-    out, case, seed, _, partials = gqa_decode_run(kernel, [11], heads=4, kv_heads=2, head_dim=8, block_size=4,
-                                                  partition_size=8)
-    check_gqa_decode(out, case, partials, seed=seed, kernel=kernel)
-    _passed("context_lens = [11] in partitions of 8, 4 query heads over 2 KV heads")
+    """Two KV heads with 2 query heads each, a shuffled table, a partial last page, two partitions; then
+    pages of 3 slots (not a power of two) and a group of 4 with head_dim 40: 160 (head, channel) pairs,
+    more than the block's THREADS."""
+    for lens, heads, kv_heads, d, block_size, partition_size in (([11], 4, 2, 8, 4, 8), ([7], 4, 1, 40, 3, 4)):
+        out, case, seed, _, partials = gqa_decode_run(kernel, lens, heads=heads, kv_heads=kv_heads, head_dim=d,
+                                                      block_size=block_size, partition_size=partition_size)
+        check_gqa_decode(out, case, partials, seed=seed, kernel=kernel)
+    _passed("context_lens = [11] in partitions of 8, 4 query heads over 2 KV heads; [7] in pages of 3, "
+            "head_dim 40 for 4 query heads")
 
 
 def gqa_decode_handles_every_group(kernel) -> None:

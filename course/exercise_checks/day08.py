@@ -181,13 +181,18 @@ def check_mixed_prefill(o, case: dict, *, seed=None, label: str = "", kernel=Non
 
 def mixed_prefill_matches_reference(kernel) -> None:
     """fp16: two query heads per KV head, causal, two key tiles; bf16: a group of 3 with kv_lens [17, 0];
-    fp16 with sharp logits (all near 16 after the scale)."""
+    fp16 with sharp logits (all near 16 after the scale); then the edges of day 7's blocks: one head over 65
+    positions (two blocks of TILE_POS), causal with kv_lens [30] below most rows, and 257 heads over one KV
+    head (two sub-groups, 129 and 128 heads, of one position each), causal with kv_lens [1]."""
     for fmt, args, options in (("fp16", (1, 4, 2, 20, 20, 8), dict(causal=True)),
                                ("bf16", (2, 3, 1, 9, 17, 4), dict(causal=False, kv_lens=[17, 0])),
-                               ("fp16", (1, 2, 1, 4, 12, 16), dict(causal=False, values="sharp"))):
+                               ("fp16", (1, 2, 1, 4, 12, 16), dict(causal=False, values="sharp")),
+                               ("fp16", (1, 1, 1, 65, 40, 2), dict(causal=True, kv_lens=[30])),
+                               ("bf16", (1, 257, 1, 2, 3, 1), dict(causal=True, kv_lens=[1]))):
         o, case, seed = mixed_prefill_run(kernel, fmt, *args, **options)
         check_mixed_prefill(o, case, seed=seed, kernel=kernel)
-    _passed("fp16, 4 query heads over 2 KV heads, causal; bf16, group 3 with kv_lens [17, 0]; fp16, sharp logits")
+    _passed("fp16, 4 query heads over 2 KV heads, causal; bf16, group 3 with kv_lens [17, 0]; fp16, sharp logits; "
+            "fp16, 65 positions causal with kv_lens [30]; bf16, 257 heads on one KV head, causal with kv_lens [1]")
 
 
 def mixed_prefill_long_rows(kernel) -> None:
@@ -317,11 +322,15 @@ def check_mixed_decode(out, case: dict, partials=None, *, seed=None, label: str 
 
 
 def mixed_decode_matches_reference(kernel) -> None:
-    """An fp16 cache: 2 query heads on one KV head, a shuffled table, a partial last page, two partitions."""
-    out, case, seed, _, partials = mixed_decode_run(kernel, [11], heads=2, kv_heads=1, head_dim=8, block_size=4,
-                                                    partition_size=8)
-    check_mixed_decode(out, case, partials, seed=seed, kernel=kernel)
-    _passed("fp16 cache, context_lens = [11] in partitions of 8, 2 query heads over 1 KV head")
+    """An fp16 cache: 2 query heads on one KV head, a shuffled table, a partial last page, two partitions;
+    then 9 query heads on one KV head (two blocks, of 5 and 4 heads) and an empty context, whose partition
+    holds no token."""
+    for lens, heads in (([11], 2), ([3, 0], 9)):
+        out, case, seed, _, partials = mixed_decode_run(kernel, lens, heads=heads, kv_heads=1, head_dim=8,
+                                                        block_size=4, partition_size=8)
+        check_mixed_decode(out, case, partials, seed=seed, kernel=kernel)
+    _passed("fp16 cache, context_lens = [11] in partitions of 8, 2 query heads over 1 KV head; context_lens = "
+            "[3, 0], 9 query heads over 1 KV head")
 
 
 def mixed_decode_long_context(kernel) -> None:
@@ -389,9 +398,12 @@ def fp8_quantize_case(rng, values, *, block_size: int = 4, head_dim: int = 16, k
     return dict(x=x, scales=scales)
 
 
-def fp8_cache_case(rng, num_blocks: int, kv_heads: int, block_size: int, head_dim: int) -> dict:
+def fp8_cache_case(rng, num_blocks: int, kv_heads: int, block_size: int, head_dim: int, *,
+                   amax_last: bool = False) -> dict:
     """A float32 cache whose pages have magnitudes from 1e-3 to 1e3, one page of zeros and one page whose
-    largest |x| is negative (so its largest x is not its largest |x|)."""
+    largest |x| is negative (so its largest x is not its largest |x|). amax_last: each page's largest |x|
+    is its last element, negative (in a page of more than FP8_THREADS elements, one a thread reaches on its
+    second step)."""
     shape = (num_blocks, kv_heads, block_size, head_dim)
     x = rng.standard_normal(shape) * 10.0 ** rng.uniform(-3, 3, (num_blocks, kv_heads, 1, 1))
     x = x.astype(np.float32)
@@ -399,6 +411,8 @@ def fp8_cache_case(rng, num_blocks: int, kv_heads: int, block_size: int, head_di
         x[0, 0] = 0.0
         x[-1, -1] = -np.abs(x[-1, -1])
         x[-1, -1, 0, 0] *= 3.0
+    if amax_last:
+        x[..., -1, -1] = -2 * np.abs(x).max(axis=(2, 3))
     return dict(x=x, scales=None)
 
 
@@ -501,8 +515,13 @@ def fp8_quantize_matches_reference(kernel) -> None:
     case = fp8_quantize_case(rng, wanted, block_size=4, head_dim=16, kv_heads=2, scale_choices=FP8_RECIPROCAL_SCALES)
     codes, _ = fp8_quantize_run(kernel, case)
     check_fp8_codes(codes, case, seed=seed, label="ties with scales 61, 63, 0.953125 and 15")
-    _passed(f"{2 * case['x'].size} codes bit for bit: ties (with power-of-two and other scales), subnormals, "
-            f"saturation, -0.0")
+    count = 2 * case["x"].size
+    case = fp8_quantize_case(rng, rng.standard_normal(160).astype(np.float32) * 100, block_size=4, head_dim=40,
+                             kv_heads=1, power_of_two_scales=False)
+    codes, _ = fp8_quantize_run(kernel, case)
+    check_fp8_codes(codes, case, seed=seed, label="a page of 160 elements (threads 0 to 31 take two)")
+    _passed(f"{count + case['x'].size} codes bit for bit: ties (with power-of-two and other scales), subnormals, "
+            f"saturation, -0.0, a page longer than the block")
 
 
 def fp8_quantize_computes_scales(kernel) -> None:
@@ -512,4 +531,7 @@ def fp8_quantize_computes_scales(kernel) -> None:
     case = fp8_cache_case(rng, 3, 2, 4, 8)
     _, scales = fp8_quantize_run(kernel, case)
     check_fp8_scales(scales, case, seed=seed)
-    _passed("a scale per page (a page of zeros among them), bit for bit")
+    case = fp8_cache_case(rng, 1, 1, 4, 40, amax_last=True)
+    _, scales = fp8_quantize_run(kernel, case)
+    check_fp8_scales(scales, case, seed=seed, label="a page of 160 elements whose largest |x| is the last")
+    _passed("a scale per page (a page of zeros among them, a page of 160 elements), bit for bit")
