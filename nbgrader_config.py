@@ -35,3 +35,11 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
+# Validate on a lesson (no graded cell) says so and names the day's exercise, instead of "Success!"
+# (grader/validate.py). nbgrader 0.9 does not mark Validator.preprocessors configurable; this does.
+from grader.validate import ValidateExecute  # noqa: E402
+from nbgrader.preprocessors import CheckCellMetadata, ClearOutput  # noqa: E402
+from nbgrader.validator import Validator  # noqa: E402
+
+Validator.class_traits()["preprocessors"].tag(config=True)
+c.Validator.preprocessors = [CheckCellMetadata, ClearOutput, ValidateExecute]

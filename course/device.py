@@ -112,6 +112,11 @@ def use_device(choice: str | None = None, *, quiet: bool = False) -> str:
             gates.check_notebook_kernels()
     else:
         graded_notice.install()
+    # An error raised through the course's code shows its cause first, the student's own lines, and the
+    # rest of the traceback folded (course/tracebacks.py).
+    from course import tracebacks
+
+    tracebacks.install()
     if not quiet:
         print(device_summary())
     return target

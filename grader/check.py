@@ -41,9 +41,10 @@ import sys
 
 from grader.nbgrader_api import assignments as list_assignments, course_root
 
-# A message longer than this many lines is cut: the first lines hold the cause.
-MESSAGE_LINES = 12
-LINE_CHARS = 200
+# A message is shown whole, each line wrapped to the terminal (the advice is often at the end of a long
+# line); only a message of more than this many lines (a table of a hundred mismatches) is cut, with a mark.
+MESSAGE_LINES = 60
+MESSAGE_COLUMN = 48     # where a message starts in the table
 ASSIGNMENT_NAME = re.compile(r"day\d\d_\w+")
 NOT_RUN_WHEN_GRADED = "not_run_when_graded"     # cell metadata course_check.<this>: lines left out, with why
 CRASHED = "KernelDied"
@@ -77,7 +78,7 @@ def _error_message(output) -> str:
             if arrows:
                 evalue = "failed at: " + arrows[-1].split("---->", 1)[1].strip().lstrip("0123456789").strip()
                 break
-    lines = [line[:LINE_CHARS] for line in evalue.splitlines()] or [""]
+    lines = evalue.splitlines() or [""]
     if len(lines) > MESSAGE_LINES:
         lines = lines[:MESSAGE_LINES] + [f"... ({len(lines) - MESSAGE_LINES} more lines)"]
     lines[0] = f"{ename}: {lines[0]}".rstrip()
@@ -285,16 +286,35 @@ def _shown(path: pathlib.Path) -> str:
         return str(path)
 
 
-def format_table(results: dict[str, list[Exercise]], paths: dict[str, pathlib.Path] | None = None) -> str:
+def _wrapped(message: str, width: int) -> list[str]:
+    """Every line of ``message`` wrapped to ``width`` columns, nothing dropped; a continuation keeps the
+    line's own indentation and two more spaces."""
+    import textwrap
+
+    out = []
+    for line in message.splitlines() or [""]:
+        indent = line[:len(line) - len(line.lstrip())]
+        out += textwrap.wrap(line, width=width, subsequent_indent=indent + "  ", break_long_words=True,
+                             break_on_hyphens=False, drop_whitespace=True) or [""]
+    return out
+
+
+def format_table(results: dict[str, list[Exercise]], paths: dict[str, pathlib.Path] | None = None,
+                 width: int | None = None) -> str:
+    """The table ``course check`` prints: a line per exercise, its message whole, wrapped to ``width``
+    columns (default: the terminal's, at least 100)."""
+    import shutil
+
+    width = width or max(100, shutil.get_terminal_size((120, 24)).columns)
     lines = []
     for day, exercises in results.items():
         passed = sum(e.status == "pass" for e in exercises)
         where = f"  ({_shown(paths[day])})" if paths and day in paths else ""
         lines.append(f"{day:34s} {passed}/{len(exercises)} exercises pass{where}")
         for e in exercises:
-            first, *rest = e.message.splitlines() or [""]
+            first, *rest = _wrapped(e.message, width - MESSAGE_COLUMN)
             lines.append(f"  {e.name:32s} {e.status:12s} {first}".rstrip())
-            lines += [f"{'':48s}{line}".rstrip() for line in rest]
+            lines += [f"{'':{MESSAGE_COLUMN}s}{line}".rstrip() for line in rest]
     return "\n".join(lines)
 
 

@@ -69,6 +69,21 @@ def test_each_outcome_is_reported_with_its_whole_message(tmp_path):
     assert "dies_tests" in by_name["dies"].message and "kernel died" in by_name["dies"].message
 
 
+def test_a_long_message_is_shown_whole_wrapped_to_the_width():
+    """The advice at the end of a long line (here past character 200) is kept, every line fits the width."""
+    from grader.check import Exercise, _error_message, format_table
+
+    advice = ("wrong rescaling of a partition: " + "the running maximum of each partition differs, " * 5
+              + "multiply both by exp(partial_max[p] - new_max) before adding")
+    long_table = "\n".join(f"row {i}: mismatch" for i in range(70))
+    message = _error_message({"ename": "CheckFailure", "evalue": advice + "\n" + long_table})
+    assert advice in message and "row 58: mismatch" in message and "(11 more lines)" in message
+    table = format_table({"day06_paged_attention": [Exercise("merge", "FAIL", message)]}, width=100)
+    assert all(len(line) <= 100 for line in table.splitlines()), table
+    words = " ".join(line.strip() for line in table.splitlines())
+    assert "multiply both by exp(partial_max[p] - new_max) before adding" in words
+
+
 @pytest.mark.parametrize("how", ["os._exit(3)", "import ctypes\nctypes.string_at(0)"], ids=["exit", "segfault"])
 def test_a_dead_kernel_is_a_crash_and_later_exercises_did_not_run(tmp_path, how):
     path = write_exercise(tmp_path / "day00_toy.ipynb", {"first": PASSING, "dies": ("pass", how),
