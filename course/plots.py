@@ -25,7 +25,7 @@ import re
 from course.records import Recording, where as _where
 
 __all__ = ["plot_timing", "plot_traffic", "plot_roofline", "rung_colour", "add_legend", "recording_stamp_of",
-           "STYLE"]
+           "distinguish", "look_alike", "hidden_series", "colour_distance", "STYLE"]
 
 STYLE = {
     "figsize": (6.4, 4.0),
@@ -94,6 +94,128 @@ def _series_style(label: str) -> dict:
     return {**STYLE["line"], "color": rung_colour(label)}
 
 
+# Two colours closer than this (CIELAB distance) read as one colour in a legend: the greens of the two
+# palettes above are 16 apart, their oranges 14, purples 17, pinks 30; blue and orange are 122.
+CLOSE_COLOURS = 31.0
+# Markers given, in order, to a series whose colour looks like an earlier one's in the same axes.
+SPARE_MARKERS = ("s", "^", "D", "v", "P", "X", "<", ">")
+
+
+def colour_distance(a, b) -> float:
+    """How far apart two matplotlib colours look: the Euclidean distance in CIELAB (1976)."""
+    from matplotlib.colors import to_rgb
+
+    def lab(colour):
+        linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgb(colour)]
+        r, g, b_ = linear
+        xyz = ((0.4124 * r + 0.3576 * g + 0.1805 * b_) / 0.95047, 0.2126 * r + 0.7152 * g + 0.0722 * b_,
+               (0.0193 * r + 0.1192 * g + 0.9505 * b_) / 1.08883)
+        f = [t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116 for t in xyz]
+        return 116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])
+
+    return sum((p - q) ** 2 for p, q in zip(lab(a), lab(b))) ** 0.5
+
+
+def _labelled(ax) -> list:
+    """The lines of ``ax`` a legend names (labels not starting with an underscore), in drawing order."""
+    return [line for line in ax.lines if not str(line.get_label()).startswith("_") and line.get_visible()]
+
+
+def _look(line) -> tuple:
+    marker = line.get_marker()
+    return (line.get_linestyle() if line.get_linestyle() not in ("", " ", "none") else "None",
+            marker if marker not in ("", " ", None, "none") else "None")
+
+
+def look_alike(ax) -> list[tuple[str, str]]:
+    """Pairs of series of ``ax`` a reader cannot tell apart: colours closer than ``CLOSE_COLOURS`` drawn
+    with the same line style and the same marker."""
+    lines = _labelled(ax)
+    return [(a.get_label(), b.get_label()) for i, a in enumerate(lines) for b in lines[i + 1:]
+            if _look(a) == _look(b) and colour_distance(a.get_color(), b.get_color()) < CLOSE_COLOURS]
+
+
+def distinguish(ax) -> None:
+    """Make every series of ``ax`` one a reader can find: a series that looks like an earlier one
+    (``look_alike``) gets a marker of its own, and a series drawn over another that it would hide entirely
+    (``hidden_series``: two rungs with the same numbers) is drawn hollow and larger, or dashed, so the one
+    under it shows through. Colours stay those of the rungs."""
+    _mark_look_alikes(ax)
+    lines = {line.get_label(): line for line in _labelled(ax)}
+    for _ in range(len(lines)):
+        found = hidden_series(ax)
+        if not found:
+            break
+        for _, above in found:
+            top = lines[above]
+            if _look(top)[1] != "None":
+                top.set_fillstyle("none")
+                top.set_markersize(top.get_markersize() + 3)
+                top.set_markeredgewidth(max(1.5, top.get_markeredgewidth()))
+            if _look(top)[0] != "None":
+                top.set_linestyle("--" if top.get_linestyle() == "-" else ":")
+
+
+def _mark_look_alikes(ax) -> None:
+    lines = _labelled(ax)
+    for i, line in enumerate(lines):
+        clashes = [other for other in lines[:i] if _look(other) == _look(line)
+                   and colour_distance(other.get_color(), line.get_color()) < CLOSE_COLOURS]
+        if not clashes:
+            continue
+        taken = {_look(other)[1] for other in lines[:i]
+                 if colour_distance(other.get_color(), line.get_color()) < CLOSE_COLOURS}
+        spare = next((m for m in SPARE_MARKERS if m not in taken), None)
+        if spare is not None:
+            line.set_marker(spare)
+            if line.get_markersize() < 4:
+                line.set_markersize(4)
+
+
+def hidden_series(ax, pixels: float = 1.0) -> list[tuple[str, str]]:
+    """``(hidden, above)`` pairs: a series of ``ax`` every point of which is drawn under a point of a series
+    drawn above it (later, or at a higher zorder), with a marker at least as large and filled, and a line at
+    least as wide where the hidden one has a line: its legend entry names something no one can see."""
+    import numpy as np
+
+    def points(line):
+        xy = np.column_stack([np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)])
+        with np.errstate(all="ignore"):
+            shown = line.get_transform().transform(xy) if len(xy) else xy
+        return shown[np.isfinite(shown).all(axis=1)] if len(shown) else shown
+
+    def covers(top, under) -> bool:
+        top_style, under_style = _look(top), _look(under)
+        if under_style[1] != "None":
+            if top_style[1] == "None":
+                return False
+            if top.get_fillstyle() == "none":      # a ring hides only the same ring under it
+                if not (under.get_fillstyle() == "none" and top_style[1] == under_style[1]
+                        and abs(top.get_markersize() - under.get_markersize()) < 1):
+                    return False
+            elif top.get_markersize() < under.get_markersize():
+                return False
+        if under_style[0] != "None" and (top_style[0] in ("None", "--", ":", "-.")
+                                         or top.get_linewidth() < under.get_linewidth()):
+            return False        # no line on top, or a broken one: the line under it shows
+        p, q = points(under), points(top)
+        if not len(p) or not len(q):
+            return False
+        distance = np.sqrt(((p[:, None, :] - q[None, :, :]) ** 2).sum(axis=2)).min(axis=1)
+        return bool((distance <= pixels).all())
+
+    ax.get_xlim(), ax.get_ylim()        # the limits as drawn, so the points land where a reader sees them
+    lines = _labelled(ax)
+    order = sorted(range(len(lines)), key=lambda i: (lines[i].get_zorder(), i))
+    found = []
+    for rank, i in enumerate(order):
+        for j in order[rank + 1:]:
+            if covers(lines[j], lines[i]):
+                found.append((lines[i].get_label(), lines[j].get_label()))
+                break
+    return found
+
+
 def _new_axes(ax):
     if ax is None:
         import matplotlib.pyplot as plt
@@ -115,12 +237,14 @@ def _finish(ax, xlabel: str, ylabel: str, title: str | None, legend_title: str |
 
 
 def add_legend(ax, **options):
-    """Redraw the legend of ``ax`` (after adding a curve) and keep the title a plot function gave it.
+    """Redraw the legend of ``ax`` (after adding a curve) and keep the title a plot function gave it; a
+    series whose colour looks like an earlier one's gets a marker of its own first (``distinguish``).
 
     The title says where recorded numbers come from; ``ax.legend()`` alone would drop it.
     options: passed to ``ax.legend`` (``ncols=2``, ``loc=...``) over the course's legend style.
     """
     title = options.pop("title", getattr(ax, _LEGEND_TITLE_ATTRIBUTE, None))
+    distinguish(ax)
     return ax.legend(title=title, **{**STYLE["legend"], **options})
 
 

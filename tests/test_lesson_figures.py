@@ -9,7 +9,11 @@ and fails the lesson on
   to 0 pushes every curve onto an edge);
 - a log axis whose limits are not positive;
 - a series drawn from a GPU recording whose axes or figure legend does not carry the recording's
-  "recorded on <device> (<date>)" stamp.
+  "recorded on <device> (<date>)" stamp;
+- two series of one axes a reader cannot tell apart (colours that look alike, drawn with the same line
+  and marker: ``course.plots.look_alike``);
+- a series hidden under another, every point of it covered (``course.plots.hidden_series``): its legend
+  entry names something no one can see.
 
 Set ``LESSON_FIGURES_DIR`` to a folder to keep a PNG of every figure (named after lesson and cell).
 """
@@ -69,7 +73,7 @@ def _legend_texts(ax) -> str:
 
 def axes_problems(ax) -> list[str]:
     """What makes this axes unreadable, as sentences; empty when it is fine."""
-    from course.plots import recording_stamp_of
+    from course.plots import hidden_series, look_alike, recording_stamp_of
 
     name = ax.get_title() or ax.get_ylabel() or "untitled axes"
     problems = []
@@ -84,6 +88,10 @@ def axes_problems(ax) -> list[str]:
         if len(line.get_xdata()) and not _visible_points(line, ax):
             problems.append(f"{name!r}: no point of {label!r} lies inside the visible range "
                             f"(x {ax.get_xlim()}, y {ax.get_ylim()}, {ax.get_yscale()} y)")
+    for first, second in look_alike(ax):
+        problems.append(f"{name!r}: {first!r} and {second!r} look alike (colours too close, same line and marker)")
+    for hidden, above in hidden_series(ax):
+        problems.append(f"{name!r}: {hidden!r} is drawn entirely under {above!r} and cannot be seen")
     stamps = {recording_stamp_of(artist) for artist in drawn} - {None}
     legends = _legend_texts(ax)
     for stamp in sorted(stamps):
@@ -418,3 +426,36 @@ def test_a_recorded_series_without_its_stamp_fails(plt):
     assert not axes_problems(ax)
     ax.legend(fontsize="small")     # the old day-5 bug: a new legend drops the "recorded on" title
     assert any("without the label 'recorded on Fake GPU (2025-11-22)'" in p for p in axes_problems(ax))
+
+
+def test_series_that_look_alike_fail_until_told_apart(plt):
+    from course.plots import add_legend
+
+    _, ax = plt.subplots()
+    for step, (label, colour) in enumerate((("rung a", "#2ca02c"), ("rung b", "#66a61e"), ("rung c", "#1f77b4"))):
+        ax.plot([1, 2, 3], [1, 2 + step, 3 + 2 * step], color=colour, marker="o", label=label)   # two greens
+    ax.plot([1, 2, 3], [3, 2, 1], color="#2ca02c", linestyle="--", marker="", label="model of rung a")
+    ax.figure.canvas.draw()
+    assert [p for p in axes_problems(ax) if "look alike" in p] == [
+        "'untitled axes': 'rung a' and 'rung b' look alike (colours too close, same line and marker)"]
+    add_legend(ax)                  # the course's legend gives the second green a marker of its own
+    assert ax.lines[1].get_marker() != ax.lines[0].get_marker() and not axes_problems(ax)
+
+
+def test_a_series_drawn_under_another_fails(plt):
+    _, ax = plt.subplots()
+    ax.plot([1, 2, 3], [1, 4, 9], "s", markersize=5, label="under")
+    ax.plot([1, 2, 3], [1, 4, 9], "s", markersize=7, label="above")
+    ax.plot([1, 2, 3], [2, 5, 10], "o", markersize=7, fillstyle="none", label="hollow, elsewhere")
+    ax.plot([1, 2, 3], [2, 5, 10], "o", markersize=4, label="inside the hollow one")
+    ax.figure.canvas.draw()
+    assert [p for p in axes_problems(ax) if "cannot be seen" in p] == [
+        "'untitled axes': 'under' is drawn entirely under 'above' and cannot be seen"]
+    from course.plots import add_legend
+
+    ax.plot([1, 2, 3], [5, 6, 7], "-", color="C3", label="a line")
+    ax.plot([1, 2, 3], [5, 6, 7], "-", color="C4", label="the same line on top")
+    add_legend(ax)                  # the course's legend draws what lies on top hollow, or dashed
+    ax.figure.canvas.draw()
+    assert ax.lines[1].get_fillstyle() == "none" and ax.lines[5].get_linestyle() == "--"
+    assert not axes_problems(ax)
