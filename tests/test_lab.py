@@ -165,6 +165,10 @@ def test_make_lab_is_the_students_lab(student_lab):
     assert url.path == START_PAGE, f"make lab printed {lab.printed_url()}, which is not the start page"
     status, body = lab.get("/api/contents/START_HERE.ipynb")
     assert status == 200 and "The days" in "".join(_source(c) for c in json.loads(body)["content"]["cells"])
+    status, body = lab.get("/api/contents/")
+    shown = {item["name"] for item in json.loads(body)["content"]}
+    assert status == 200 and {"lessons", "exercises", "START_HERE.ipynb"} <= shown, shown
+    assert not [name for name in shown if name.endswith(".egg-info")], f"the file browser shows {sorted(shown)}"
 
     disabled = lab.page_config()["disabledExtensions"]
     for plugin in HIDDEN_FROM_STUDENTS:

@@ -22,3 +22,8 @@ if bash:
 # Notebooks reach JupyterLab with the kernelspec and language_info their kernel will report, so
 # opening one does not mark it modified (see course/notebooks.py).
 c.ServerApp.contents_manager_class = "course.notebooks.KernelMetadataContentsManager"
+
+# The file browser shows the course, not its packaging: `pip install -e .` (make lab) writes
+# llm_kernels_course.egg-info at the top of the course, and caches and bytecode are noise too.
+c.ContentsManager.hide_globs = ["__pycache__", "*.pyc", "*.pyo", ".DS_Store", "*.so", "*.dylib", "*~",
+                                "*.egg-info", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints"]
