@@ -485,7 +485,7 @@ def _warm_up() -> None:
     from grader import cleanroom
 
     # The fingerprints of the course's kernels and host code: seconds of parsing in every process otherwise.
-    cleanroom.course_kernels(), cleanroom.course_host_functions(), cleanroom.course_kernel_names()
+    cleanroom.course_functions(), cleanroom.course_host_functions(), cleanroom.course_kernel_names()
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# *warm* `up`"),
                                          nbformat.v4.new_code_cell("x = 1", outputs=[nbformat.v4.new_output(
                                              "stream", text="1\n")])])

@@ -48,10 +48,11 @@ out and reported like a kernel of the course.
 The course's own kernels are public (``kernels/``), and a graded submission may not use them. A
 student's cell that imports the ``kernels`` package or reaches into it (``cuda.jit(kernels.gemm.
 gemm_v4_register_blocked_kernel.py_func)``) loses that line like any other; a ``@cuda.jit``
-function whose syntax tree, with every name, docstring and comment taken out, is that of a kernel
-of the course with at least ``COPY_MIN_NODES`` nodes (a kernel too short to be told apart from an
-honest answer is never called a copy) is left out too, marked ``# [the course's kernel ...]``. Each
-is reported (``course_kernel``).
+function whose syntax tree, with every name, docstring and comment taken out, is that of a function
+of the course is left out too, marked ``# [the course's kernel ...]``, when the cell's matching functions
+are the substance of the exercise (``course_copies``: at least ``COPY_MIN_NODES`` nodes together, or a
+device function of at least ``DEVICE_COPY_MIN_NODES``; a kernel too short to be told apart from an honest
+answer is never called a copy). Each is reported (``course_kernel``).
 """
 
 from __future__ import annotations
@@ -68,6 +69,10 @@ COPY_MARK = "# [the course's kernel: not graded] "
 HOST_BASES = ("kernels.block_pool",)     # what of the course a host answer may import: its base class
 HOST_COURSE_CODE = ("kernels/block_manager.py",)   # the course's host code a host answer may not paste
 COPY_MIN_NODES = 150
+# A device function carries an idea of its own (a rounding rule, a merge of two softmax states): pasted
+# verbatim from the course, one of this many nodes is the course's even where a whole kernel would be too
+# short to call a copy (no honest sample of the catalog matches any course function, of any size).
+DEVICE_COPY_MIN_NODES = 60
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
@@ -119,15 +124,37 @@ def _course_jit_functions() -> tuple:
 
 
 @functools.lru_cache(maxsize=1)
-def course_kernels() -> dict[str, str]:
-    """``{fingerprint: "kernels/gemm.py: gemm_v4_register_blocked_kernel"}`` of the course's kernels
-    long enough to be told apart from an honest answer."""
+def course_functions() -> dict[str, tuple[str, int, bool]]:
+    """``{fingerprint: (label, nodes, is a device function)}`` of every ``@cuda.jit`` function of the course."""
     found = {}
     for path, node in _course_jit_functions():
         key, size = fingerprint(node)
-        if size >= COPY_MIN_NODES:
-            found[key] = f"{path.relative_to(PROJECT_ROOT).as_posix()}: {node.name}"
+        device = any("device" in ast.unparse(d) for d in node.decorator_list)
+        found.setdefault(key, (f"{path.relative_to(PROJECT_ROOT).as_posix()}: {node.name}", size, device))
     return found
+
+
+def course_copies(nodes) -> dict[int, str]:
+    """``{first line: what of the course it is}`` for the ``@cuda.jit`` functions of one answer cell that are
+    the course's. The substance of an exercise is its answer cell's code taken together: the functions whose
+    syntax trees (names, docstrings and comments aside) are the course's count as the course's when they make
+    up ``COPY_MIN_NODES`` nodes together (a kernel, or an encoder and its rounding pasted side by side), or
+    when one of them is a device function of ``DEVICE_COPY_MIN_NODES`` nodes or more. Shorter matches (a
+    five-line guarded kernel that anyone would write the same way) stay the student's."""
+    known = course_functions()
+    matches = {}
+    for node in nodes:
+        if isinstance(node, ast.FunctionDef):
+            try:
+                twin = known.get(fingerprint(node)[0])
+            except RecursionError:      # nested deeper than any function of the course: not a copy
+                twin = None
+            if twin is not None:
+                matches[rule.first_line(node)] = twin
+    total = sum(size for _, size, _ in matches.values())
+    if total >= COPY_MIN_NODES or any(device and size >= DEVICE_COPY_MIN_NODES for _, size, device in matches.values()):
+        return {line: label for line, (label, _, _) in matches.items()}
+    return {}
 
 
 def course_kernel_names() -> frozenset:
@@ -237,15 +264,13 @@ def _first_line(node: ast.stmt) -> int:
     return rule.first_line(node)
 
 
-def _copy_veto(node: ast.stmt):
-    """A kept ``@cuda.jit`` function that is a kernel of the course: ``(reason, mark)``, else None."""
-    if not isinstance(node, ast.FunctionDef):
-        return None
-    try:
-        twin = course_kernels().get(fingerprint(node)[0])
-    except RecursionError:          # nested deeper than any kernel of the course: not a copy
-        return None
-    return None if twin is None else (f"it is the course's kernel ({twin})", COPY_MARK)
+def _copy_veto(copies: dict[int, str]):
+    """The veto of ``rule.clean_source`` that leaves out the cell's functions that are the course's
+    (``course_copies``): ``(reason, mark)`` for those, None for the rest."""
+    def veto(node: ast.stmt):
+        twin = copies.get(rule.first_line(node)) if isinstance(node, ast.FunctionDef) else None
+        return None if twin is None else (f"it is the course's kernel ({twin})", COPY_MARK)
+    return veto
 
 
 def clean_source(source: str, scope: Scope | None = None, kernel_modules: frozenset | None = None) -> Cleaned:
@@ -255,8 +280,8 @@ def clean_source(source: str, scope: Scope | None = None, kernel_modules: frozen
     (``kernel_module_names``); by default those this cell binds."""
     scope = scope if scope is not None else Scope()
     given = {name for name, what in scope.modules.items() if _module_root(str(what)) == "kernels"}
-    cleaned = rule.clean_source(source, scope, veto=_copy_veto)
     nodes = {rule.first_line(n): n for n in rule.statements(source)}
+    cleaned = rule.clean_source(source, scope, veto=_copy_veto(course_copies(nodes.values())))
     if kernel_modules is None:
         kernel_modules = kernel_module_names(nodes.values())
     kernel_modules = frozenset(kernel_modules) | given

@@ -641,3 +641,27 @@ def test_the_notebook_run_as_written_notes_the_lines_and_fails_the_kernel_that_n
     assert results["axpb_kernel"].status == "FAIL"
     assert "NotRunWhenGraded" in results["axpb_kernel"].message and "BLOCK" in results["axpb_kernel"].message
     assert results["normalize_rows_kernel"].status == "pass", results["normalize_rows_kernel"]
+
+
+def test_the_substance_of_an_exercise_is_its_cell_taken_together():
+    """grader.cleanroom.course_copies: the cell's functions that are the course's, counted together."""
+    import ast
+    import inspect
+
+    from grader import cleanroom
+    from kernels.elementwise import axpb_v1_guarded_kernel
+    from kernels.low_precision_attention.fp8 import _e4m3_code, _round_half_even
+
+    def nodes(*functions):
+        source = "\n\n".join("@cuda.jit\n" + inspect.getsource(f.py_func).split("\n", 1)[1] for f in functions)
+        return ast.parse(source).body, source
+
+    guarded, _ = nodes(axpb_v1_guarded_kernel)          # 51 nodes: what anyone writes for y = a x + b
+    assert cleanroom.course_copies(guarded) == {}
+    encoder, _ = nodes(_e4m3_code)                       # a device function of 147 nodes: an idea of its own
+    assert list(cleanroom.course_copies(encoder).values()) == ["kernels/low_precision_attention/fp8.py: _e4m3_code"]
+    rounding, _ = nodes(_round_half_even)                # 67 nodes, a device function
+    assert cleanroom.course_copies(rounding)
+    _, source = nodes(_round_half_even, _e4m3_code)
+    cleaned = cleanroom.clean_source("from numba import cuda\n\n\n" + source)
+    assert len(cleaned.course_kernels) == 2 and "_round_half_even" in cleaned.course_kernels[0]
