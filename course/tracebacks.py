@@ -25,7 +25,7 @@ import re
 import sys
 import traceback
 
-__all__ = ["install", "short_traceback", "course_file"]
+__all__ = ["install", "short_traceback", "course_file", "wrapped"]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("course", "kernels", "grader")
@@ -44,6 +44,22 @@ def course_file(filename: str) -> str | None:
     return str(relative) if relative.parts and relative.parts[0] in PACKAGES else None
 
 
+WIDTH = 100     # nbgrader's Validate dialog shows the error unwrapped, in a box about this wide
+
+
+def wrapped(message: str, width: int = WIDTH) -> list[str]:
+    """Every line of ``message`` wrapped to ``width`` columns, nothing dropped; a continuation keeps the
+    line's indentation and two more spaces."""
+    import textwrap
+
+    out = []
+    for line in message.splitlines():
+        indent = line[:len(line) - len(line.lstrip())]
+        out += textwrap.wrap(line, width=width, subsequent_indent=indent + "  ", break_long_words=False,
+                             break_on_hyphens=False) or [""]
+    return out
+
+
 def _cell_name(shell, filename: str) -> str | None:
     """``In[3]`` for the file of a notebook cell, else None."""
     try:
@@ -58,7 +74,7 @@ def short_traceback(shell, etype, value, tb) -> list[str] | None:
     frames = traceback.extract_tb(tb)
     if not any(course_file(frame.filename) for frame in frames):
         return None
-    message = str(value).strip()
+    message = "\n".join(wrapped(str(value).strip()))
     lines = [f"{_RED}{_BOLD}{etype.__name__}{_RESET}: {message}" if message else f"{_RED}{_BOLD}{etype.__name__}{_RESET}"]
     own = [(cell, frame) for frame in frames if (cell := _cell_name(shell, frame.filename))]
     if own:
@@ -71,7 +87,7 @@ def short_traceback(shell, etype, value, tb) -> list[str] | None:
     if hidden:
         lines.append("")
         lines.append(f"({hidden} frame{'s' if hidden != 1 else ''} inside the course and the libraries it uses "
-                     f"left out: open \"full traceback\" below, or run %tb)")
+                     f"left out; in the notebook, \"full traceback\" under the error lists them, and so does %tb)")
     return ["\n".join(lines)]
 
 

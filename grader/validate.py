@@ -32,7 +32,10 @@ def not_an_exercise(nb, folder: str | None = None) -> str:
     where = (f" The exercise of day {int(day.group(1))} is exercises/{exercises[0].parent.name}/{exercises[0].name}:"
              f" open it and press Validate there." if exercises else
              " The exercises are the notebooks of exercises/: open one and press Validate there.")
-    return f"This notebook has no graded cell: it is {what}, so Validate checked nothing in it.{where}"
+    from course.tracebacks import wrapped
+
+    return "\n".join(wrapped(f"This notebook has no graded cell: it is {what}, so Validate checked nothing in "
+                             f"it.{where}"))
 
 
 class ValidateExecute(Execute):

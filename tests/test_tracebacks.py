@@ -9,6 +9,7 @@ IPython's traceback; and nbgrader's Validate, which runs the notebook the same w
 from __future__ import annotations
 
 import pathlib
+import re
 
 import nbformat
 from nbclient import NotebookClient
@@ -42,6 +43,8 @@ def test_a_failed_check_reads_cause_first_with_the_student_s_lines_and_no_clone_
     assert "in your cells:" in text and "line 4: check(mine(6)" in text, text
     assert str(ROOT) not in text and "course/checking.py" not in text, text   # no course frame, no clone path
     assert "left out" in text and "%tb" in text
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    assert max(len(line) for line in plain.splitlines()) <= 120, plain     # Validate's dialog does not wrap
     folded = [o for o in nb.cells[1].outputs if o.output_type == "display_data"]
     assert folded and "<details><summary>full traceback</summary>" in folded[0].data["text/html"]
     full = folded[0].data["text/html"]
