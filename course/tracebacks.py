@@ -86,8 +86,9 @@ def short_traceback(shell, etype, value, tb) -> list[str] | None:
     hidden = len(frames) - len(own)
     if hidden:
         lines.append("")
-        lines.append(f"({hidden} frame{'s' if hidden != 1 else ''} inside the course and the libraries it uses "
-                     f"left out; in the notebook, \"full traceback\" under the error lists them, and so does %tb)")
+        lines += wrapped(f"({hidden} frame{'s' if hidden != 1 else ''} inside the course and the libraries it "
+                         f"uses left out; in the notebook, \"full traceback\" under the error lists them, and so "
+                         f"does %tb)")
     return ["\n".join(lines)]
 
 
