@@ -9,6 +9,7 @@ without computing them are checked against both sets of recordings.
 """
 
 import inspect
+import math
 import pathlib
 import re
 import shutil
@@ -16,12 +17,17 @@ import shutil
 import nbformat
 import pytest
 
+from course.models import gqa as model
 from course.occupancy import H100, resident_blocks
+from course.record import day07 as recorder
 from course.records import load_recording, recorded_names
 from day07_fake_recordings import fake_recordings
 from grader import markers
 from kernels import gqa_attention
+from kernels.gqa_attention import decode as gqa_decode
 from kernels.gqa_attention import prefill as gqa_prefill
+from kernels.paging import (BLOCKS_PER_SM, DECODE_BLOCKS_PER_SM, DECODE_PARTITION_MAX, PARTITION_SIZE,
+                            choose_partition_size, decode_partition_size)
 from test_lesson_figures import run_lesson
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -91,7 +97,10 @@ def claims(recordings: dict) -> None:
       and gqa_prefill_flash is faster at the larger group than at group 1;
     - decode: torch's math backend stays far from the copy bandwidth;
     - resources: a prefill block of 512 rows would not launch, and the 256-row block holds as many rows per
-      SM as day 5's v5 (no occupancy lost).
+      SM as day 5's v5 (no occupancy lost);
+    - Nsight: gqa_decode_split_k's DRAM bytes lie near the compulsory bytes (within 10%), and the prefill's
+      between the compulsory bytes and the requested ones; each decode kernel's rows are a measurement of
+      their own (not one launch recorded under two labels).
     """
     prefill = recordings.get("day07_prefill_timing")
     if prefill is not None:
@@ -112,6 +121,55 @@ def claims(recordings: dict) -> None:
             ours = resident_blocks(256, pre["shared_bytes"], pre["registers"], H100)[0] * 256
             theirs = resident_blocks(64, v5["shared_bytes"], v5["registers"], H100)[0] * 64
             assert ours >= theirs, (ours, theirs)
+    nsight = recordings.get("day07_dram_bytes")
+    if nsight is not None:
+        for r in nsight.where(label="gqa_decode_split_k"):
+            least = model.compulsory_bytes_decode([r["context"]] * r["num_seqs"], r["heads"], r["kv_heads"], r["d"])
+            assert r["dram_bytes"] < 1.1 * least, r
+        for r in nsight.where(label=lambda label: label.startswith("gqa_prefill")):
+            kv = r["heads"] // r["group"]
+            wanted = 4 * sum(map(sum, model.requested_prefill(1, r["heads"], kv, r["N"], r["d"], causal=True).values()))
+            assert model.compulsory_bytes_prefill(1, r["heads"], kv, r["N"], r["d"]) <= r["dram_bytes"] <= wanted, r
+        v2 = {r["N"]: r for r in nsight.where(label="paged_attention_v2_split_k")}
+        for r in nsight.where(label="gqa_decode_split_k"):
+            if r["N"] in v2:
+                same = ("dram_read_bytes", "dram_write_bytes")
+                assert [v2[r["N"]][k] for k in same] != [r[k] for k in same], (r, v2[r["N"]])
+
+
+def decode_bytes_coincide(nsight) -> bool:
+    """Whether day 6's v2 and gqa_decode_split_k moved the same DRAM bytes (within 5%) at every context both were
+    measured at: the lesson then says so, and draws v2's squares hollow around the others."""
+    v2 = {r["N"]: r["dram_bytes"] for r in nsight.where(label="paged_attention_v2_split_k")}
+    pairs = [(v2[r["N"]], r["dram_bytes"]) for r in nsight.where(label="gqa_decode_split_k") if r["N"] in v2]
+    return bool(pairs) and all(abs(a / b - 1) < 0.05 for a, b in pairs)
+
+
+def test_the_64_row_fold_never_loads_less_than_day_5():
+    """The prefill section: folding the group into day 5's 64 rows gives a block floor(64 / g) positions, so a KV
+    head's K and V are loaded at least g * N / 64 times, day 5's count; on the table's prompt exactly as often when
+    g divides 64 and more often when it does not (a group of 3: 21 positions, 63 rows)."""
+    for g in range(1, 65):
+        subgroups, _, positions = model.prefill_tiling(g, rows_max=gqa_attention.TILE_POS)
+        assert positions == 64 // g, (g, positions)
+        for n in (37, 1000, 4096, 5000):
+            assert subgroups * math.ceil(n / positions) >= g * n / 64, (g, n)
+        fold, day5 = subgroups * math.ceil(4096 / positions), g * math.ceil(4096 / 64)
+        assert (fold == day5) == (64 % g == 0) and fold >= day5, (g, fold, day5)
+    assert model.prefill_tiling(3, rows_max=gqa_attention.TILE_POS)[2] == 21
+
+
+def test_the_decode_launcher_sizes_partitions_as_the_lesson_says():
+    """gqa_decode_split_k's launcher picks its partitions with decode_partition_size, which starts from longer
+    partitions than day 6's rule and asks for fewer blocks per SM; at the group sweep's shape the partitions grow
+    finer as the group grows (fewer blocks per partition)."""
+    launcher = inspect.getsource(gqa_decode._launch_decode)
+    assert "decode_partition_size(" in launcher and "choose_partition_size" not in launcher
+    assert DECODE_PARTITION_MAX > PARTITION_SIZE and DECODE_BLOCKS_PER_SM < BLOCKS_PER_SM
+    heads = recorder.SHAPE["heads"]
+    sizes = [decode_partition_size(recorder.GROUP_SEQS, (heads // g) * gqa_attention.subgroups_for(g),
+                                   recorder.GROUP_CONTEXT, H100.sms) for g in (1, 2, 4, 8, 16, 32)]
+    assert sizes == sorted(sizes, reverse=True) and sizes[0] > sizes[-1], sizes
 
 
 def _shipped() -> dict:
@@ -162,7 +220,32 @@ def test_lesson_runs_with_the_shipped_and_fake_recordings(tmp_path):
     shipped = run.shipped_text
     for line in ALWAYS:
         assert line in shipped, f"the lesson no longer prints {line!r}"
+    # the partition table gives what the timed kernel's launcher picks (decode_partition_size), v2 day 6's rule
+    heads, kv_heads = recorder.SHAPE["heads"], recorder.SHAPE["kv_heads"]
+    table = re.findall(r"^\| (\d+) \| ([\d,]+) \| (\d+) \| [\d,]+ \| [\d.]+ \| ([\d,]+) \| [\d,]+ \| [\d.]+ \|$",
+                       shipped, re.M)
+    assert len(table) == 4, table
+    for seqs, context, v2_size, gqa_size in table:
+        s, c = int(seqs), int(context.replace(",", ""))
+        assert int(v2_size) == choose_partition_size(s, heads, c, H100.sms), (seqs, context)
+        per_partition = kv_heads * gqa_attention.subgroups_for(heads // kv_heads)
+        assert int(gqa_size.replace(",", "")) == decode_partition_size(s, per_partition, c, H100.sms), (seqs, context)
+    # TOKENS_IN_FLIGHT is printed with what it is indexed by
+    tokens = gqa_attention.TOKENS_IN_FLIGHT
+    assert (f"TOKENS_IN_FLIGHT = {tokens}, tokens a warp loads at a time by the heads of its block: 1 head: {tokens[0]}, "
+            f"2 heads: {tokens[1]}") in shipped
+    markdown = "\n".join(c.source for c in run.shipped.cells if c.cell_type == "markdown")
     names = set(recorded_names())
+    if "day07_dram_bytes" in names:
+        assert "once the recording exists" not in markdown and "when recorded" not in markdown
+        nsight = load_recording("day07_dram_bytes")
+        assert ("the two kernels' squares coincide" in shipped) == decode_bytes_coincide(nsight)
+    if "day07_group_timing" in names:
+        sweep = load_recording("day07_group_timing")
+        time = "kernel_ms" if all("kernel_ms" in r for r in sweep.rows) else "median_ms"
+        above = any(model.compulsory_bytes_decode([r["context"]] * r["num_seqs"], r["heads"], r["kv_heads"], r["d"])
+                    / (sweep.ceilings["copy_gbps"] * 1e6) > r[time] for r in sweep.where(rung="gqa_decode_split_k"))
+        assert ("reads its compulsory bytes faster than the copy bandwidth" in shipped) == above
     if {"day07_group_timing", "day07_decode_timing", "day07_prefill_timing"} <= names:
         for line in WITH_TIMING:
             assert line in shipped, f"the lesson no longer prints {line!r}"
@@ -183,5 +266,8 @@ def test_lesson_runs_with_the_shipped_and_fake_recordings(tmp_path):
     assert "best gqa_decode_group:" in shown                         # the fakes have every rung
     assert not any(line in shown for line in NOT_YET)
     assert "DRAM / compulsory" in shown and "requested (model)" in shown  # both Nsight tables
+    fake_nsight = next(rec for rec in fake_recordings() if rec.name == "day07_dram_bytes")
+    assert not decode_bytes_coincide(fake_nsight) and "times gqa_decode_split_k's DRAM bytes" in shown
+    assert "the two kernels' squares coincide" not in shown
     leaked = _leaks(shipped + shown)
     assert not leaked, f"the lesson's outputs show lines of the exercise's kernels: {leaked[:3]}"
