@@ -151,12 +151,35 @@ LIKELY_CAUSES = _causes(
      "the kernel indexed q or o past its query heads: the block of KV head kv_head serves query heads "
      "kv_head * group ... kv_head * group + group - 1, with group = heads // kv_heads; is the group a fixed "
      "number in the kernel?"),
+    ("key_past_end", "Axis 2 of k and v is the key",
+     "the kernel indexed k or v past their last key: the keys of a row end at kv_lens[b], at most k.shape[2] "
+     "(causal: also at the row's own position); is the number of keys taken from the queries instead?"),
+    ("group_past_block", "A block holds the state of at most GROUP_MAX",
+     "the kernel indexed past the GROUP_MAX query heads a block holds: a group larger than GROUP_MAX is split "
+     "over ceil(group / GROUP_MAX) blocks per KV head, as the grid has them; is the group split into subgroups?"),
     ("page_past_table", "Axis 1 of block_tables is the page",
      "the kernel read block_tables past a row's last page: a context of n tokens uses pages "
      "0 ... ceil(n / block_size) - 1; does a loop go past the last page of the context?"),
     ("slot_past_block", "Axis 2 of the cache is the slot within a block",
      "the kernel indexed a cache slot past the end of its block: the offset of position t in its page is "
      "t % block_size"),
+    # -- days 1 to 4: an index past an array, read by the exercise's own checks (course.exercise_checks)
+    ("bounds_guard", "got through the bounds guard",
+     "a thread past the last element got through the bounds guard: the grid rounds n up to whole blocks, so the "
+     "threads at i >= n must do nothing; is the guard missing, or i <= n instead of i < n?"),
+    ("output_axes_swapped", "are its last two indices swapped",
+     "the kernel wrote its output past its shape: are the output's last two indices swapped (its row and col "
+     "written transposed)?"),
+    ("flat_guard", "must return before it reads",
+     "a thread past the last element read a row that does not exist: the grid rounds the elements of a head up "
+     "to whole blocks, so a thread past them must return before it reads"),
+    ("key_loop_bound", ("The loop over the keys j runs past the last key",
+                        "the loop over the keys j must run over all M"),
+     "the loop over the keys runs over the wrong number of keys: the keys are M = v.shape[2] (p.shape[3]), not "
+     "N, the number of queries"),
+    ("tile_guard", ("as well as its guard along K", "tile needs its guard along K", "the store needs its guard"),
+     "a tile's load, or the store, reaches past the matrix: guard each load by its row or column and by K, and "
+     "load 0 where the guard fails; guard the store by row < M and col < N"),
     ("index_out_of_range", "the kernel indexed past the end of an array",
      "the kernel indexed past the end of an array (the simulator stops there; a GPU would read or write other "
      "memory without a word): check each index against the shape of the array it reads"),
@@ -166,6 +189,9 @@ LIKELY_CAUSES = _causes(
     ("zero_division", "division by zero in the kernel",
      "division by zero in the kernel: a sequence with no key (or a merge whose partitions all saw no key) has a "
      "sum of 0; write 0 instead of dividing (on a GPU 0/0 gives NaN)"),
+    ("exp_overflow", "exp(x - max) is at most 1",
+     "exp overflowed in the kernel: subtract the row max before exp, so that exp(x - max) is at most 1 (on a GPU "
+     "exp gives inf, and inf / inf is NaN)"),
     ("exp_overflow", "exp overflowed in the kernel",
      "exp overflowed in the kernel: subtract the running maximum from a score before exp, and rescale by "
      "exp(m_old - m_new) when the maximum grows (on a GPU exp gives inf, then NaN)"),
@@ -220,6 +246,9 @@ LIKELY_CAUSES = _causes(
      "other warps left in shared memory"),
     ("tree_partial", "were combined: the tree must start at stride",
      "only the partials of the first threads were combined: the tree must start at a stride of half the block"),
+    ("shuffle_partial", "of each warp were combined, in every warp",
+     "only the first lanes of each warp were combined: the shuffles within a warp must start at offset 16 "
+     "(WARP_SIZE // 2), half the warp"),
     ("k_steps_dropped", "the last, partial step along K is lost",
      "the last, partial step along K is lost (K is not a multiple of the tile): loop over ceil(K / TILE) steps, "
      "range(0, K, TILE), and load zeros where a tile hangs over the edge"),
@@ -297,6 +326,9 @@ LIKELY_CAUSES = _causes(
      "some query heads were never written while others were: a block of KV head kv_head serves query heads "
      "kv_head * group ... kv_head * group + group - 1, with group = heads // kv_heads. Does every row of the "
      "block map to a different query head?"),
+    ("gqa_tile_partly_loaded", "and the output fits no model of another mistake: does every thread load elements",
+     "a block has fewer rows (threads) than its K tile has elements, and the output fits no model of another "
+     "mistake: does every thread load elements t, t + rows, ... of the tile, until all of it is loaded?"),
     ("paged_table_ignored", "the block table was not used: position t was read from block t // block_size",
      "the block table was not used: position t was read from block t // block_size, as if the cache were "
      "contiguous; its page is t // block_size, and block_tables[s, page] names the physical block that holds it"),
@@ -410,6 +442,10 @@ LIKELY_CAUSES = _causes(
     ("traffic_shared", (" shared stores for ", " shared loads, budget "),
      "the counted shared-memory traffic is over the budget the cell's first line states: keep values in "
      "registers (a warp reduces with shuffles), and load each shared value once where it is reused"),
+    ("traffic_two_pass", "two passes over the keys (one for the maximum",
+     "K was read twice over: two passes over the keys, one for the maximum and one for the sum? The online "
+     "softmax reads each key once: keep a running maximum, and rescale the running sum and the accumulator "
+     "when it grows"),
     ("traffic_loads", ("loads counted", " was loaded ", " times; budget: ", "your kernel loaded ",
                        " loads of q); "),
      "the counted loads break the budget the cell's first line states: an input is read more often than the "
@@ -431,6 +467,11 @@ LIKELY_CAUSES = _causes(
     ("nonfinite", "inf where the reference is finite: exp of a large input overflows",
      "the kernel produced NaN or inf where the reference is finite: exp of a large input overflows, so subtract "
      "the row max before exp; a division by a zero sum (a row with every key masked) gives NaN too"),
+    ("rows_not_divided", "the rows are never divided by their sum",
+     "each row is exp(x - row max), its largest entry 1: the rows are never divided by their sum"),
+    ("column_loop", "one thread per column leaves the rest out",
+     "the columns past a block's threads were never written: one thread per column leaves the rest out; loop "
+     "over the columns, col = threadIdx.x, threadIdx.x + blockDim.x, ... while col < head_dim"),
     ("transposed", "is the transpose of the expected result",
      "the output is the transpose of the expected result: somewhere [col, row] is indexed instead of "
      "[row, col], or the x and y of the grid are exchanged"),

@@ -221,6 +221,7 @@ RUNNERS = {
     "tree_without_barrier": run_tree_sum,
     "tree_without_column_loop": run_tree_sum,
     "shuffle_forgets_other_warps": run_shuffle_sum,
+    "shuffle_starts_at_offset_8": run_shuffle_sum,
     # day 2
     "scores_without_scale": run_scores,
     "scores_transposed": run_scores,

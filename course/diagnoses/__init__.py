@@ -15,7 +15,8 @@ strongest first:
      maximum grows, the scale missing or applied twice.
    - ``reduction={"x": x, "op": "max" | "sum", "threads": T}`` for a row reduction (rows,) done by
      blocks of T threads that each stride over the columns: a max that starts at 0, a tree that
-     stops early, partials of only some threads or warps combined, the column loop missing.
+     stops early, partials of only some threads or warps combined, shuffles within a warp that start
+     at too small an offset, the column loop missing.
    - ``gemm={"a": a, "b": b, "tile_k": T}`` for C = A B computed in steps of T along K: the last,
      partial step lost, a step offset missing from A's or B's index, B read transposed.
    - ``kernel=the_kernel``: its Python source is read for barrier mistakes: a barrier that only some

@@ -18,8 +18,8 @@ __all__ = ["CONTEXT_KEYS", "context_findings"]
 CONTEXT_KEYS = ("row0_key0", "empty_sequence", "causal_strict", "causal_missing", "causal_reversed",
                 "diagonal_unmasked", "kv_lens_ignored", "kv_lens_off_by_one", "keys_dropped",
                 "acc_not_rescaled", "sum_not_rescaled", "attention_scale", "max_identity",
-                "stride_loop", "tree_early", "tree_partial", "k_steps_dropped", "tile_offset_k",
-                "transposed_operand")
+                "stride_loop", "tree_early", "tree_partial", "shuffle_partial", "k_steps_dropped",
+                "tile_offset_k", "transposed_operand")
 
 
 def context_findings(case):
@@ -229,11 +229,24 @@ def _reduction_models(case):
                 warps = "the first warp" if first == 32 else f"the first {first // 32} warps"
                 yield "tree_partial", (f"only the partials of {warps} (threads 0 ... {first - 1}) were "
                                        "combined: the final step must also "
-                                       "read the partials the other warps left in shared memory")
+                                       "read the partials the other warps left in shared memory (in a "
+                                       f"shared-memory tree: the tree must start at stride {threads // 2}, half "
+                                       f"the block; starting at {first // 2} leaves partials {first} ... "
+                                       f"{threads - 1} out)")
             else:
                 yield "tree_partial", (f"only the partials of threads 0 ... {first - 1} were combined: the "
                                        f"tree must start at stride {threads // 2}, half the block")
             return
+    if threads > 32 and threads % 32 == 0:
+        lane = np.arange(threads) % 32
+        for s in range(1, 5):
+            lanes = 32 >> s
+            if explains(reduce(partials[:, lane < lanes], axis=1)):
+                yield "shuffle_partial", (
+                    f"only lanes 0 ... {lanes - 1} of each warp were combined, in every warp: the shuffles within "
+                    f"a warp must start at offset 16 (WARP_SIZE // 2), half the warp; starting at offset "
+                    f"{lanes // 2} leaves lanes {lanes} ... 31 out")
+                return
 
 
 # --------------------------------------------------------------------------- context: GEMM

@@ -11,6 +11,8 @@ and name the map the output matches.
 - :func:`mapping_candidates`: the wrong maps that stay inside ``0 ... kv_heads - 1`` (a map past the
   last KV head makes the simulator stop with an IndexError, explained by ``paged.launch_error``).
 - :func:`head_findings`: whole query heads never written, then the wrong map the output matches.
+- :func:`tile_findings`: a prefill block with fewer rows (threads) than its K tile has elements, whose
+  output no model explains: is the whole tile loaded?
 
 A model is named only when the output matches it within rounding and the right result does not.
 """
@@ -21,9 +23,9 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["mapping_candidates", "head_findings", "KEYS"]
+__all__ = ["mapping_candidates", "head_findings", "tile_findings", "KEYS"]
 
-KEYS = ("gqa_heads_unwritten", "gqa_kv_head_interleaved", "gqa_kv_head_wrong_group")
+KEYS = ("gqa_heads_unwritten", "gqa_kv_head_interleaved", "gqa_kv_head_wrong_group", "gqa_tile_partly_loaded")
 
 
 def _kv_of_group(size: int) -> Callable[[int, int, int], int]:
@@ -73,3 +75,18 @@ def head_findings(got: np.ndarray, want: np.ndarray, *, heads: int, kv_heads: in
         if model is not None and not close(want, model) and close(got, model):
             return [(f"{prefix}_kv_head_{name}", message)]
     return []
+
+
+def tile_findings(rows: int, tile_keys: int, head_dim: int) -> list[tuple[str, str]]:
+    """``[(key, message)]`` for a wrong prefill output whose block has ``rows`` rows (threads) and a K tile of
+    ``tile_keys`` x ``head_dim`` elements, when no model names the mistake: with fewer rows than elements, a
+    tile loaded one element per row (or in one pass of the rows) is partly what shared memory held before.
+    A question, not a model: the caller puts it after the models of the output (a weak finding)."""
+    tile = tile_keys * head_dim
+    if rows >= tile:
+        return []
+    return [("gqa_tile_partly_loaded", (
+        f"a block has {rows} rows (threads) and a K tile {tile_keys} x {head_dim} = {tile} elements, more than one "
+        "per row, and the output fits no model of another mistake: does every thread load elements t, t + rows, "
+        f"... of the tile, until all of it is loaded? One element per row, or one pass of the rows, leaves "
+        f"{tile - rows} elements of each tile holding whatever shared memory held before"))]

@@ -39,8 +39,8 @@ KEYS = ("paged_empty_context", "paged_partial_nan", "paged_read_past_end", "page
         "merge_not_rescaled", "merge_acc_not_rescaled", "merge_sum_not_rescaled",
         "slot_at_block_boundary", "slot_table_ignored", "slot_offset", "slot_wrong", "cache_write_extra",
         "cache_write_v_missed",
-        "kv_head_out_of_range", "query_head_out_of_range", "page_past_table", "slot_past_block",
-        "index_out_of_range", "zero_division",
+        "kv_head_out_of_range", "query_head_out_of_range", "key_past_end", "group_past_block", "page_past_table",
+        "slot_past_block", "index_out_of_range", "zero_division",
         "exp_overflow")
 
 _TOL = 1e-3
@@ -366,8 +366,10 @@ def launch_error(exc: BaseException, sizes: dict) -> tuple[str, str] | None:
     """``(key, message)`` for an exception a kernel raised on the simulator, or None if it is not one of them.
 
     sizes: what the launch's arrays mean, any of ``kv_heads``, ``heads``, ``max_pages`` (columns of
-    block_tables), ``block_size``, ``num_blocks``, and ``kv_line``: text that marks a kernel line reading
-    K or V when their names hold no "cache" (day 7's prefill: ``("k[", "v[")``).
+    block_tables), ``block_size``, ``num_blocks``, ``keys`` and ``queries`` (axis 2 of k and of q, for
+    attention over k and v of shape (B, heads, keys, d)), ``group_max`` (the query heads a block holds
+    state for: a larger group must be split over blocks), and ``kv_line``: text that marks a kernel line
+    reading K or V when their names hold no "cache" (days 5 and 7: ``("k[", "v[")``).
     """
     line = _kernel_line(exc)
     at = f" (at `{line}`)" if line else ""
@@ -392,6 +394,23 @@ def launch_error(exc: BaseException, sizes: dict) -> tuple[str, str] | None:
                     f"Axis 1 of q and o is the query head, 0 ... {heads - 1}: the block of KV head kv_head serves "
                     "query heads kv_head * group ... kv_head * group + group - 1, with group = heads // kv_heads"
                     + (f" = {group} here" if group else "") + ": is the group a fixed number in the kernel?")
+            if axis == 2 and size == sizes.get("keys") and kv_line:
+                queries = sizes.get("queries")
+                return "key_past_end", lead + (
+                    f"Axis 2 of k and v is the key, 0 ... {size - 1}: the keys of a row end at kv_lens[b] (at "
+                    "most k.shape[2]; causal: also at the row's own position)" + (
+                        f". Here there are {queries} queries and only {size} keys: is the number of keys taken "
+                        "from the queries (q.shape[2]) instead of from k and kv_lens?" if queries and queries > size
+                        else ": does a loop run past the last key?"))
+            group_max = sizes.get("group_max")
+            if (group_max and size == group_max and index >= size and heads and kv_heads
+                    and heads // kv_heads > group_max):
+                group = heads // kv_heads
+                return "group_past_block", lead + (
+                    f"A block holds the state of at most GROUP_MAX = {group_max} query heads (axis {axis} of size "
+                    f"{size}), and here group = heads // kv_heads = {group}: a group larger than GROUP_MAX is split "
+                    "over subgroups = ceil(group / GROUP_MAX) blocks per KV head, as the grid has them, each serving "
+                    "ceil(group / subgroups) of its heads. Is the group split into subgroups?")
             if axis == 1 and size == sizes.get("max_pages") and ("table" in line or not line):
                 return "page_past_table", lead + (
                     f"Axis 1 of block_tables is the page ({size} per row): a context of n tokens uses pages "

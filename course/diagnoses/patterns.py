@@ -70,6 +70,8 @@ def _unwritten(case: Case, found) -> str | None:
 def _zeros(case: Case, found) -> str | None:
     if "unwritten" in found or not (case.got == 0).all() or not (case.want != 0).any():
         return None
+    if _masked_nan(case, found):
+        return None     # zeros where a NaN sum failed a `sum > 0` test: the masked_nan detector names it
     return (f"{case.name} is all zeros: did the kernel run (kernel[grid, block](...)), and was the "
             "result copied back from the device (copy_to_host)?")
 
@@ -107,14 +109,23 @@ def _masked_nan(case: Case, found) -> str | None:
     wrong_rows = case.wrong.reshape(-1, cols).any(axis=1)
     broken = (np.isnan(got).any(axis=1) | (got == 0).all(axis=1)) & ~(want == 0).all(axis=1)
     partly_masked = (want == 0).any(axis=1)
-    if not wrong_rows.any() or not (wrong_rows == broken).all() or not partly_masked[broken].all():
+    if not wrong_rows.any() or not (wrong_rows == broken).all() or not partly_masked[broken].any():
         return None
     first = int(np.flatnonzero(broken)[0])
-    return (f"the rows that have masked entries (probability 0, from a -inf logit) came out NaN or all "
-            f"zero, e.g. {_row_name(case, first)}: exp(-inf - (-inf)) is exp(NaN). A thread, or a state, "
-            "that has seen only masked entries has max -inf and sum 0; when both maxima of a rescale or "
-            "a merge are -inf, skip the exp and keep the empty state (max -inf, sum 0). (A NaN sum also "
-            "fails a `sum > 0` test, which turns the row into zeros.)")
+    message = (f"the rows that have masked entries (probability 0, from a -inf logit) came out NaN or all "
+               f"zero, e.g. {_row_name(case, first)}: exp(-inf - (-inf)) is exp(NaN). A thread, or a state, "
+               "that has seen only masked entries has max -inf and sum 0; when both maxima of a rescale or "
+               "a merge are -inf, skip the exp and keep the empty state (max -inf, sum 0). (A NaN sum also "
+               "fails a `sum > 0` test, which turns the row into zeros.)")
+    if partly_masked[broken].all():
+        return message
+    if not broken[~(want == 0).all(axis=1)].all():
+        return None
+    # Rows without a masked entry broke too: every row that has a value did, so the empty states come from
+    # the threads themselves.
+    return message + (f" Here every row came out so, those with no masked entry too: a row of {cols} "
+                      "columns leaves the threads past its end with no entry at all, in the empty state as "
+                      "well, and merging two empty states is the same exp(-inf - (-inf)).")
 
 
 def _nonfinite(case: Case, found) -> str | None:

@@ -18,8 +18,10 @@ Each check that compares values passes :func:`course.checking.check` the context
 need: the student's kernel (``kernel=``, for the barrier mistakes of its source) and the inputs of
 the computation (``reduction=``, ``gemm=``, ``attention=``), so that a classic mistake is named.
 From day 6 on, the checks add the paged and precision diagnoses (``course.diagnoses``) in front of
-``check``'s own, and turn an exception raised inside a kernel on the simulator (an index past an array,
-0/0, an overflowing exp) into a :class:`KernelFailed` that names the likely bug. Their runners
+``check``'s own. The checks of days 1, 2 and 4, and from day 6 on, turn an exception raised inside a kernel
+on the simulator (an index past an array, 0/0, an overflowing exp) into a :class:`KernelFailed` that names
+the likely bug (days 1 to 4 read it with the exercise's own words: the guard, the output's axes, the tile's
+load that reached past the matrix). Their runners
 (``*_run``) and budgets (``*_traffic_problems``, and days 2 and 3's ``check_*_traffic``) are what the
 hidden tests call too, on more cases. Mixed precision (day 8) is judged by the precision rule of
 ``docs/design-notes.md`` §5.

@@ -6,6 +6,8 @@ Private to ``course.exercise_checks``: its day modules import these names, nothi
 
 from __future__ import annotations
 
+import re
+
 from course.checking import CheckFailure, check
 from course.device import on_simulator
 
@@ -46,25 +48,54 @@ def _stores(traffic, name: str) -> int:
 
 class KernelFailed(AssertionError):
     """A kernel raised inside the simulator (an index past an array, 0/0, an overflowing exp);
-    ``cause`` is the key of :func:`course.diagnoses.paged.launch_error`."""
+    ``cause`` is the key of the day's own reading of it (``likely`` of :func:`_launch_explained`) or of
+    :func:`course.diagnoses.paged.launch_error`."""
 
     def __init__(self, message: str, cause: str):
         super().__init__(message)
         self.cause = cause
 
 
-def _launch_explained(launch, sizes: dict):
+def _launch_explained(launch, sizes: dict | None = None, *, likely=None):
     """``launch()``; an IndexError, ZeroDivisionError or OverflowError from the kernel becomes a
-    :class:`KernelFailed` that names the likely bug."""
-    from course.diagnoses.paged import launch_error
+    :class:`KernelFailed` that names the likely bug.
+
+    likely: ``likely(exc, line) -> (key, message)`` or None, a day's own reading of the exception (``line``:
+    the kernel's line that raised, "" if unknown); tried first, then the paged one, which reads ``sizes``.
+    """
+    from course.diagnoses.paged import _kernel_line, launch_error
 
     try:
         return launch()
     except (IndexError, ZeroDivisionError, OverflowError) as exc:
-        found = launch_error(exc, sizes)
+        found = likely(exc, _kernel_line(exc)) if likely is not None else None
+        found = found or launch_error(exc, sizes or {})
         if found is None:
             raise
         raise KernelFailed(found[1], found[0]) from exc
+
+
+_BOUNDS = re.compile(r"index (-?\d+) is out of bounds for axis (\d+) with size (\d+)")
+_STORE = re.compile(r"^\s*(\w+)\s*\[[^\]]*\]\s*[-+*/]?=(?!=)")
+
+
+def _past_the_end(exc, line: str):
+    """``(index, axis, size, lead)`` of the simulator's IndexError for an index past an array (None for any
+    other exception); ``lead`` says so in words, with the kernel's line."""
+    match = _BOUNDS.search(str(exc)) if isinstance(exc, IndexError) else None
+    if match is None:
+        return None
+    index, axis, size = (int(g) for g in match.groups())
+    at = f" (at `{line}`)" if line else ""
+    lead = (f"the kernel indexed past the end of an array{at}: {str(exc).split(': ', 1)[-1]}. The simulator "
+            "stops there; a GPU would read or write other memory without a word. ")
+    return index, axis, size, lead
+
+
+def _stored_array(line: str) -> str | None:
+    """The array a kernel line writes (``s`` for ``s[b, h, i, j] = ...``), or None if it writes none."""
+    match = _STORE.match(line)
+    return match.group(1) if match else None
 
 
 # What check's own diagnoses state as facts (kept next to a finding that names the cause; the rest
@@ -75,7 +106,7 @@ _FACT_KEYS = ("unwritten", "nonfinite", "empty_row_nan", "divergent_barrier", "e
 
 # Findings that describe what an output looks like rather than match a model of one mistake: they give
 # way to a model of check's own that names the mistake.
-_WEAK_KEYS = ("lowp_rounding",)
+_WEAK_KEYS = ("lowp_rounding", "gqa_tile_partly_loaded")
 
 
 def _with_findings(findings, out, want, **options):

@@ -4,23 +4,43 @@ from __future__ import annotations
 
 import numpy as np
 
-from course.checking import check, poison, random_inputs
+from course.checking import check, is_poison, poison, random_inputs
 
-from ._common import ATTENTION_DIMS, _counted, _loads, _passed, _require_one_launch, _stores
+from ._common import (
+    ATTENTION_DIMS, _counted, _launch_explained, _loads, _passed, _past_the_end, _require_one_launch, _stores,
+    _with_findings,
+)
 
 __all__ = ["axpb_matches_reference", "axpb_traffic_fits",
            "normalize_rows_matches_reference", "normalize_rows_traffic_fits",
            "row_stats_match_reference", "row_stats_tree_traffic_fits", "row_stats_warp_traffic_fits"]
 
 
+def _axpb_likely(exc, line):
+    """An index past x or y: a thread at i >= n got past the bounds guard (KernelFailed's cause)."""
+    found = _past_the_end(exc, line)
+    if found is None:
+        return None
+    index, _, size, lead = found
+    return "bounds_guard", lead + (
+        f"Thread i = {index} is past the last element (n = {size}) and got through the bounds guard: the grid "
+        "rounds n up to whole blocks, so the threads at i >= n must do nothing. Is the guard missing, or "
+        "`i <= n` instead of `i < n`?")
+
+
+def _axpb_run(axpb, x, a, b):
+    n = x.size
+    return _launch_explained(lambda: axpb(x, a, b, out=poison(np.empty(n, np.float32))), likely=_axpb_likely)
+
+
 def axpb_matches_reference(axpb, *, kernel=None) -> None:
-    """``axpb(x, a, b, out=...)`` gives a*x + b for n = 1 and n = 129 (one element past a block)."""
+    """``axpb(x, a, b, out=...)`` gives a*x + b for n = 127, 129 (one element past a block) and 1."""
     rng, seed = random_inputs()
-    for n in (1, 129):
+    for n in (127, 129, 1):
         x = rng.uniform(-1e4, 1e4, n).astype(np.float32)
-        y = axpb(x, 2.5, -1.0, out=poison(np.empty(n, np.float32)))
+        y = _axpb_run(axpb, x, 2.5, -1.0)
         check(y, 2.5 * x.astype(np.float64) - 1.0, name=f"y (n={n})", dims=("i",), seed=seed, kernel=kernel)
-    _passed("y = a*x + b for n = 1 and n = 129")
+    _passed("y = a*x + b for n = 127, 129 and 1")
 
 
 def axpb_traffic_fits(axpb, *, kernel=None) -> None:
@@ -28,7 +48,7 @@ def axpb_traffic_fits(axpb, *, kernel=None) -> None:
     rng, seed = random_inputs()
     n = 200
     x = rng.standard_normal(n).astype(np.float32)
-    y, traffic = _counted(lambda: axpb(x, 1.5, 0.25, out=poison(np.empty(n, np.float32))))
+    y, traffic = _counted(lambda: _axpb_run(axpb, x, 1.5, 0.25))
     if traffic is not None:
         _require_one_launch(traffic, "axpb_v1_guarded_kernel")
         assert _loads(traffic, "x") == n, f"x was read {_loads(traffic, 'x')} times for n={n}: read each element once"
@@ -37,18 +57,34 @@ def axpb_traffic_fits(axpb, *, kernel=None) -> None:
     _passed(f"n = {n}: x read {n} times, y written {n} times")
 
 
+def _column_loop_findings(out):
+    """``[("column_loop", message)]`` when exactly the columns past a block's threads are unwritten, in every
+    row: the kernel has one thread per column and no loop over the columns."""
+    from kernels.elementwise import COLS_PER_BLOCK
+
+    unwritten = is_poison(out)
+    cols = out.shape[-1]
+    if cols <= COLS_PER_BLOCK or not unwritten[..., COLS_PER_BLOCK:].all() or unwritten[..., :COLS_PER_BLOCK].any():
+        return []
+    return [("column_loop", f"columns {COLS_PER_BLOCK} ... {cols - 1} were never written, in any row, and the "
+             f"columns before them were: a block has {COLS_PER_BLOCK} threads along x and the grid has no blocks "
+             "along the columns, so one thread per column leaves the rest out. Loop over the columns: col = "
+             f"threadIdx.x, threadIdx.x + blockDim.x, ... while col < head_dim ({cols} here)")]
+
+
 def normalize_rows_matches_reference(normalize_rows, *, kernel=None) -> None:
-    """x / row_sums for a single element and for a partial row tile with head_dim 40 > 32."""
+    """x / row_sums for a partial row tile with 7 rows and head_dim 40 > 32, and for a single element."""
     from kernels.elementwise import ROWS_PER_BLOCK
 
     rng, seed = random_inputs()
-    for shape in ((1, 1, 1, 1), (2, 3, 5, 40)):
+    for shape in ((2, 3, 7, 40), (1, 1, 1, 1)):
         x = rng.uniform(-1e4, 1e4, shape).astype(np.float32)
         row_sums = rng.uniform(0.5, 2.0, shape[:3]).astype(np.float32)
         out = normalize_rows(x, row_sums, out=poison(np.empty(shape, np.float32)))
-        check(out, x.astype(np.float64) / row_sums[..., None], name=f"out {shape}", dims=ATTENTION_DIMS,
-              tile={"row": ROWS_PER_BLOCK}, seed=seed, kernel=kernel)
-    _passed("out = x / row_sums for shapes (1, 1, 1, 1) and (2, 3, 5, 40)")
+        _with_findings(lambda: _column_loop_findings(out), out, x.astype(np.float64) / row_sums[..., None],
+                       name=f"out {shape}", dims=ATTENTION_DIMS, tile={"row": ROWS_PER_BLOCK}, seed=seed,
+                       kernel=kernel)
+    _passed("out = x / row_sums for shapes (2, 3, 7, 40) and (1, 1, 1, 1)")
 
 
 def normalize_rows_traffic_fits(normalize_rows, *, kernel=None) -> None:
@@ -83,8 +119,10 @@ def _row_stats_case(rng):
 
 
 def _check_row_stats(row_max, row_sum, x, seed, label="", *, threads=None, kernel=None) -> None:
-    # With the block size, a wrong output is compared with the classic reduction mistakes.
-    for name, op, out in (("row_max", "max", row_max), ("row_sum", "sum", row_sum)):
+    # With the block size, a wrong output is compared with the classic reduction mistakes. The sum first: a
+    # wrong max can fit the models of several mistakes (the largest entry sits in the partials of both), a
+    # wrong sum fits one.
+    for name, op, out in (("row_sum", "sum", row_sum), ("row_max", "max", row_max)):
         reduction = None if threads is None else dict(x=x, op=op, threads=threads)
         check(out, getattr(x.astype(np.float64), op)(axis=1), name=f"{name}{label}", dims=("row",), seed=seed,
               reduction=reduction, kernel=kernel)

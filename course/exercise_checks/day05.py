@@ -9,7 +9,7 @@ import numpy as np
 
 from course.checking import check, poison, random_inputs
 
-from ._common import ATTENTION_DIMS, _counted, _loads, _passed
+from ._common import ATTENTION_DIMS, _counted, _launch_explained, _loads, _passed
 
 __all__ = ["flash_matches_reference", "flash_handles_kv_lens", "flash_is_numerically_stable",
            "flash_traffic_fits_tiling", "flash_skips_masked_tiles", "flash_causal_key_end"]
@@ -47,7 +47,9 @@ def _flash_run(kernel, B, H, N, M, d, *, causal, kv_lens=None, rng=None, large_l
     lens = np.full(B, M, dtype=np.int32) if kv_lens is None else np.array(kv_lens, dtype=np.int32)
     o = poison(np.empty_like(q))
     launch = lambda: kernel[flash_grid(B, H, N), TILE_Q](q, k, v, lens, o, default_scale(d, None), causal)  # noqa: E731
-    _, traffic = _counted(launch) if counted else (launch(), None)
+    # An index past k or v, an overflowing exp, 0/0: a KernelFailed that names the likely bug.
+    sizes = dict(keys=M, queries=N, kv_line=("k[", "v["))
+    _, traffic = _launch_explained(lambda: _counted(launch) if counted else (launch(), None), sizes)
     attention = dict(q=q, k=k, v=v, causal=causal, kv_lens=lens, tile_q=TILE_Q, tile_kv=TILE_KV)
     return o, reference.attention(q, k, v, causal=causal, kv_lens=lens), seed, traffic, attention
 
@@ -77,8 +79,10 @@ def flash_handles_kv_lens(kernel) -> None:
     kv_lens = [0, 1, 37]
     rng, seed = random_inputs()
     o, want, _, _, attention = _flash_run(kernel, 3, 1, 40, 40, 4, causal=True, kv_lens=kv_lens, rng=rng)
-    assert np.all(o[0] == 0.0), "the rows of an empty sequence (kv_lens[b] == 0) must be exactly 0"
+    # check first: it names what the empty sequence's rows hold (NaN from 0/0, keys past kv_lens[b] used);
+    # then exactly 0, which its tolerance would let pass
     _check_flash(o, want, seed, f"N=40 kv_lens={kv_lens} causal=True", attention, kernel)
+    assert np.all(o[0] == 0.0), "the rows of an empty sequence (kv_lens[b] == 0) must be exactly 0"
     _passed(f"kv_lens = {kv_lens}, causal")
 
 
@@ -123,19 +127,40 @@ def flash_skips_masked_tiles(kernel) -> None:
 
     d = 4
     for N, M, causal, kv_len in ((128, 128, True, 128), (70, 100, True, 100), (70, 70, True, 40),
-                                 (70, 70, False, 40)):
+                                 (40, 70, False, 70), (70, 70, False, 40)):
         _, _, _, traffic, _ = _flash_run(kernel, 1, 1, N, M, d, causal=causal, kv_lens=[kv_len], counted=True)
         if traffic is None:
             return
-        keys = sum(flash_causal_key_end(start, N, kv_len, causal=causal, tile_q=TILE_Q)
-                   for start in range(0, N, TILE_Q))
+        starts = range(0, N, TILE_Q)
+        keys = sum(flash_causal_key_end(start, N, kv_len, causal=causal, tile_q=TILE_Q) for start in starts)
         for name in ("k", "v"):
             counted = _loads(traffic, name)
-            why = ("masking the key tiles above the diagonal is not enough: skip them, do not load them"
-                   if causal else "keys at or past kv_lens[b] do not exist: do not load them")
             assert keys * d <= counted <= 1.1 * keys * d, (
                 f"causal={causal}, N={N}, M={M}, kv_lens=[{kv_len}]: {counted} loads of {name} counted, "
                 f"{keys * d} expected. The block of query rows r0..r1 needs keys 0 ... min(kv_len, r1 + 1) - 1 "
                 f"(causal; r1 is the last row that exists, N - 1 in the last tile) or 0 ... kv_len - 1: "
-                + (why if counted > keys * d else "every key a block needs must be loaded"))
+                + _skipped_keys_why(counted // d, keys, N, M, kv_len, starts, causal=causal))
     _passed("no key tile above the diagonal, past the last query row or past kv_lens is loaded")
+
+
+def _skipped_keys_why(loaded: int, keys: int, N: int, M: int, kv_len: int, starts, *, causal: bool) -> str:
+    """Why the blocks loaded ``loaded`` keys (summed over the query tiles) instead of ``keys``: the count
+    of a classic mistake it equals, else what more or fewer keys mean."""
+    from kernels.flash_attention import TILE_Q
+
+    unskipped = len(starts) * kv_len                 # every key below kv_len, in every causal block
+    past_lens = sum(flash_causal_key_end(start, N, M, causal=causal, tile_q=TILE_Q) for start in starts)
+    as_queries = len(starts) * N                     # without the mask, N keys per block
+    if causal and loaded == unskipped != keys:
+        return "masking the key tiles above the diagonal is not enough: skip them, do not load them"
+    if loaded == past_lens != keys:
+        return ("keys at or past kv_lens[b] do not exist: do not load them (the key loop ends at kv_lens[b], "
+                "not at k.shape[2])")
+    if not causal and loaded == as_queries != keys:
+        return (f"each block loaded {N} keys, as many as there are queries: without the causal mask a block needs "
+                f"every key below kv_lens[b] = {kv_len}, whatever the number of queries N (is the key count taken "
+                "from q's shape instead of k's and kv_lens?)")
+    if loaded > keys:
+        return ("masking the key tiles above the diagonal is not enough: skip them, do not load them" if causal
+                else "keys at or past kv_lens[b] do not exist: do not load them")
+    return "every key a block needs must be loaded"

@@ -147,12 +147,23 @@ def paged_v1_traffic_problems(traffic, case: dict) -> list[str]:
         problems.append(f"the kernel may write only out, each element once ({num_seqs * heads * d} stores); "
                         f"stores counted: {stored}")
     want = heads * tokens * d
+    lane_channels = heads * tokens * min(d, 32)     # one channel per lane: the first 32 of each row only
     for name in ("k_cache", "v_cache"):
         counted = _loads(traffic, name)
         if counted != want:
-            why = ("more: is a slot past a context's end, or a token twice, read? (each warp takes every "
-                   "WARPS-th token)" if counted > want else
-                   "fewer: is a key of the context skipped, or are the scores computed from something else?")
+            if counted > want and want and counted % want == 0:
+                why = (f"more: {counted // want} times the budget, every element read {counted // want} times: do "
+                       "several warps walk the same tokens? Warp w takes tokens w, w + WARPS, w + 2 WARPS, ..., so "
+                       "that each token is read by one warp")
+            elif counted > want:
+                why = ("more: is a slot past a context's end, or a token twice, read? (each warp takes every "
+                       "WARPS-th token)")
+            elif d > 32 and counted == lane_channels:
+                why = (f"fewer: only 32 of the {d} channels of each row were read, one per lane. With head_dim above "
+                       "32 a lane holds channels lane, lane + 32, ... (CHANNELS of them): does every loop over a "
+                       "lane's channels cover all of them, and the scores use every channel?")
+            else:
+                why = "fewer: is a key of the context skipped, or are the scores computed from something else?"
             problems.append(f"{name} was loaded {counted} times for {_paged_label(case)}; the budget is each "
                             f"element of a context once per query head: heads · Σ context_lens · head_dim = "
                             f"{heads} · {tokens} · {d} = {want}; {why}")
@@ -176,8 +187,12 @@ def merge_traffic_problems(traffic, case: dict, partition_size: int) -> list[str
     problems = []
     stored = {name: count for name, count in merge.global_stores.items() if count}
     if stored != {"out": num_seqs * heads * d}:
+        written = [name for name in ("partial_max", "partial_sum", "partial_acc") if name in stored]
         problems.append(f"the merge may write only out, each element once ({num_seqs * heads * d} stores); stores "
-                        f"counted: {stored} (the partials are its inputs)")
+                        f"counted: {stored} (the partials are its inputs)" + (
+                            f": {' and '.join(written)} {'was' if len(written) == 1 else 'were'} written. Rescale "
+                            "each partial as you read it into a value of your own (a register), not the partial in "
+                            "place" if written else ""))
     used = heads * d * sum(cdiv(n, partition_size) for n in lens)   # accumulators of partitions that saw a key
     every = num_seqs * heads * partitions * d
     acc = merge.global_loads.get("partial_acc", 0)
@@ -348,12 +363,22 @@ def cache_write_traffic_problems(traffic, case: dict) -> list[str]:
     """What the counted traffic of one cache-write launch breaks of its budget."""
     if traffic.kernel_names != ["kv_cache_write_kernel"]:
         return [f"expected one launch of kv_cache_write_kernel, saw {traffic.kernel_names}"]
+    from kernels.kv_cache import THREADS
+    from kernels.launching import cdiv
+
     rows = case["k_new"].size
+    tokens, per_token = case["k_new"].shape[0], case["k_new"][0].size     # a token's kv_heads x head_dim floats
+    threads = min(THREADS, 32 * cdiv(per_token, 32))                       # the block cache_write_run launches
     problems = []
     stored = {name: count for name, count in traffic.global_stores.items() if count}
     if stored != {"k_cache": rows, "v_cache": rows}:
+        one_pass = per_token > threads and stored.get("k_cache") == tokens * threads
         problems.append(f"a write stores each new key and value once ({rows} stores into each cache) and nothing "
-                        f"else; stores counted: {stored}")
+                        f"else; stores counted: {stored}" + (
+                            f". Each token stored only {threads} of its kv_heads x head_dim = {per_token} floats, one "
+                            f"per thread of the block: one pass of the {threads} threads does not cover a token of "
+                            "more floats than threads; loop i = t, t + blockDim.x, ... while i < kv_heads * head_dim"
+                            if one_pass else ""))
     for name in ("k_new", "v_new"):
         if _loads(traffic, name) != rows:
             problems.append(f"{name} was loaded {_loads(traffic, name)} times; it has {rows} elements: read each once")

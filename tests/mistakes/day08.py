@@ -23,7 +23,10 @@ TABLE = (
                    ("row_sum *= correction", "row_sum = float16(row_sum * correction)"),
                    ("row_sum += p", "row_sum = float16(row_sum + p)")),
             why="the running sum kept in fp16",
-            hidden_fails="prefill_long_rows"),
+            hidden_fails="prefill_long_rows",
+            # the long-rows diagnosis (the error grows with the keys summed) or, on some draws, the rounding one:
+            # both name the running sum kept in fp16
+            feedback=(("mixed_prefill_long_rows", ("running sum", "fp16")),)),
     # q·k stored in fp16 shared memory before the scale is applied: five edits of one mistake
     Mistake("prefill_scores_fp16_scaled_when_read", **_PREFILL,
             edits=(("@cuda.jit\ndef gqa_prefill_mixed_tiles_kernel",
@@ -53,7 +56,9 @@ TABLE = (
             edits=(FLOAT16, ("running_sum = cuda.local.array(GROUP_MAX, float32)",
                              "running_sum = cuda.local.array(GROUP_MAX, float16)")),
             why="the running sums kept in fp16",
-            hidden_fails="decode_long_context"),
+            hidden_fails="decode_long_context",
+            feedback=(("mixed_decode_long_context",
+                       ("a value between the loads and the store is rounded to fp16", "a running sum or maximum")),)),
     Mistake("decode_fp16_kv_loaded_per_head", **_DECODE,
             edits=(("        for ch in range(CHANNELS):\n"
                     "            c = lane + ch * WARP\n"
@@ -70,7 +75,8 @@ TABLE = (
                     "                        k_row[ch] = float32(k_cache[page, kv_head, slot, c])\n"
                     "                        v_row[ch] = float32(v_cache[page, kv_head, slot, c])\n"),),
             why="the token's fp16 K and V rows are loaded again for every head of the group",
-            hidden_fails="decode_traffic", wrong_answer=True),
+            hidden_fails="decode_traffic", wrong_answer=True,
+            feedback=(("mixed_decode_traffic_fits", ("k_cache was loaded", "once per query head of the group")),)),
     # fp8 quantization
     Mistake("fp8_truncated", **_QUANTIZE,
             edits=(("    if rest > 0.5 or (rest == 0.5 and q & 1):\n        q += 1\n", ""),),

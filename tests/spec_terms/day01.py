@@ -41,11 +41,11 @@ TABLE = (
     # ------------------------------------------------------------------ exercise 1: axpb
     Term("axpb_kernel", "the guard of the last, partial block", "i < x.size",
          edits=(("if i < x.size:", "if True:"),), hidden=_AXPB_CELL, visible=_AXPB_CELL,
-         why="n not a multiple of 128: n = 1 and 129 (visible), 1, 127, 129 and 1000 + r (hidden); the idle "
+         why="n not a multiple of 128: n = 127, 129 and 1 (visible), 1, 127, 129 and 1000 + r (hidden); the idle "
              "threads read past x"),
     Term("axpb_kernel", "the guard's edge", "i < n (i = n excluded)",
          edits=(("if i < x.size:", "if i <= x.size:"),), hidden=_AXPB_CELL, visible=_AXPB_CELL,
-         why="thread i = n exists whenever 128 does not divide n: n = 1 reads x[1]"),
+         why="thread i = n exists whenever 128 does not divide n: n = 127 reads x[127]"),
     Term("axpb_kernel", "the guard's edge", "i < n (i = n - 1 included)",
          edits=(("if i < x.size:", "if i < x.size - 1:"),), hidden=_AXPB_CELL, visible=_AXPB_CELL,
          why="the last element is written: it stays poisoned for every n"),
@@ -53,7 +53,7 @@ TABLE = (
     # ------------------------------------------------------------------ exercise 2: normalize_rows
     Term("normalize_rows_kernel", "the guard of the last, partial row tile", "row < rows",
          edits=(("if row < x.shape[2]:", "if True:"),), hidden=_NORM_CELL, visible=_NORM_CELL,
-         why="rows not a multiple of ROWS_PER_BLOCK = 4: (1, 1, 1, 1) and (2, 3, 5, 40) (visible), also 9 rows "
+         why="rows not a multiple of ROWS_PER_BLOCK = 4: (2, 3, 7, 40) and (1, 1, 1, 1) (visible), also 9 rows "
              "(hidden); the tile's extra rows read past x"),
     Term("normalize_rows_kernel", "the row guard's edge", "row < rows (row = rows excluded)",
          edits=(("if row < x.shape[2]:", "if row <= x.shape[2]:"),), hidden=_NORM_CELL, visible=_NORM_CELL,
