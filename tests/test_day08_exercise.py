@@ -12,6 +12,9 @@ inputs is named every time.
 
 from __future__ import annotations
 
+import pathlib
+import re
+
 import numpy as np
 import pytest
 
@@ -114,3 +117,65 @@ def test_fp8_scale_findings_name_one_scale_for_all_and_a_wrong_divisor():
     whole = np.full(4, np.abs(x).max() / np.float32(448), np.float32)
     assert fp8_scale_findings(whole, x)[0][0] == "fp8_scale_global"
     assert fp8_scale_findings((amax / np.float32(240)).astype(np.float32), x)[0][0] == "fp8_scale_other"
+
+
+# ----------------------------------------------------------------------------- what the notebook tells the student
+
+EXERCISE = pathlib.Path(__file__).resolve().parents[1] / "exercises" / "day08_mixed_precision" / \
+    "day08_mixed_precision.ipynb"
+
+
+def _exercise_text() -> str:
+    import nbformat
+
+    cells = nbformat.read(EXERCISE, as_version=4).cells
+    return "\n".join(cell.source for cell in cells if cell.cell_type == "markdown")
+
+
+def test_the_names_and_imports_the_exercise_gives_work():
+    """Every import in the exercise's text runs and every name it gives exists (``advice_problems``); the hint on
+    fp16 arrays says how to import numba's fp16 type, with an import that gives it (``from numba import float16``
+    does not: numba's top level has no float16)."""
+    import numba
+
+    from test_day08_lesson import advice_problems
+
+    text = _exercise_text()
+    assert not advice_problems(text)
+    hint = next(p for p in re.split(r"\n\s*\n|\n- ", text) if "float16" in p and "array" in p)
+    imports = re.findall(r"`((?:from|import) [^`]*float16[^`]*)`", hint)
+    assert imports, f"the hint speaks of numba's float16 without saying how to import it:\n{hint}"
+    for line in imports:
+        names = {}
+        exec(line, names)
+        assert names["float16"] is numba.types.float16, line
+
+
+def test_the_round_trip_error_says_what_it_is_measured_by():
+    """``fp8_round_trip_error``: the largest error with its page's scale (amax / 448) and the gap of e4m3's numbers
+    there, scaled, and the error as a share of that gap; then the largest share over the cache, at most 0.5 for the
+    reference's codes and over it for a code one step off."""
+    from course.exercise_checks.day08 import fp8_round_trip_error
+    from kernels import reference
+
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((2, 2, 4, 8)) * np.array([0.01, 1.0, 30.0, 500.0]).reshape(2, 2, 1, 1)).astype(np.float32)
+    codes, scales = reference.quantize_fp8(x)
+    first, own = fp8_round_trip_error(x, codes, scales).splitlines()
+    found = re.fullmatch(r"largest error of value\(code\) \* scale: (\S+), at block (\d), kv_head (\d), slot \d, "
+                         r"channel \d \(x = \S+\), on a page whose scale is (\S+) \(its largest \|x\|, (\S+), "
+                         r"over 448\): there e4m3's numbers are (\S+) apart, (\S+) once scaled, and the error is (\S+) "
+                         r"of that gap", first)
+    assert found, first
+    error, block, head, scale, amax, gap, scaled, share = found.groups()
+    err = np.abs(reference.dequantize_fp8(codes, scales) - x)
+    assert float(error) == pytest.approx(err.max(), rel=2e-3)
+    page = (int(block), int(head))
+    assert float(scale) == pytest.approx(scales[page], rel=1e-3) == pytest.approx(np.abs(x[page]).max() / 448, rel=1e-3)
+    assert float(scaled) == pytest.approx(float(gap) * scales[page], rel=2e-2)
+    assert float(share) == pytest.approx(float(error) / float(scaled), abs=0.02) and float(share) <= 0.5
+    assert float(re.search(r"gaps of its own place: (\S+),", own)[1]) <= 0.5
+    wrong = codes.copy()
+    wrong[0, 0, 0, 0] = wrong[0, 0, 0, 0] + 1 if wrong[0, 0, 0, 0] & 0x7F < 0x7E else wrong[0, 0, 0, 0] - 1
+    own = fp8_round_trip_error(x, wrong, scales).splitlines()[1]
+    assert float(re.search(r"gaps of its own place: (\S+), at block 0, kv_head 0, slot 0, channel 0", own)[1]) > 0.5

@@ -29,7 +29,8 @@ import numpy as np
 
 from course.diagnoses.gqa import mapping_candidates
 
-__all__ = ["decode_findings", "merge_models", "partial_arrays", "cache_write_findings", "launch_error", "close_to_model",
+__all__ = ["decode_findings", "merge_models", "partial_arrays", "cache_write_findings", "launch_error", "kernel_line",
+           "close_to_model",
            "KEYS"]
 
 # The keys of the findings, by function: decode_findings, cache_write_findings, launch_error.
@@ -354,7 +355,7 @@ def cache_write_findings(got_k, got_v, want_k, want_v, before_k, before_v, ctx: 
 _BOUNDS = re.compile(r"index (-?\d+) is out of bounds for axis (\d+) with size (\d+)")
 
 
-def _kernel_line(exc: BaseException) -> str:
+def kernel_line(exc: BaseException) -> str:
     """The last line of the traceback that belongs to the kernel's own source (not numba's or the course's)."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
               if "numba" not in f.filename and "/course/" not in f.filename.replace("\\", "/")
@@ -371,7 +372,7 @@ def launch_error(exc: BaseException, sizes: dict) -> tuple[str, str] | None:
     state for: a larger group must be split over blocks), and ``kv_line``: text that marks a kernel line
     reading K or V when their names hold no "cache" (days 5 and 7: ``("k[", "v[")``).
     """
-    line = _kernel_line(exc)
+    line = kernel_line(exc)
     at = f" (at `{line}`)" if line else ""
     if isinstance(exc, IndexError):
         text = str(exc)

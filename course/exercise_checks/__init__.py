@@ -77,7 +77,7 @@ from .day07 import (
 )
 from .day08 import (
     FP8_RECIPROCAL_SCALES, check_fp8_codes, check_fp8_scales, check_mixed_decode, check_mixed_prefill,
-    fp8_cache_case, fp8_corner_values, fp8_quantize_case, fp8_quantize_computes_scales,
+    fp8_cache_case, fp8_corner_values, fp8_quantize_case, fp8_quantize_computes_scales, fp8_round_trip_error,
     fp8_quantize_matches_reference, fp8_quantize_run, mixed_decode_case, mixed_decode_long_context,
     mixed_decode_matches_reference, mixed_decode_run, mixed_decode_traffic_fits, mixed_prefill_case,
     mixed_prefill_large_logits, mixed_prefill_long_rows, mixed_prefill_matches_reference, mixed_prefill_run,
@@ -115,5 +115,6 @@ __all__ = [
     "fp8_quantize_matches_reference", "fp8_quantize_computes_scales",
     "mixed_prefill_case", "mixed_prefill_run", "check_mixed_prefill", "mixed_decode_case", "mixed_decode_run",
     "check_mixed_decode", "fp8_corner_values", "fp8_quantize_case", "fp8_cache_case", "fp8_quantize_run",
+    "fp8_round_trip_error",
     "check_fp8_codes", "check_fp8_scales", "FP8_RECIPROCAL_SCALES",
 ]

@@ -63,12 +63,12 @@ def _launch_explained(launch, sizes: dict | None = None, *, likely=None):
     likely: ``likely(exc, line) -> (key, message)`` or None, a day's own reading of the exception (``line``:
     the kernel's line that raised, "" if unknown); tried first, then the paged one, which reads ``sizes``.
     """
-    from course.diagnoses.paged import _kernel_line, launch_error
+    from course.diagnoses.paged import kernel_line, launch_error
 
     try:
         return launch()
     except (IndexError, ZeroDivisionError, OverflowError) as exc:
-        found = likely(exc, _kernel_line(exc)) if likely is not None else None
+        found = likely(exc, kernel_line(exc)) if likely is not None else None
         found = found or launch_error(exc, sizes or {})
         if found is None:
             raise

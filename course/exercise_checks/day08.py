@@ -22,7 +22,7 @@ __all__ = [
     "fp8_quantize_matches_reference", "fp8_quantize_computes_scales",
     "mixed_prefill_case", "mixed_prefill_run", "check_mixed_prefill", "mixed_decode_case", "mixed_decode_run",
     "check_mixed_decode", "fp8_corner_values", "fp8_quantize_case", "fp8_cache_case", "fp8_quantize_run",
-    "check_fp8_codes", "check_fp8_scales", "FP8_RECIPROCAL_SCALES",
+    "check_fp8_codes", "check_fp8_scales", "FP8_RECIPROCAL_SCALES", "fp8_round_trip_error",
 ]
 
 
@@ -501,6 +501,42 @@ def check_fp8_scales(got_scales, case: dict, *, seed=None, label: str = "") -> N
     if seed is not None:
         lines.append(f"Repeat it with random_inputs(seed={seed}).")
     raise AssertionError("\n".join(lines))
+
+
+def fp8_round_trip_error(x, codes, scales) -> str:
+    """The error of a cache read back from its fp8 codes, |value(code) * scale - x|, said against what it is measured
+    by: the largest error, where it is, the scale of its page (the page's largest |x| over 448) and the gap between
+    the two e4m3 numbers around x / scale there, times the scale; then the largest error in gaps of its own place.
+    Rounding to the nearest code keeps every error within half its gap, so that last number is at most 0.5 for
+    correct codes. x (num_blocks, kv_heads, block_size, head_dim) float32, codes uint8 of its shape, scales
+    (num_blocks, kv_heads)."""
+    from kernels import reference
+
+    x = np.asarray(x, np.float32)
+    scale = np.asarray(scales, np.float32)[..., None, None].astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        err = np.abs(reference.dequantize_fp8(np.asarray(codes), scales).astype(np.float64) - x.astype(np.float64))
+        y = np.minimum(np.abs(x) / scale, 448.0)
+        # e4m3 has 3 mantissa bits: 8 numbers a binade, and steps of 2**-9 below 2**-6 (the subnormals)
+        gap = np.where(y < 2.0 ** -6, 2.0 ** -9, 2.0 ** (np.floor(np.log2(np.maximum(y, 2.0 ** -6))) - 3)) * scale
+    lost = int(np.count_nonzero(~np.isfinite(err)))
+    if lost == err.size:
+        return f"largest error of value(code) * scale: every one of the {lost} codes reads back as NaN (0x7f, 0xff)"
+    err = np.where(np.isfinite(err), err, -1.0)
+    at = np.unravel_index(int(np.argmax(err)), err.shape)
+    page = at[:2]
+    step, amax = gap[at] / scale[page][0, 0], float(np.abs(x[page]).max())
+    lines = [f"largest error of value(code) * scale: {err[at]:.3g}, at {_fp8_where(at, x.shape)} (x = {x[at]:.6g}), "
+             f"on a page whose scale is {float(scales[page]):.4g} (its largest |x|, {amax:.6g}, over 448): there "
+             f"e4m3's numbers are {step:g} apart, {gap[at]:.3g} once scaled, and the error is {err[at] / gap[at]:.2f} "
+             f"of that gap"]
+    units = err / gap
+    worst = np.unravel_index(int(np.argmax(units)), units.shape)
+    lines.append(f"largest error in gaps of its own place: {units[worst]:.2f}, at {_fp8_where(worst, x.shape)} "
+                 f"(rounding to the nearest code keeps every one within 0.5)")
+    if lost:
+        lines.append(f"{lost} codes read back as NaN (0x7f, 0xff)")
+    return "\n".join(lines)
 
 
 def fp8_quantize_matches_reference(kernel) -> None:
