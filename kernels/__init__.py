@@ -13,7 +13,7 @@ choose the device (``course.use_device()``) before a kernel module loads numba.
 - ``kernels.paging``: what the attention launchers of days 5 to 8 share: ``kv_lens``, block-table
   checks, split-K partial buffers, the SM count and the partitions' sizes
 - ``kernels.intrinsics``: the instructions numba cannot write (bit casts, fp8 conversions, byte
-  permutes, the tensor-core mma), as llvmlite intrinsics and inline PTX, each with a simulator twin
+  permutes, dp4a, the tensor-core mma), as llvmlite intrinsics and inline PTX, each with a simulator twin
 - ``kernels.registry``: ``Rung`` and ``ladder``, the registry every kernel module ends with
 - ``kernels.elementwise``: day 1, copy and elementwise kernels, bounds guards, grid-stride loops, 3D grids
 - ``kernels.reduction``: day 1, row max and row sum (shared-memory tree, warp shuffles)
@@ -40,6 +40,8 @@ choose the device (``course.use_device()``) before a kernel module loads numba.
   fp16, bf16 or fp8 (e4m3 codes with a scale per page) and computed in float32, then decode rungs
   that spend fewer instructions on each byte, up to tensor cores, and the kernels that quantize a
   cache to fp8 and back; a package, one module per family of rungs
+- ``kernels.quantized_gemv``: day 9, y = W x with W in its GGUF bytes (Q8_0, Q4_0, Q4_1): a warp per row
+  decoding the fp16 scales and the nibbles in registers, then x quantized to int8 blocks (q8_1) and dp4a
 
 Each kernel module lists its rungs in its docstring, one line per rung, saying what the rung
 adds over the one before (``attention_v1_naive`` ... ``attention_v6_register_tiles``), and

@@ -26,14 +26,15 @@ and ``_twin`` picks one, once, when this module is imported. The helpers, by wha
   instruction, its results kept packed (the A and B fragments of an mma);
 - ``byte_perm(a, b, selector)``: PTX's ``prmt.b32``, any 4 of the 8 bytes of two words;
 - ``pack_halves(low, high)``: two float32 numbers rounded to fp16 and packed, PTX's ``cvt.rn.f16x2.f32``;
+- ``dp4a(a, b, c)``: PTX's ``dp4a.s32.s32``, c plus the dot product of the 4 signed bytes of two words
+  (sm_61 and later);
 - ``mma_m16n8k16(a0, ..., c3)``: PTX's ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``, a warp's
   16 x 8 x 16 product of fp16 matrices into float32 (sm_80 and later). The simulator runs it as one
   exchange among the warp's lanes, ``cuda.simulator_collective_sync`` (``course.simulator``): every lane
   brings its fragments, and the product is computed once, exact in float64 and rounded to float32.
 
-Day 9 adds the integer instructions of int8 kernels here: ``dp4a`` (a dot product of 4 int8 pairs into an
-int32), ``prmt`` and ``lop3`` on packed bytes, 16-byte loads (``ld.global.v4``), and the int8 mma
-``m16n8k32``.
+Day 9 adds the integer instructions of int8 kernels here: ``dp4a`` (above: a dot product of 4 int8 pairs
+into an int32), then ``lop3`` on packed bytes, 16-byte loads (``ld.global.v4``), and the int8 mma ``m16n8k32``.
 
 The warp's size and full mask are ``kernels.launching.WARP`` and ``FULL_MASK`` (NumPy only, so the
 simulator can read them before numba is imported).
@@ -45,13 +46,13 @@ import math
 
 import numpy as np
 from llvmlite import ir
-from numba import config, cuda, float32, types, uint32
+from numba import config, cuda, float32, int32, types, uint32
 from numba.cuda.extending import intrinsic
 
 from kernels.launching import FULL_MASK
 
 __all__ = ["four_halves", "two_floats", "unpack_halves", "eight_codes", "e4m3_pairs", "byte_perm", "pack_halves",
-           "mma_m16n8k16"]
+           "dp4a", "mma_m16n8k16"]
 
 
 def _twin(simulated):
@@ -250,6 +251,32 @@ def pack_halves(typingctx, low, high):
     def codegen(context, builder, signature, args):
         return _asm_call(builder, "cvt.rn.f16x2.f32 $0, $2, $1;", "=r,f,f", [ir.IntType(32)], list(args))[0]
     return types.uint32(types.float32, types.float32), codegen
+
+
+# ----------------------------------------------------------------------------------------------
+# Integer dot products: dp4a.s32.s32 (sm_61 and later)
+# ----------------------------------------------------------------------------------------------
+
+def _dp4a_simulated(a, b, c):
+    """c plus the dot product of the 4 signed bytes of the uint32 words a and b (byte j with byte j), wrapped
+    to int32 as the 32-bit register wraps."""
+    bytes_a = np.array([a], np.uint32).view(np.int8).astype(np.int64)
+    bytes_b = np.array([b], np.uint32).view(np.int8).astype(np.int64)
+    total = int(c) + int(bytes_a @ bytes_b)
+    return int32((total + 2 ** 31) % 2 ** 32 - 2 ** 31)
+
+
+@_twin(_dp4a_simulated)
+def dp4a(typingctx, a, b, c):
+    """PTX's ``dp4a.s32.s32``: ``c`` (int32) plus the dot product of the 4 signed bytes of the uint32 words ``a``
+    and ``b`` (byte j of a times byte j of b, each sign-extended), an int32: 4 multiply-adds of int8 pairs in
+    one instruction."""
+    if (a, b, c) != (types.uint32, types.uint32, types.int32):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return _asm_call(builder, "dp4a.s32.s32 $0, $1, $2, $3;", "=r,r,r,r", [ir.IntType(32)], list(args))[0]
+    return types.int32(types.uint32, types.uint32, types.int32), codegen
 
 
 # ----------------------------------------------------------------------------------------------

@@ -217,6 +217,40 @@ def _kv_cache_reference(k_new, v_new, token_seqs, token_positions, block_tables,
     return k_want, v_want
 
 
+def _quantized_gemv_inputs(rng, rung):
+    """7 rows (two blocks of 4 warps, the second with 3) of K = 96 (3 GGUF blocks), the second row all zeros,
+    stored in the format the rung's name begins with."""
+    from kernels import reference
+
+    fmt = rung.launcher.__name__.split("_gemv")[0]
+    weights = _floats(rng, 7, 96)
+    weights[1] = 0.0
+    w = getattr(reference, f"quantize_{fmt}")(weights).reshape(7, 3, -1)
+    return (w, _floats(rng, 96)), {"out": _nan(7)}
+
+
+def _quantized_gemv_reference(fmt):
+    """W x in float64, W the GGUF bytes w (N, blocks, block_bytes) of format ``fmt`` dequantized."""
+    def reference_of(w, x, **_):
+        from kernels import reference
+
+        return getattr(reference, f"dequantize_{fmt}")(w.reshape(w.shape[0], -1)) @ x.astype(np.float64)
+    return reference_of
+
+
+def _q4_1_times_q8_1_reference(w, x, **_):
+    """W x with x quantized to q8_1 in the codes' product, exact in the minimum's: sum over blocks of
+    d sum_j q_j x^_j + m sum_j x_j, x^ the q8_1 values of x (``q4_1_gemv_q8_1_dp4a``)."""
+    from kernels import reference
+
+    codes, scales, sums = reference.quantize_q8_1(x)
+    x_hat = (codes.reshape(-1, 32) * scales.astype(np.float64)[:, None]).reshape(-1)
+    without_minimum = w.copy()
+    without_minimum[..., 2:4] = 0                      # m = 0: the values are d q exactly
+    minimums = w[..., 2:4].copy().view("<f2")[..., 0].astype(np.float64)
+    return reference.dequantize_q4_1(without_minimum.reshape(w.shape[0], -1)) @ x_hat + minimums @ sums
+
+
 OPERATIONS = {
     "copy": Operation(lambda rng, _: ((_floats(rng, 1000),), {"out": _nan(1000)}),
                       lambda x, **_: x.astype(np.float64)),
@@ -241,6 +275,9 @@ OPERATIONS = {
     "gqa_decode_page": Operation(_page_runs_inputs, _paged_reference),       # gqa_decode_page_runs
     "gqa_decode_half": Operation(_half_warps_inputs, _paged_reference),      # gqa_decode_half_warps
     "gqa_decode_tensor": Operation(_tensor_cores_inputs, _paged_reference),  # gqa_decode_tensor_cores
+    **{f"{fmt}_gemv": Operation(_quantized_gemv_inputs, _quantized_gemv_reference(fmt))
+       for fmt in ("q8_0", "q4_0", "q4_1")},
+    "q4_1_gemv_q8_1": Operation(_quantized_gemv_inputs, _q4_1_times_q8_1_reference),   # q4_1_gemv_q8_1_dp4a
 }
 
 

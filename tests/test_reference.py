@@ -437,12 +437,13 @@ def test_int4_groups_round_trip(group_size):
 
 
 # ------------------------------------------------------------------------------------------
-# GGUF Q8_0 and Q4_0, bit for bit against the gguf package
+# GGUF Q8_0, Q4_0 and Q4_1, bit for bit against the gguf package
 # ------------------------------------------------------------------------------------------
 
 FORMATS = [
     (ref.quantize_q8_0, ref.dequantize_q8_0, GGMLQuantizationType.Q8_0, 34),
     (ref.quantize_q4_0, ref.dequantize_q4_0, GGMLQuantizationType.Q4_0, 18),
+    (ref.quantize_q4_1, ref.dequantize_q4_1, GGMLQuantizationType.Q4_1, 20),
 ]
 
 
@@ -478,11 +479,23 @@ def _division_differs_block():
     raise AssertionError("no block found where x / d and x * (1 / d) round differently")
 
 
+def _constant_and_extreme_blocks():
+    """Constant blocks (Q4_1: d = 0, the value is the minimum), blocks at the edge of fp16's range, blocks
+    of two values only (the extreme codes of each format) and blocks whose scales are fp16 subnormals."""
+    constant = np.array([3.0, -1e-3, 65504.0, -0.5])[:, None] * np.ones((4, 32))
+    edges = np.linspace(-65504, 65504, 32)[None].repeat(2, axis=0)
+    edges[1] = edges[1][::-1]
+    two_values = np.where(np.arange(32) % 3 == 0, -6.0, 5.25)[None].repeat(2, axis=0)   # Q4_0: d = 0.75
+    two_values[1] = -two_values[1]
+    tiny = np.random.default_rng(24).uniform(-1, 1, (2, 32)) * np.array([[1e-5], [3e-7]])
+    return np.concatenate([constant, edges, two_values, tiny])
+
+
 def _gguf_test_data():
     rng = np.random.default_rng(22)
     blocks = [rng.standard_normal((6, 32)) * rng.choice([1e-4, 1.0, 1e3], size=(6, 1)),
               rng.uniform(-1, 1, (4, 32)), rng.standard_normal((2, 32)) ** 3,
-              np.zeros((2, 32)), _tie_blocks(), _division_differs_block()[None]]
+              np.zeros((2, 32)), _constant_and_extreme_blocks(), _tie_blocks(), _division_differs_block()[None]]
     data = np.concatenate(blocks).astype(np.float32)
     data[-3, 7] = 0.0
     return data.reshape(-1, 64)                                           # rows of two blocks
@@ -529,6 +542,69 @@ def test_gguf_block_too_small_for_its_inverse_scale_stores_zeros(quantize, dequa
     encoded = quantize(x)
     assert encoded.shape == (block_bytes,) and encoded[:2].view("<f2")[0] == 0   # fp16 d is +-0
     np.testing.assert_array_equal(dequantize(encoded), np.zeros(32))
+
+
+def test_the_extreme_blocks_reach_the_extreme_codes():
+    """The two-valued blocks of the test data use the first and last code of each 4-bit format."""
+    blocks = _constant_and_extreme_blocks()[6:8].astype(np.float32)
+    for quantize, header in [(ref.quantize_q4_0, 2), (ref.quantize_q4_1, 4)]:
+        packed = quantize(blocks)[:, header:]
+        assert set(np.concatenate([packed & 0x0F, packed >> 4]).ravel()) == {0, 15}, quantize.__name__
+
+
+def test_q4_1_layout_stores_d_then_m_then_nibbles():
+    x = np.linspace(-1.0, 2.0, 32).astype(np.float32)
+    x[0], x[16], x[1] = -3.0, 12.0, 0.0                  # m = -3, d = 15 / 15 = 1: codes 0, 15 and 3
+    packed = ref.quantize_q4_1(x)
+    assert packed.shape == (20,)
+    assert packed[:2].view("<f2")[0] == 1.0 and packed[2:4].view("<f2")[0] == -3.0
+    assert packed[4] == 0 | (15 << 4) and packed[5] & 0x0F == 3
+    np.testing.assert_array_equal(ref.dequantize_q4_1(packed)[[0, 1, 16]], [-3.0, 0.0, 12.0])
+
+
+def test_q4_1_constant_block_has_zero_scale_and_its_value_as_minimum():
+    packed = ref.quantize_q4_1(np.full((2, 32), [[0.1], [-7.0]], np.float32))
+    assert packed.shape == (2, 20)
+    np.testing.assert_array_equal(packed[:, :2].copy().view("<f2").ravel(), [0, 0])
+    np.testing.assert_array_equal(packed[:, 2:4].copy().view("<f2").ravel(), np.float16([0.1, -7.0]))
+    np.testing.assert_array_equal(packed[:, 4:], 0)
+    np.testing.assert_array_equal(ref.dequantize_q4_1(packed), np.float16([[0.1], [-7.0]]).astype(np.float64)
+                                  * np.ones((2, 32)))
+
+
+def test_q4_1_rounds_d_q_plus_m_once_to_float32_as_llama_cpp():
+    """A large d q plus a tiny m: the exact sum needs more than float32's 24 bits, and llama.cpp's value
+    (and the gguf package's) is that sum rounded to float32."""
+    block = np.zeros(20, np.uint8)
+    block[:2] = np.array([1000.0], "<f2").view(np.uint8)
+    block[2:4] = np.array([0.0001], "<f2").view(np.uint8)
+    block[4:] = 0xFF                                       # every code 15: d q = 15000
+    values = ref.dequantize_q4_1(block)
+    exact = 15000.0 + float(np.float16(0.0001))
+    assert values[0] == float(np.float32(exact)) != exact
+    np.testing.assert_array_equal(values, quants.dequantize(block, GGMLQuantizationType.Q4_1))
+
+
+def test_q4_1_refuses_a_range_or_a_minimum_beyond_fp16():
+    wide = np.zeros(32, np.float32)
+    wide[0], wide[1] = -6e5, 6e5                            # d = 1.2e6 / 15 = 80000 > 65504
+    with pytest.raises(ValueError, match="a block scale does not fit in fp16"):
+        ref.quantize_q4_1(wide)
+    with pytest.raises(ValueError, match="a block minimum does not fit in fp16"):
+        ref.quantize_q4_1(np.full(32, -7e4, np.float32))
+
+
+def test_q8_1_activations_have_q8_0_codes_a_float32_scale_and_the_block_sums():
+    """The codes are the gguf package's Q8_0 codes; the scale stays float32 (amax / 127), the sums exact."""
+    x = _gguf_test_data()
+    codes, scales, sums = ref.quantize_q8_1(x)
+    assert codes.dtype == np.int8 and codes.shape == x.shape and scales.dtype == np.float32
+    assert scales.shape == sums.shape == (x.shape[0], 2)
+    theirs = quants.quantize(x, GGMLQuantizationType.Q8_0).reshape(-1, 34)[:, 2:].view(np.int8)
+    np.testing.assert_array_equal(codes.reshape(-1, 32), theirs)
+    blocks = x.reshape(-1, 32)
+    np.testing.assert_array_equal(scales.reshape(-1), np.abs(blocks).max(axis=1) / np.float32(127))
+    np.testing.assert_array_equal(sums.reshape(-1), blocks.astype(np.float64).sum(axis=1))
 
 
 def test_q4_0_layout_puts_element_j_plus_16_in_the_high_nibble():
@@ -679,6 +755,8 @@ BAD_INPUTS = [
     (lambda: ref.quantize_q8_0(np.ones(48)), ValueError, "multiple of 32"),
     (lambda: ref.quantize_q4_0(np.full(32, 1e6)), ValueError, "does not fit in fp16"),
     (lambda: ref.dequantize_q4_0(np.zeros(34, np.uint8)), ValueError, "multiple of 18"),
+    (lambda: ref.dequantize_q4_1(np.zeros(34, np.uint8)), ValueError, "multiple of 20"),
+    (lambda: ref.quantize_q4_1(np.ones(40)), ValueError, "multiple of 32"),
     (lambda: ref.dequantize_q8_0(np.zeros(34, np.int8)), TypeError, "uint8"),
     (lambda: ref.round_to(1.0, "fp8"), ValueError, "fmt must be one of"),
 ]

@@ -150,7 +150,8 @@ gguf_values = st.floats(-1024, 1024, width=32).filter(lambda v: v == 0 or abs(v)
 @given(hnp.arrays(np.float32, st.tuples(st.integers(1, 3), st.sampled_from([32, 64])), elements=gguf_values))
 def test_gguf_formats_match_the_gguf_package(x):
     for quantize, dequantize, qtype in [(ref.quantize_q8_0, ref.dequantize_q8_0, GGMLQuantizationType.Q8_0),
-                                        (ref.quantize_q4_0, ref.dequantize_q4_0, GGMLQuantizationType.Q4_0)]:
+                                        (ref.quantize_q4_0, ref.dequantize_q4_0, GGMLQuantizationType.Q4_0),
+                                        (ref.quantize_q4_1, ref.dequantize_q4_1, GGMLQuantizationType.Q4_1)]:
         ours = quantize(x)
         np.testing.assert_array_equal(ours, quants.quantize(x, qtype))
         np.testing.assert_array_equal(dequantize(ours), quants.dequantize(ours, qtype))

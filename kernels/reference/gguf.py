@@ -1,15 +1,17 @@
-"""The GGUF (llama.cpp) block formats Q8_0 and Q4_0, bit for bit."""
+"""The GGUF (llama.cpp) block formats Q8_0, Q4_0 and Q4_1, bit for bit, and q8_1 activations."""
 
 import numpy as np
 
 from ._checks import _float64, _int_array
 
-__all__ = ["GGUF_BLOCK_SIZE", "Q8_0_BLOCK_BYTES", "Q4_0_BLOCK_BYTES",
-           "quantize_q8_0", "dequantize_q8_0", "quantize_q4_0", "dequantize_q4_0"]
+__all__ = ["GGUF_BLOCK_SIZE", "Q8_0_BLOCK_BYTES", "Q4_0_BLOCK_BYTES", "Q4_1_BLOCK_BYTES",
+           "quantize_q8_0", "dequantize_q8_0", "quantize_q4_0", "dequantize_q4_0", "quantize_q4_1",
+           "dequantize_q4_1", "quantize_q8_1"]
 
-GGUF_BLOCK_SIZE = 32     # values per block, in Q8_0 and Q4_0
+GGUF_BLOCK_SIZE = 32     # values per block, in Q8_0, Q4_0 and Q4_1
 Q8_0_BLOCK_BYTES = 34    # fp16 scale d (2 bytes) + 32 int8 values
 Q4_0_BLOCK_BYTES = 18    # fp16 scale d (2 bytes) + 32 4-bit values, two per byte
+Q4_1_BLOCK_BYTES = 20    # fp16 scale d and fp16 minimum m (2 bytes each) + 32 4-bit values, two per byte
 
 
 def _gguf_blocks(x):
@@ -29,12 +31,13 @@ def _inverse_or_zero(d):
     return np.where(np.isfinite(inverse), inverse, np.float32(0))
 
 
-def _fp16_scale_bytes(d):
-    """Block scales d (n_blocks, 1) float32 -> their little-endian fp16 bytes (n_blocks, 2)."""
+def _fp16_scale_bytes(d, what="scale"):
+    """Block scales d (n_blocks, 1) float32 -> their little-endian fp16 bytes (n_blocks, 2); ``what`` names
+    the number in the error (Q4_1 stores its blocks' minimums this way too)."""
     with np.errstate(over="ignore"):     # an overflow becomes inf, reported just below
         d16 = d.astype("<f2")
     if not np.all(np.isfinite(d16)):
-        raise ValueError("x is too large: a block scale does not fit in fp16 (max 65504)")
+        raise ValueError(f"x is too large: a block {what} does not fit in fp16 (max 65504)")
     return d16.view(np.uint8)
 
 
@@ -45,7 +48,8 @@ def _round_half_away_from_zero(v):
 
 
 def _gguf_bytes(data, block_bytes, fmt):
-    """Check a uint8 array (..., n_blocks * block_bytes) and split it into (n_blocks, block_bytes)."""
+    """Check a uint8 array (..., n_blocks * block_bytes); return each block's fp16 d as float64
+    (n_blocks, 1), the rest of each block's bytes (n_blocks, block_bytes - 2) and the values' shape."""
     data = _int_array(data, "data")
     if data.dtype != np.uint8:
         raise TypeError(f"data must have dtype uint8 (the {fmt} bytes), got {data.dtype}")
@@ -102,9 +106,7 @@ def quantize_q4_0(x):
     d_bytes = _fp16_scale_bytes(d)
     shifted = blocks * _inverse_or_zero(d) + np.float32(8.5)   # float32, in [0.5, 16.5]
     q = np.clip(np.trunc(shifted), 0, 15).astype(np.uint8)
-    half = GGUF_BLOCK_SIZE // 2
-    packed = q[:, :half] | (q[:, half:] << 4)
-    out = np.concatenate([d_bytes, packed], axis=1)
+    out = np.concatenate([d_bytes, _pack_nibbles(q)], axis=1)
     x_shape = np.shape(x)
     return out.reshape(*x_shape[:-1], x_shape[-1] // GGUF_BLOCK_SIZE * Q4_0_BLOCK_BYTES)
 
@@ -115,6 +117,73 @@ def dequantize_q4_0(data):
     The values equal llama.cpp's float32 results exactly.
     """
     d, packed, out_shape = _gguf_bytes(data, Q4_0_BLOCK_BYTES, "Q4_0")
-    first_half = (packed & 0x0F).astype(np.int64) - 8     # elements 0..15
-    second_half = (packed >> 4).astype(np.int64) - 8      # elements 16..31
-    return (d * np.concatenate([first_half, second_half], axis=1)).reshape(out_shape)
+    return (d * (_unpack_nibbles(packed) - 8)).reshape(out_shape)
+
+
+def _pack_nibbles(q):
+    """Codes (n_blocks, 32) in 0..15 -> (n_blocks, 16) bytes: byte j holds code j low, code j + 16 high."""
+    half = GGUF_BLOCK_SIZE // 2
+    return q[:, :half] | (q[:, half:] << 4)
+
+
+def _unpack_nibbles(packed):
+    """(n_blocks, 16) bytes -> the codes (n_blocks, 32) int64: elements 0..15 low nibbles, 16..31 high."""
+    return np.concatenate([packed & 0x0F, packed >> 4], axis=1).astype(np.int64)
+
+
+def quantize_q4_1(x):
+    """GGUF Q4_1: blocks of 32 values, an fp16 scale, an fp16 minimum and 32 4-bit codes, 20 bytes per block.
+
+    x: (..., K) finite reals, K a multiple of 32, first rounded to float32. Per block, in float32
+    like llama.cpp: m = the smallest value, d = (largest - m) / 15, so the codes 0 ... 15 span the
+    block from its minimum to its maximum; q = min(15, trunc((x - m) * (1 / d) + 0.5)) (halves round up;
+    a constant block has d = 0 and every q = 0), an unsigned code for the value d q + m. d and m are
+    stored rounded to fp16 (the codes are computed with the float32 ones, as llama.cpp does).
+    Packing as Q4_0: byte j (0..15) holds element j in its low nibble and element j + 16 in its high
+    nibble. Returns: uint8 (..., K // 32 * 20); each block is [d as little-endian fp16][m as
+    little-endian fp16][16 bytes].
+    """
+    blocks = _gguf_blocks(x)
+    low = np.min(blocks, axis=1, keepdims=True)
+    with np.errstate(over="ignore", invalid="ignore"):    # a range beyond float32: reported below
+        d = (np.max(blocks, axis=1, keepdims=True) - low) / np.float32(15)
+    d_bytes = _fp16_scale_bytes(d)
+    m_bytes = _fp16_scale_bytes(low, "minimum")
+    shifted = (blocks - low) * _inverse_or_zero(d) + np.float32(0.5)   # float32, in [0.5, 15.5]
+    q = np.clip(np.trunc(shifted), 0, 15).astype(np.uint8)
+    out = np.concatenate([d_bytes, m_bytes, _pack_nibbles(q)], axis=1)
+    x_shape = np.shape(x)
+    return out.reshape(*x_shape[:-1], x_shape[-1] // GGUF_BLOCK_SIZE * Q4_1_BLOCK_BYTES)
+
+
+def dequantize_q4_1(data):
+    """Q4_1 bytes (..., n_blocks * 20) uint8 -> float64 (..., n_blocks * 32): d * q + m, rounded to float32.
+
+    The values equal llama.cpp's float32 results exactly: d q is exact in float32 (11 by 4 significant
+    bits), and the sum with m is rounded once to float32, as llama.cpp's float32 arithmetic does (a fused
+    multiply-add gives the same number). The exact d q + m differs from it by at most half a float32 step.
+    """
+    d, rest, out_shape = _gguf_bytes(data, Q4_1_BLOCK_BYTES, "Q4_1")
+    m = rest[:, :2].copy().view("<f2").astype(np.float32)
+    values = d.astype(np.float32) * _unpack_nibbles(rest[:, 2:]).astype(np.float32) + m
+    return values.astype(np.float64).reshape(out_shape)
+
+
+def quantize_q8_1(x):
+    """Activations quantized per block of 32 for integer dot products (llama.cpp's q8_1 idea): int8 codes,
+    a scale, and the block's sum of x, so a Q4_1 block's minimum m costs one product, m times the sum.
+
+    x: (..., K) finite reals, K a multiple of 32, first rounded to float32. The codes are Q8_0's, computed
+    the same way in float32: d = amax / 127, q = round(x * (1 / d)), halves away from zero (an all-zero block:
+    d = 0, q = 0); the value of code q is d q. Unlike a stored GGUF block, d is kept in float32 (llama.cpp
+    keeps d and the sum as two fp16 numbers): these blocks are made for one product and never stored.
+    Returns (q, d, s): q int8 (..., K), d float32 (..., K // 32), s float64 (..., K // 32) the exact sums
+    of the float32 values of x, block by block.
+    """
+    blocks = _gguf_blocks(x)
+    d = np.max(np.abs(blocks), axis=1, keepdims=True) / np.float32(127)
+    q = _round_half_away_from_zero(blocks * _inverse_or_zero(d)).astype(np.int8)
+    x_shape = np.shape(x)
+    block_shape = (*x_shape[:-1], x_shape[-1] // GGUF_BLOCK_SIZE)
+    sums = blocks.astype(np.float64).sum(axis=1)
+    return q.reshape(x_shape), d.reshape(block_shape), sums.reshape(block_shape)
