@@ -545,7 +545,7 @@ def test_the_notebook_leaves_a_host_answer_alone_and_lessons_unfollowed():
     _, noted = _run_cells("day06_paged_attention", {"allocator_class": allocator + "\nprint('mine')\n"})
     assert noted["allocator_class"] == []
     watch = graded_notice.Watch()
-    lesson = json.loads((PROJECT_ROOT / "lessons" / "day07_grouped_query_attention.ipynb").read_text())
+    lesson = json.loads((PROJECT_ROOT / "lessons" / "day07_lesson_grouped_query_attention.ipynb").read_text())
     for cell in lesson["cells"]:
         if cell["cell_type"] == "code":
             assert watch.after(rule.source_of(cell) + "\nX = print(1)\n") == []

@@ -21,7 +21,7 @@ from test_lesson_figures import run_lesson
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DAY = "day01_gpu_model"
 SOLUTION = ROOT / "solutions" / DAY / f"{DAY}.ipynb"
-LESSON = ROOT / "lessons" / f"{DAY}.ipynb"
+LESSON = ROOT / "lessons" / "day01_lesson_gpu_model.ipynb"
 LESSON_RUNGS = (elementwise.copy_v1_guarded_kernel, elementwise.copy_v2_grid_stride_kernel,
                 elementwise.strided_read_kernel, reduction.row_stats_v1_thread_per_row_kernel)
 EXERCISE_KERNELS = ("axpb_v1_guarded_kernel", "normalize_rows_v1_3d_grid_kernel",

@@ -22,7 +22,7 @@ from grader import markers
 from test_lesson_figures import run_lesson
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-LESSON = ROOT / "lessons" / "day02_naive_attention.ipynb"
+LESSON = ROOT / "lessons" / "day02_lesson_naive_attention.ipynb"
 SOLUTION = ROOT / "solutions" / "day02_naive_attention" / "day02_naive_attention.ipynb"
 
 

@@ -20,7 +20,7 @@ from kernels import reference
 from test_lesson_figures import run_lesson
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-LESSON = ROOT / "lessons" / "day03_online_softmax.ipynb"
+LESSON = ROOT / "lessons" / "day03_lesson_online_softmax.ipynb"
 SOLUTION = ROOT / "solutions" / "day03_online_softmax" / "day03_online_softmax.ipynb"
 
 

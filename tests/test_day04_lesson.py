@@ -19,7 +19,7 @@ from kernels import gemm, transpose
 from test_lesson_figures import run_lesson
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-LESSON = ROOT / "lessons" / "day04_tiled_gemm.ipynb"
+LESSON = ROOT / "lessons" / "day04_lesson_tiled_gemm.ipynb"
 SOLUTION = ROOT / "solutions" / "day04_tiled_gemm" / "day04_tiled_gemm.ipynb"
 EXERCISE_KERNELS = ("gemm_v3_shared_tiles_kernel", "gemm_v4_register_blocked_kernel")
 # Kernels the lesson prints: their lines may coincide with lines of a solution.

@@ -23,7 +23,7 @@ from test_lesson_figures import run_lesson
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DAY = "day05_flash_attention"
 SOLUTION = ROOT / "solutions" / DAY / f"{DAY}.ipynb"
-LESSON = ROOT / "lessons" / f"{DAY}.ipynb"
+LESSON = ROOT / "lessons" / "day05_lesson_flash_attention.ipynb"
 EXERCISE_KERNEL = "attention_v4_flash"
 
 

@@ -24,7 +24,7 @@ from test_lesson_figures import run_lesson
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DAY = "day06_paged_attention"
 SOLUTION = ROOT / "solutions" / DAY / f"{DAY}.ipynb"
-LESSON = ROOT / "lessons" / f"{DAY}.ipynb"
+LESSON = ROOT / "lessons" / "day06_lesson_paged_attention.ipynb"
 # What the exercise asks students to write, and the device functions the course's v1 kernel is made of.
 EXERCISE_KERNELS = (paged_attention.paged_attention_v1_block_per_head_kernel, kv_cache.kv_cache_write_kernel,
                     paged_attention.paged_attention_v2_merge_kernel)

@@ -33,7 +33,7 @@ from test_lesson_figures import run_lesson
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DAY = "day07_grouped_query_attention"
 SOLUTION = ROOT / "solutions" / DAY / f"{DAY}.ipynb"
-LESSON = ROOT / "lessons" / f"{DAY}.ipynb"
+LESSON = ROOT / "lessons" / "day07_lesson_grouped_query_attention.ipynb"
 # What the exercise asks students to write: the prefill kernel (built per head_dim by a factory) and
 # the decode partition kernel.
 EXERCISE_KERNELS = (gqa_prefill._build_prefill_kernel, gqa_attention.gqa_decode_partition_kernel)

@@ -28,7 +28,7 @@ from test_lesson_figures import run_lesson
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DAY = "day08_mixed_precision"
 SOLUTION = ROOT / "solutions" / DAY / f"{DAY}.ipynb"
-LESSON = ROOT / "lessons" / f"{DAY}.ipynb"
+LESSON = ROOT / "lessons" / "day08_lesson_mixed_precision.ipynb"
 # What the exercise asks students to write: a mixed-precision prefill kernel, an fp16-cache decode kernel and
 # the fp8 quantizer (with the device functions that encode a code). The lesson may call the launchers of the
 # fast rungs, never show a kernel's source. The plain rungs the exercise binds are named where they exist.

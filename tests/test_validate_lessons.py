@@ -58,3 +58,11 @@ def test_validate_on_the_blank_exercise_still_runs_its_graded_cells():
     exercise = ROOT / "exercises" / "day01_gpu_model" / "day01_gpu_model.ipynb"
     result = _validator().validate(str(exercise))
     assert result.get("failed") and not any("NotAnExercise" in f["raw_error"] for f in result["failed"])
+
+
+def test_a_lesson_and_its_exercise_are_told_apart_at_a_glance():
+    """A JupyterLab tab shows about the first 20 characters of a file name: a day's lesson and exercise must
+    differ there (they were both ``day06_paged_attention.ipynb``)."""
+    for lesson in LESSONS:
+        exercise = next((ROOT / "exercises").glob(f"{lesson.stem[:5]}_*/*.ipynb"))
+        assert lesson.name[:16] != exercise.name[:16] and "lesson" in lesson.name[:13], (lesson.name, exercise.name)
