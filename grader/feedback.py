@@ -446,6 +446,10 @@ LIKELY_CAUSES = _causes(
      "K was read twice over: two passes over the keys, one for the maximum and one for the sum? The online "
      "softmax reads each key once: keep a running maximum, and rescale the running sum and the accumulator "
      "when it grows"),
+    ("traffic_causal_end_without_n", "exactly what the blocks load if the causal key end forgets N",
+     "the blocks loaded keys no query sees: in the last, partial tile of positions the causal key end is the "
+     "block's last existing position, N - 1, so the keys a block needs end at min(kv_lens[b], tile_start + "
+     "positions, N)"),
     ("traffic_loads", ("loads counted", " was loaded ", " times; budget: ", "your kernel loaded ",
                        " loads of q); "),
      "the counted loads break the budget the cell's first line states: an input is read more often than the "

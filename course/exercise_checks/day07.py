@@ -122,13 +122,23 @@ def gqa_prefill_traffic_problems(traffic, case: dict) -> list[str]:
     # what every (position, head) row reading its keys from global memory would add: each row, its keys
     per_row = heads * d * sum(min(int(n), i + 1) if case["causal"] else int(n)
                               for n in case["kv_lens"].tolist() for i in range(N))
+    # what the blocks would load if the causal key end forgot N (the last, partial tile of positions
+    # ending at tile_start + positions - 1 instead of at its last existing position, N - 1)
+    subgroups, _, positions = model.prefill_tiling(group)
+    past_n = kv_heads * subgroups * d * sum(
+        min(int(n), M, start + positions) for n in case["kv_lens"].tolist() for start in range(0, N, positions))
     for name in ("k", "v"):
         want, counted = budget[name][0], _loads(traffic, name)
         if want <= counted <= 1.1 * want:
             continue
         if counted > want:
             ratio = f" That is about {counted / max(want, 1):.3g} times the budget"
-            if counted >= want + 0.9 * per_row and per_row > 1.5 * group * want:
+            if case["causal"] and past_n > want and counted == past_n:
+                why = (f"{ratio}, exactly what the blocks load if the causal key end forgets N: the last tile of "
+                       f"positions is partial (N = {N} is not a multiple of its {positions} positions), so its last "
+                       f"query position is N - 1 = {N - 1}, not tile_start + positions - 1, and with M = {M} > N it "
+                       "loaded keys no query sees. The end is min(kv_lens[b], tile_start + positions, N)")
+            elif counted >= want + 0.9 * per_row and per_row > 1.5 * group * want:
                 why = (f"{ratio}, about once per (position, head) row of the block: every row read {name} from "
                        "global memory instead of from the block's shared tile. Load each tile once per block into "
                        "shared memory, then let every row of the block read it there")
