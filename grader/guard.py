@@ -253,7 +253,9 @@ def answer_sandbox_command(command: list[str], *, files: dict[str, str], bwrap: 
     bwrap = bwrap or shutil.which("bwrap")
     if bwrap is None:
         raise RuntimeError("bubblewrap (bwrap) is not installed: " + ISOLATION_HELP)
-    args = [bwrap, *_NAMESPACES, "--unshare-net", "--new-session"]
+    # The private /tmp first: a Python installation inside /tmp (a course cloned there, its virtual
+    # environment with it) is bound on top of it, not hidden under it.
+    args = [bwrap, *_NAMESPACES, "--unshare-net", "--new-session", "--dev", "/dev", "--tmpfs", "/tmp"]
     bound = [folder for folder in SYSTEM_FOLDERS if os.path.isdir(folder)]
     for folder in bound:
         args += ["--ro-bind", folder, folder]
@@ -266,7 +268,7 @@ def answer_sandbox_command(command: list[str], *, files: dict[str, str], bwrap: 
             args += ["--tmpfs", folder]
     for source, target in files.items():
         args += ["--ro-bind", source, target]
-    args += ["--dev", "/dev", "--tmpfs", "/tmp", "--remount-ro", "/", "--chdir", "/tmp", "--"]
+    args += ["--remount-ro", "/", "--chdir", "/tmp", "--"]
     return args + list(command)
 
 

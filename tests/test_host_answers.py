@@ -321,3 +321,21 @@ def test_the_workloads_exercise_every_case_of_append():
     assert seen == {"out", "copy", "write"}
     tree = ast.parse(inspect.getsource(day06_allocator))
     assert any(isinstance(n, ast.FunctionDef) and n.name == "random_workload" for n in tree.body)
+
+
+@pytest.mark.skipif(not BWRAP, reason="needs bubblewrap")
+def test_a_python_installation_inside_tmp_stays_visible_in_the_answer_sandbox(monkeypatch, tmp_path):
+    """A course cloned into /tmp has its virtual environment there: the sandbox's private /tmp must not hide it."""
+    import subprocess
+
+    from grader import guard
+
+    installed = tmp_path / "venv"
+    installed.mkdir()
+    (installed / "marker.txt").write_text("the installation")
+    real = guard.python_folders()
+    monkeypatch.setattr(guard, "python_folders", lambda: [*real, str(installed)])
+    probe = f"print(open({str(installed / 'marker.txt')!r}).read())"
+    done = subprocess.run(guard.answer_sandbox_command([sys.executable, "-I", "-S", "-c", probe], files={}),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "the installation", done.stderr
