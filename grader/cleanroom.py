@@ -69,10 +69,12 @@ COPY_MARK = "# [the course's kernel: not graded] "
 HOST_BASES = ("kernels.block_pool",)     # what of the course a host answer may import: its base class
 HOST_COURSE_CODE = ("kernels/block_manager.py",)   # the course's host code a host answer may not paste
 COPY_MIN_NODES = 150
-# A device function carries an idea of its own (a rounding rule, a merge of two softmax states): pasted
+# A long device function carries an idea of its own (an encoder, a merge of two softmax states): pasted
 # verbatim from the course, one of this many nodes is the course's even where a whole kernel would be too
-# short to call a copy (no honest sample of the catalog matches any course function, of any size).
-DEVICE_COPY_MIN_NODES = 60
+# short to call a copy. Shorter helpers (a rounding rule of 67 nodes, a warp maximum) are what an honest
+# student may well write node for node: alone they stay the student's (no honest sample of the catalog
+# matches any course function, of any size).
+DEVICE_COPY_MIN_NODES = 100
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 

@@ -391,6 +391,74 @@ LIKELY_CAUSES = _causes(
     ("fp16_cache", "the cache is stored in fp16: convert each element to float32 as it is loaded",
      "the cache is stored in fp16: convert each element to float32 as it is loaded and keep every score, "
      "maximum, sum and accumulator in float32"),
+    # -- day 9: quantized blocks (course.diagnoses.quantized, course.exercise_checks.day09)
+    ("q8_0_ties_to_even", "went to the even code: Python's round() and rint round half to even",
+     "values halfway between two codes went to the even code (Python's round(), rint): the reference is C's "
+     "roundf, halves away from zero; round by hand: truncate, then one step away from zero when the rest is at "
+     "least 0.5"),
+    ("q8_0_truncated", "your codes are x * (1 / d) cut toward zero",
+     "your Q8_0 codes are cut toward zero: round to the nearest integer, halves away from zero"),
+    ("q8_0_divided", "your codes round x / d: the reference rounds x * (1 / d)",
+     "your codes round x / d: the reference multiplies by the block's inverse 1 / d, rounded to float32 once, "
+     "and the two round some ties differently"),
+    ("q8_0_zero_block", "where 1 / d is inf and 0 * inf is NaN",
+     "a block of zeros (or of values so small that 1 / d overflows) gave NaN codes: take the inverse only when "
+     "d > NO_INVERSE (the largest float32 whose inverse overflows), else 0, so that those codes are 0"),
+    ("q8_0_code_out_of_range", "past int8's -128 ... 127, which the simulator refuses to store",
+     "a code came out past int8's range: d is too small for its block; d = amax / 127 with amax the largest |x| "
+     "of the block (of abs(x), over 127)"),
+    ("q8_0_scale_per_row", ("your codes use one scale per row", "every block of a row got the row's scale"),
+     "one scale per row was used: d is one per block of 32, the largest |x| of that block over 127"),
+    ("q8_0_scale_signed_max", ("your codes use the largest x of each block, not the largest |x|",
+                               "the scales come from the largest x of each block, not the largest |x|"),
+     "the scales come from the largest x of each block, not the largest |x|: take the maximum of abs(x)"),
+    ("q8_0_scale_divisor", ("your codes use d = amax / 128", "times amax / 127: d = amax / 127"),
+     "the scales are off by a constant factor: d = amax / 127, amax the largest |x| of the block"),
+    ("q8_0_block_guard", "a warp past the last block indexed row",
+     "a warp past the last block of 32 read or wrote past the arrays: the last thread block may hold warps with "
+     "no block; guard each warp's whole work with warp < rows * blocks"),
+    ("q8_0_bytes", "(d rounded to fp16, then the 32 codes of each block)",
+     "the Q8_0 bytes packed from your codes and scales differ from the reference's: check the codes"),
+    ("q8_0_rule", "a code is round(x * (1 / d)), 1 / d in float32 once per block",
+     "some Q8_0 codes differ from the reference: a code is round(x * (1 / d)) with d = amax / 127, 1 / d in "
+     "float32 once per block, halves away from zero, and 0 in a block of zeros"),
+    ("q4_1_nibbles_swapped", "your y reads the nibbles the other way round",
+     "the nibbles are read the other way round: byte j of a Q4 block holds weight j in its low nibble "
+     "(byte & 0x0F) and weight j + 16 in its high nibble (byte >> 4)"),
+    ("q4_1_nibbles_interleaved", "your y takes the two nibbles of byte j as neighbouring weights",
+     "the two nibbles of byte j were taken as neighbouring weights 2j and 2j + 1: in GGUF's Q4 blocks byte j "
+     "holds weight j (low nibble) and weight j + 16 (high nibble)"),
+    ("q4_1_d_m_swapped", "your y swaps d and m",
+     "d and m are swapped: a Q4_1 block starts with d (bytes 0-1), then m (bytes 2-3); weight j is d q_j + m"),
+    ("q4_1_minimum_forgotten", "your y leaves out the block minimum m",
+     "the block minimum m is left out: a block adds d sum_j q_j x_j + m sum_j x_j"),
+    ("q4_1_minimum_once", "your y adds each block's minimum m once",
+     "each block's minimum m is added once, not times the block's sum of x: every weight of the block carries m"),
+    ("q4_1_minimum_without_x", "your y adds the minimum m once for every weight, without its activation",
+     "the minimum m was added for every weight without its activation: weight j is d q_j + m, and all of it "
+     "multiplies x_j"),
+    ("q4_1_scale_per_row", "your y uses the d and m of a row's first block",
+     "the d and m of a row's first block were used for every block: each block of 32 weights has its own d and "
+     "m, in its own first 4 bytes"),
+    ("q4_1_offset_8", "your y subtracts 8 from every code",
+     "8 is subtracted from every code, as in Q4_0: Q4_1's codes are unsigned and its minimum m does the "
+     "offset's work"),
+    ("q4_1_row_guard", "a warp past the last row read or wrote row",
+     "a warp past the last row read or wrote past the arrays: when N is not a multiple of GEMV_WARPS the last "
+     "thread block has warps without a row; guard each warp's whole work with row < w.shape[0]"),
+    ("q4_1_traffic_w", ("each byte of codes was loaded twice, once for each of its nibbles",
+                        "d and m were loaded again for every",
+                        "each of the 20 bytes of a block must be read once"),
+     "W's bytes were read more than once: d and m once per block, and each byte of codes once for both of its "
+     "nibbles (load it into a variable, then take byte & 0x0F and byte >> 4)"),
+    ("q4_1_traffic_x", "a block's 32 activations serve its dot product and its sum",
+     "the activations were loaded more than once per row: load each activation of a block once and use it for "
+     "both the dot product and the block's sum"),
+    ("q4_1_traffic_y", "one lane of the row's warp writes y[row], once",
+     "y was not written exactly once per row: one lane of the row's warp writes y[row], once"),
+    ("q4_1_rule", "a block is d (bytes 0-1, fp16), m (bytes 2-3, fp16), then 16 bytes",
+     "y differs from W x: a Q4_1 block is d (bytes 0-1, fp16), m (bytes 2-3, fp16), then 16 bytes whose byte j "
+     "holds weight j in its low nibble and weight j + 16 in its high nibble; weight j is d q_j + m"),
     # -- day 6: the allocator (course.exercise_checks.day06_allocator)
     ("allocator_wrote_shared", "a shared block must never be written",
      "your allocator wrote into a block another sequence also holds: a shared block must never be written "

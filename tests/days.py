@@ -215,6 +215,25 @@ DAYS = (
         constants={"prefill_constants": "low_precision_attention", "decode_constants": "low_precision_attention",
                    "quantize_constants": "low_precision_attention"},
     ),
+    Day(
+        assignment="day09_quantized_gemv",
+        points=10,
+        solution_code={"quantize_kernel": ("quantized_gemv.warp_max", "quantized_gemv.round_half_away",
+                                           "quantized_gemv.q8_0_quantize_kernel"),
+                       "gemv_kernel": ("quantized_gemv.half_from_bytes", "quantized_gemv.warp_sum",
+                                       "quantized_gemv.q4_1_gemv_warp_per_row_kernel")},
+        launchers=(
+            Launcher("quantize_launcher", "q8_0_quantize", "quantized_gemv", "q8_0_quantize",
+                     {"kernel": "q8_0_quantize_kernel"}),
+            Launcher("gemv_launcher", "q4_1_gemv", "quantized_gemv", "q4_1_gemv_warp_per_row",
+                     {"kernel": "q4_1_gemv_warp_per_row_kernel"}),
+        ),
+        wrong=wrong_answer("day09_quantized_gemv"),
+        # Ties rounded to even leave the edge blocks (no tie there) and the scales right; d and m swapped move no
+        # byte more.
+        wrong_fails=frozenset({"quantize_rounds_like_the_reference", "gemv_matches_reference", "gemv_position_coded"}),
+        constants={"quantize_constants": "quantized_gemv", "gemv_constants": "quantized_gemv"},
+    ),
 )
 
 BY_NAME = {day.assignment: day for day in DAYS}

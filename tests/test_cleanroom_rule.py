@@ -660,8 +660,8 @@ def test_the_substance_of_an_exercise_is_its_cell_taken_together():
     assert cleanroom.course_copies(guarded) == {}
     encoder, _ = nodes(_e4m3_code)                       # a device function of 147 nodes: an idea of its own
     assert list(cleanroom.course_copies(encoder).values()) == ["kernels/low_precision_attention/fp8.py: _e4m3_code"]
-    rounding, _ = nodes(_round_half_even)                # 67 nodes, a device function
-    assert cleanroom.course_copies(rounding)
+    rounding, _ = nodes(_round_half_even)                # 67 nodes: a rounding rule an honest answer may share
+    assert cleanroom.course_copies(rounding) == {}
     _, source = nodes(_round_half_even, _e4m3_code)
     cleaned = cleanroom.clean_source("from numba import cuda\n\n\n" + source)
     assert len(cleaned.course_kernels) == 2 and "_round_half_even" in cleaned.course_kernels[0]

@@ -64,16 +64,16 @@ def test_every_signature_is_a_phrase_of_the_course_messages():
 
 
 def test_every_diagnosis_key_has_a_likely_cause():
-    from course.diagnoses import DETECTORS, gqa, paged, precision
+    from course.diagnoses import DETECTORS, gqa, paged, precision, quantized
 
-    keys = set(DETECTORS) | set(paged.KEYS) | set(gqa.KEYS) | set(precision.KEYS)
+    keys = set(DETECTORS) | set(paged.KEYS) | set(gqa.KEYS) | set(precision.KEYS) | set(quantized.KEYS)
     covered = {c.key for c in LIKELY_CAUSES}
     missing = sorted(k for k in keys if SAME_MESSAGE.get(k, k) not in covered)
     assert not missing, f"diagnoses the feedback cannot name: {missing}"
 
 
 # The only numbers of three digits or more a fixed text may name: constants of the formats.
-FORMAT_CONSTANTS = {"448", "2048", "65504"}
+FORMAT_CONSTANTS = {"448", "2048", "65504", "127"}    # 127: Q8_0's d = amax / 127
 
 
 def test_fixed_texts_hold_no_value_and_no_hidden_line_or_literal():

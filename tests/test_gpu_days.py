@@ -1,6 +1,6 @@
 """Every day of the course on a GPU, from one table (run with `make test-gpu`).
 
-``DAYS`` holds one :class:`GpuDay` per day, days 2 to 8. For each row the tests marked ``gpu`` check:
+``DAYS`` holds one :class:`GpuDay` per day, days 2 to 9. For each row the tests marked ``gpu`` check:
 
 1. full size: the day's recorder checks pass on the GPU, the list ``recorder().checks(quick=False)`` of
    ``course/record/dayNN.py`` that ``python -m course.record dayNN`` runs before it times anything (every
@@ -24,9 +24,9 @@ they are skipped (tests/conftest.py). The tests that run everywhere check the ta
 rung belongs to exactly one day, every case builds, and the simulator half of (2) runs in its child
 process on a cheap rung and is compared as the GPU test compares it.
 
-Day 9 joins with one row: ``GpuDay("day09", ladders=("kernels.<its module>",))``, with ``exact`` for a
-ladder that only moves data, ``other_gpu=True`` if its recorder has ``record_other_gpu``, and
-``extra_cases`` for paths its float32 cases miss. A new rung of an existing ladder needs no change here.
+A new day joins with one row, as day 9 did: ``GpuDay("dayNN", ladders=("kernels.<its module>",))``, with
+``exact`` for a ladder that only moves data, ``other_gpu=True`` if its recorder has ``record_other_gpu``,
+and ``extra_cases`` for paths its float32 cases miss. A new rung of an existing ladder needs no change here.
 """
 
 from __future__ import annotations
@@ -130,6 +130,39 @@ def day08_fp8_cases() -> list[Case]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Day 9's awkward bytes: its ladder's cases (test_kernels_pattern) are quantized Gaussian rows
+# ---------------------------------------------------------------------------------------------
+
+def day09_gguf_cases() -> list[Case]:
+    """Each rung of ``kernels.quantized_gemv`` on test_day09_quantized_gemv.py's awkward weights (a block of
+    zeros, a block of two values, a constant block, and a last row of raw random bytes under random fp16
+    scales: every code, Q8_0's -128 and subnormal scales appear) at 5 rows of 33 blocks (lane 0 takes two),
+    x's first block zeros (q8_1: d = 0); and the day's quantizer ``q8_0_quantize`` at its rounding corners
+    (halves away from zero at d = 1, a block of zeros, a block of subnormals whose 1 / d overflows), its codes
+    bit for bit."""
+    import test_day09_quantized_gemv as day09
+    from course.models.quantized import RUNG_FORMATS
+    from kernels import quantized_gemv as qg
+
+    def gemv(name):
+        def build():
+            rng = np.random.default_rng(SEED)
+            w = day09.gguf_weights(rng, RUNG_FORMATS[name], 5, 33 * 32)
+            return qg.RUNGS[name], (w, day09.activations(rng, 33 * 32)), dict(out=np.full(5, np.nan, np.float32))
+        return Case(f"{name}_gguf_corners", build)
+
+    def quantize_corners():
+        x = np.random.default_rng(SEED).standard_normal((3, 4 * 32)).astype(np.float32)
+        x[0, :32] = 0.0
+        x[0, 32:64] = np.concatenate([[127.0], np.arange(-15, 16) + 0.5])     # d = 1: each value a half
+        x[1, :32] *= np.float32(1e-39)                                          # subnormals: 1 / d overflows
+        x[2, 96:] *= np.float32(3e4)
+        return qg.q8_0_quantize, (x,), {}
+
+    return [*(gemv(name) for name in qg.RUNGS), Case("q8_0_quantize_corners", quantize_corners)]
+
+
+# ---------------------------------------------------------------------------------------------
 # The table
 # ---------------------------------------------------------------------------------------------
 
@@ -141,6 +174,7 @@ DAYS = (
     GpuDay("day06", ladders=("kernels.paged_attention", "kernels.kv_cache"), exact=("kernels.kv_cache",)),
     GpuDay("day07", ladders=("kernels.gqa_attention",)),
     GpuDay("day08", ladders=("kernels.low_precision_attention",), other_gpu=True, extra_cases=day08_fp8_cases),
+    GpuDay("day09", ladders=("kernels.quantized_gemv",), extra_cases=day09_gguf_cases),
 )
 # Ladders of kernels/ that no row holds, and why.
 NOT_IN_TABLE = {"kernels.elementwise": "day 1: the table starts at day 2; day 1 joins with a row",

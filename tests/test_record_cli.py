@@ -363,3 +363,94 @@ def test_day07_checks_every_rung_at_its_groups_on_the_simulator(monkeypatch):
         ("gqa_decode_group", 8), ("gqa_decode_split_k", 8)] + [
         (rung, kv_heads) for kv_heads in (8, 32, 1) for rung in ("gqa_prefill_tiles", "gqa_prefill_flash")]
     assert all(r["rel_err"] < 1e-6 for r in rows)
+
+
+# --------------------------------------------------------------------------- day 9: warm L2, and its recorder
+
+
+def test_a_sweep_asked_for_it_times_the_kernel_with_l2_warm_too():
+    """``warm_time``: a third timing of each case, the launch cost hidden and L2 not flushed, into ``warm_kernel_ms``;
+    it needs the flushed ``kernel_ms`` to be compared with."""
+    import dataclasses
+
+    seen = []
+
+    def timer(fn, budget_s, *, flush_l2=False, launch_overhead="queued"):
+        seen.append((fn(), flush_l2, launch_overhead))
+        ms = {"queued": 4.0, "hidden": 2.0}[launch_overhead] / (1 if flush_l2 else 2)
+        return Timing(median_ms=ms, p10_ms=ms, p90_ms=ms, samples_ms=(ms,), warmup=0, flush_l2=flush_l2)
+
+    sweep = dataclasses.replace(_doubling_recorder().sweeps()[0], kernel_time=True, warm_time=True)
+    rows = harness.record_sweep(sweep, timer=timer, ceilings=CEILINGS).rows
+    assert [(r["median_ms"], r["kernel_ms"], r["warm_kernel_ms"]) for r in rows[:2]] == [(4.0, 2.0, 1.0)] * 2
+    assert seen[:3] == [("v1_double", True, "queued"), ("v1_double", True, "hidden"), ("v1_double", False, "hidden")]
+    with pytest.raises(ValueError, match="warm_time"):
+        dataclasses.replace(sweep, kernel_time=False)
+    with pytest.raises(ValueError, match="warm_time"):
+        dataclasses.replace(sweep, flush_l2=False)
+
+
+def test_day09_declares_every_rung_of_its_ladder_at_llama_shapes():
+    """The checks, the sweep and Nsight's cases come from ``kernels.quantized_gemv.RUNGS``, each rung with the format
+    the byte model gives it; the sweep flushes L2 (a Q4 matrix of 8192 x 8192 fits in it) and times it warm too."""
+    from course.models import quantized as model
+    from course.record import day09
+    from kernels import quantized_gemv
+
+    assert list(day09.FORMATS) == list(quantized_gemv.RUNGS) and day09.FORMATS == model.RUNG_FORMATS
+    assert [c.label for c in day09.ncu_cases()] == list(quantized_gemv.RUNGS)
+    assert {(c.N, day09.ncu_shape(c.N)["K"]) for c in day09.ncu_cases()} == {(8192, 8192)}
+    sweep = day09.gemv_sweep()
+    assert sweep.points == ((8192, 8192), (28672, 8192)) and set(sweep.quick_points) <= set(sweep.points)
+    assert sweep.flush_l2 and sweep.kernel_time and sweep.warm_time
+    assert sweep.shape((28672, 8192)) == {"N": 28672, "K": 8192}
+    assert "torch_weight_int4pack_mm" in sweep.notes      # timed, or the reason it was not
+
+
+def test_day09_finish_compares_every_row_with_torch():
+    from course.record import day09
+
+    rows = [{"rung": rung, "bytes": 1e6 * ms, "kernel_ms": ms, "warm_kernel_ms": ms / 2}
+            for rung, ms in (("q4_0_gemv_warp_per_row", 1.0), ("torch_mv_fp16", 4.0),
+                             ("torch_weight_int4pack_mm", 2.0))]
+    day09.finish_gemv(rows)
+    assert [r["kernel_speedup_over_fp16"] for r in rows] == [4.0, 1.0, 2.0]
+    assert [r["kernel_speedup_over_int4pack"] for r in rows] == [2.0, 0.5, 1.0]
+    assert all(r["kernel_gbps"] == 1.0 and r["warm_kernel_gbps"] == 2.0 for r in rows)
+    without = [{key: r[key] for key in ("rung", "bytes", "kernel_ms", "warm_kernel_ms")} for r in rows[:2]]
+    day09.finish_gemv(without)      # a torch without the int4 kernel: no column for it
+    assert [r["kernel_speedup_over_fp16"] for r in without] == [4.0, 1.0]
+    assert not any("kernel_speedup_over_int4pack" in r for r in without)
+
+
+def test_day09_checks_every_rung_on_the_simulator():
+    """Day 9's full-size checks at a simulator's size (two shapes: 3 blocks a row, and 33 so lane 0 takes two):
+    every rung against its float64 reference, each row naming its rung, format and shape; the quantization's own
+    error is Q8_0's smallest."""
+    from course.record import day09
+
+    rows = harness.run_checks(day09.checks(shapes=((9, 96), (6, 33 * 32))))
+    assert [(r["rung"], r["N"], r["K"]) for r in rows] == [
+        (rung, n, k) for n, k in ((9, 96), (6, 1056)) for rung in day09.FORMATS]
+    assert all(r["rel_err"] < 1e-6 and r["fmt"] == day09.FORMATS[r["rung"]] for r in rows)
+    for n in (9, 6):
+        errors = {r["rung"]: r["quantization_rel_err"] for r in rows if r["N"] == n}
+        assert errors["q8_0_gemv_warp_per_row"] < min(errors.values()) * 1.0001 < 0.5
+
+
+def test_day09_reference_is_the_same_in_chunks_of_rows():
+    """The recorder's reference works on CHUNK_ROWS rows at a time (28672 x 8192 in float64 would take 1.9 GB): the
+    same as test_kernels_pattern's references of the rungs, over a matrix of more rows than a chunk."""
+    from course.record import day09
+    from test_kernels_pattern import OPERATIONS
+
+    n, k = day09.CHUNK_ROWS + 37, 64
+    x = day09.activations(k)
+    for rung, fmt in day09.FORMATS.items():
+        w = day09.gguf_weights(fmt, n, k)
+        assert w.shape == (n, k // 32, day09.model.BLOCK_BYTES[fmt]) and w.dtype == np.uint8
+        operation = OPERATIONS["q4_1_gemv_q8_1" if rung == day09.DP4A else f"{fmt}_gemv"]
+        np.testing.assert_allclose(day09.reference_gemv(rung, w, x), operation.reference(w, x), rtol=1e-12, atol=1e-12)
+    codes, d, m = day09.q4_1_parts(w)
+    np.testing.assert_array_equal((codes.reshape(n, -1, 32) * d[..., None] + m[..., None]).reshape(n, k),
+                                  day09.reference.dequantize_q4_1(w.reshape(n, -1)))

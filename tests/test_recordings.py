@@ -103,7 +103,13 @@ def _l2_state(row: dict):
 
 
 def check_flushed_not_faster_than_warm(rec: Recording) -> None:
-    """Of two rows measured alike except for L2, the flushed one is never faster beyond noise."""
+    """Of two rows measured alike except for L2, the flushed one is never faster beyond noise; nor is a row's
+    ``kernel_ms`` (L2 flushed) faster than its ``warm_kernel_ms`` (the same timing, L2 warm)."""
+    for row in rec.rows:
+        if row.get("kernel_ms") is not None and row.get("warm_kernel_ms") is not None:
+            assert row["kernel_ms"] >= row["warm_kernel_ms"] * (1 - NOISE), (
+                f"{_where(rec, row)}: kernel_ms with L2 flushed ({row['kernel_ms']:.4g} ms) is faster than "
+                f"warm_kernel_ms ({row['warm_kernel_ms']:.4g} ms) by more than {NOISE:.0%}")
     groups = {}
     for row in rec.rows:
         state = _l2_state(row)
@@ -325,6 +331,16 @@ def test_the_checks_catch_a_warm_cache_slower_than_a_flushed_one():
         check_flushed_not_faster_than_warm(_planted(rec, slow_warm))
 
 
+def test_the_checks_catch_a_warm_kernel_time_slower_than_the_flushed_one():
+    """A row that times its kernel with L2 flushed and warm (``Sweep.warm_time``): warm is never the slower."""
+    rec = Recording(name="day99_gemv_timing", device="a GPU", driver="", versions={}, date="",
+                    rows=[{"rung": "v1", "N": 8, "kernel_ms": 1.0, "warm_kernel_ms": 0.5}])
+    check_flushed_not_faster_than_warm(rec)
+    rec.rows[0]["warm_kernel_ms"] = 1.5
+    with pytest.raises(AssertionError, match="faster than warm_kernel_ms"):
+        check_flushed_not_faster_than_warm(rec)
+
+
 def test_the_checks_catch_percentiles_out_of_order():
     rec = load_recording("day01_elementwise_timing")
     with pytest.raises(AssertionError, match="out of order"):
@@ -332,18 +348,19 @@ def test_the_checks_catch_percentiles_out_of_order():
 
 
 # ----------------------------------------------------------------------------------------------
-# One name per rung: the recordings of days 2, 3 and 5 to 8 name what they measured as the registries do
+# One name per rung: the recordings of days 2, 3 and 5 to 9 name what they measured as the registries do
 # ----------------------------------------------------------------------------------------------
 
-DAYS_NAMED_BY_REGISTRY = ("day02", "day03", "day05", "day06", "day07", "day08")
+DAYS_NAMED_BY_REGISTRY = ("day02", "day03", "day05", "day06", "day07", "day08", "day09")
 # What the recorders measure that is no rung of a ladder: torch's calls, and helpers checked on their own.
 NOT_RUNGS = {"kv_cache_write", "fp8_quantize"}
 
 
 def _ladders() -> tuple:
-    from kernels import attention, flash_attention, gqa_attention, low_precision_attention, paged_attention, softmax
+    from kernels import (attention, flash_attention, gqa_attention, low_precision_attention, paged_attention,
+                         quantized_gemv, softmax)
 
-    return attention, softmax, flash_attention, paged_attention, gqa_attention, low_precision_attention
+    return attention, softmax, flash_attention, paged_attention, gqa_attention, low_precision_attention, quantized_gemv
 
 
 def _registry_names() -> set:

@@ -42,9 +42,12 @@ def test_validate_on_a_lesson_names_the_exercise_and_runs_nothing(lesson):
     assert list(result) == ["failed"], result
     (failure,) = result["failed"]
     day = lesson.stem[:5]
-    exercise = next((ROOT / "exercises").glob(f"{day}_*/{day}_*.ipynb"))
+    exercise = next((ROOT / "exercises").glob(f"{day}_*/{day}_*.ipynb"), None)
     assert "it is a lesson" in failure["raw_error"]
-    assert f"exercises/{exercise.parent.name}/{exercise.name}" in failure["raw_error"]
+    if exercise is None:          # a day whose exercise is not released yet: Validate points at exercises/
+        assert "The exercises are the notebooks of exercises/" in failure["raw_error"]
+    else:
+        assert f"exercises/{exercise.parent.name}/{exercise.name}" in failure["raw_error"]
 
 
 def test_validate_on_a_notebook_of_one_s_own_says_it_is_not_an_exercise(tmp_path):
@@ -64,5 +67,7 @@ def test_a_lesson_and_its_exercise_are_told_apart_at_a_glance():
     """A JupyterLab tab shows about the first 20 characters of a file name: a day's lesson and exercise must
     differ there (they were both ``day06_paged_attention.ipynb``)."""
     for lesson in LESSONS:
-        exercise = next((ROOT / "exercises").glob(f"{lesson.stem[:5]}_*/*.ipynb"))
+        exercise = next((ROOT / "exercises").glob(f"{lesson.stem[:5]}_*/*.ipynb"), None)
+        if exercise is None:      # not released yet
+            continue
         assert lesson.name[:16] != exercise.name[:16] and "lesson" in lesson.name[:13], (lesson.name, exercise.name)

@@ -37,7 +37,9 @@ Day 6's paged KV cache has diagnoses of its own (``course.diagnoses.paged``): it
 block tables, context lengths) is not one ``check`` takes, so ``course.exercise_checks`` calls them on
 a failure and puts their findings first. So do day 7's head maps (``course.diagnoses.gqa``) and day 8's
 mixed-precision mistakes (``course.diagnoses.precision``: a sum kept in fp16, q·k rounded to fp16 before
-the scale, fp8 codes truncated or rounded away from even).
+the scale, fp8 codes truncated or rounded away from even), and day 9's quantized blocks
+(``course.diagnoses.quantized``: Q8_0 codes rounded to even, truncated or divided, a scale per row; a Q4_1
+block's nibbles, d and m, or minimum misread).
 """
 
 from course.diagnoses.barriers import kernel_findings

@@ -24,9 +24,9 @@ the likely bug (days 1 to 4 read it with the exercise's own words: the guard, th
 load that reached past the matrix). Their runners
 (``*_run``) and budgets (``*_traffic_problems``, and days 2 and 3's ``check_*_traffic``) are what the
 hidden tests call too, on more cases. Mixed precision (day 8) is judged by the precision rule of
-``docs/design-notes.md`` §5.
+``docs/design-notes.md`` §5; day 9's quantizer bit for bit, its GEMV against the dequantized weights.
 
-One module per day, ``day01`` ... ``day08`` (day 6's allocator in ``day06_allocator``), over ``_common``;
+One module per day, ``day01`` ... ``day09`` (day 6's allocator in ``day06_allocator``), over ``_common``;
 this package holds every name of theirs. Hidden tests load a private copy of it,
 ``grader.hidden.pristine("course.exercise_checks")``, which executes this file again: so the day modules
 are imported here, and import each other, relatively, and the copy gets private copies of them too,
@@ -82,6 +82,11 @@ from .day08 import (
     mixed_decode_matches_reference, mixed_decode_run, mixed_decode_traffic_fits, mixed_prefill_case,
     mixed_prefill_large_logits, mixed_prefill_long_rows, mixed_prefill_matches_reference, mixed_prefill_run,
 )
+from .day09 import (
+    Q8_0_TIE_AMAXES, check_q4_1_gemv, check_q8_0_codes, check_q8_0_scales, q4_1_gemv_case, q4_1_gemv_matches_reference,
+    q4_1_gemv_position_coded, q4_1_gemv_run, q4_1_gemv_traffic_fits, q4_1_gemv_traffic_problems, q8_0_quantize_case,
+    q8_0_quantize_edge_blocks, q8_0_quantize_matches_reference, q8_0_quantize_run, q8_0_quantize_scales_per_block,
+)
 
 __all__ = [
     "axpb_matches_reference", "axpb_traffic_fits",
@@ -117,4 +122,8 @@ __all__ = [
     "check_mixed_decode", "fp8_corner_values", "fp8_quantize_case", "fp8_cache_case", "fp8_quantize_run",
     "fp8_round_trip_error",
     "check_fp8_codes", "check_fp8_scales", "FP8_RECIPROCAL_SCALES",
+    "q8_0_quantize_matches_reference", "q8_0_quantize_edge_blocks", "q8_0_quantize_scales_per_block",
+    "q4_1_gemv_matches_reference", "q4_1_gemv_position_coded", "q4_1_gemv_traffic_fits",
+    "Q8_0_TIE_AMAXES", "q8_0_quantize_case", "q8_0_quantize_run", "check_q8_0_codes", "check_q8_0_scales",
+    "q4_1_gemv_case", "q4_1_gemv_run", "check_q4_1_gemv", "q4_1_gemv_traffic_problems",
 ]

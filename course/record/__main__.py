@@ -29,7 +29,9 @@ import course
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course.record", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("days", nargs="*", help="days to record (default: all), e.g. day05")
+    from course.record import DAYS as KNOWN     # the package's names only: nothing is launched or compiled yet
+
+    parser.add_argument("days", nargs="*", help=f"days to record (default: all): {', '.join(KNOWN)}")
     parser.add_argument("--out", type=pathlib.Path, default=pathlib.Path("recorded"),
                         help="folder for the recorded JSON files")
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repeats")

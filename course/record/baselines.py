@@ -68,3 +68,66 @@ def torch_transpose(x, out):
     torch = cuda_torch()
     tx, tout = torch.as_tensor(x, device="cuda"), torch.as_tensor(out, device="cuda")
     return lambda: tout.copy_(tx.t())
+
+
+def torch_mv(w, x, out=None):
+    """torch.mv of device arrays w (N, K) and x (K,) (numba or torch, any one float dtype: fp16 for the GEMV
+    a quantized one is compared with), into ``out`` (N,) when given."""
+    torch = cuda_torch()
+    tw, tx = torch.as_tensor(w, device="cuda"), torch.as_tensor(x, device="cuda")
+    if out is None:
+        return lambda: torch.mv(tw, tx)
+    tout = torch.as_tensor(out, device="cuda")
+    return lambda: torch.mv(tw, tx, out=tout)
+
+
+INT4PACK_INNER_K_TILES = 8     # torch's tinygemm layout: 2, 4 or 8 tiles of 16 along K per packed row
+
+
+def torch_weight_int4pack_mm(codes, scales, minimums, x, *, group_size: int = 32):
+    """torch's own int4 weight-only kernel, ``torch._weight_int4pack_mm`` (tinygemm), for y = W x at batch 1.
+
+    W (N, K) is given as Q4_1 gives it: ``codes`` (N, K) integers 0 ... 15, ``scales`` and ``minimums``
+    (N, K // group_size), weight = scale code + minimum. tinygemm's weight is (code - 8) scale + zero, so
+    zero = minimum + 8 scale; its scales and zeros are bf16 (K // group_size, N, 2) and x a bf16 (1, K). The
+    codes are packed by ``torch._convert_weight_to_int4pack`` (uint8 (N, K / 2), two codes a byte, the even
+    one high, as torch 2.5 on takes them; an int32 (N, K) for older torch). Host arrays (NumPy).
+
+    Returns a callable of no arguments giving y (1, N) bf16; raises RuntimeError saying why where this torch
+    or this GPU has no such kernel (the op missing, or refusing these shapes).
+    """
+    import numpy as np
+
+    torch = cuda_torch()
+    op = getattr(torch, "_weight_int4pack_mm", None)
+    convert = getattr(torch, "_convert_weight_to_int4pack", None)
+    if op is None or convert is None:
+        raise RuntimeError(f"torch {torch.__version__} has no torch._weight_int4pack_mm or "
+                           "torch._convert_weight_to_int4pack")
+    codes = np.asarray(codes, np.uint8)
+    n, k = codes.shape
+    scales, minimums = np.asarray(scales, np.float32), np.asarray(minimums, np.float32)
+    zeros = minimums + 8 * scales
+    scales_and_zeros = (torch.from_numpy(np.stack([scales, zeros], axis=2)).to(torch.bfloat16)
+                        .transpose(0, 1).contiguous().cuda())
+    tx = torch.from_numpy(np.asarray(x, np.float32).reshape(1, k)).to(torch.bfloat16).cuda()
+    errors = []
+    packed = None
+    for layout in ("uint8", "int32"):
+        try:
+            if layout == "uint8":
+                pairs = (codes[:, ::2] << 4 | codes[:, 1::2]).astype(np.uint8)
+                packed = convert(torch.from_numpy(pairs).cuda(), INT4PACK_INNER_K_TILES)
+            else:
+                packed = convert(torch.from_numpy(codes.astype(np.int32)).cuda(), INT4PACK_INNER_K_TILES)
+            op(tx, packed, group_size, scales_and_zeros)
+            torch.cuda.synchronize()
+            break
+        except (RuntimeError, TypeError, ValueError, NotImplementedError) as why:
+            said = str(why).splitlines()[0][:200] if str(why) else type(why).__name__
+            errors.append(f"{layout} codes: {said}")
+            packed = None
+    if packed is None:
+        raise RuntimeError(f"torch {torch.__version__}: torch._weight_int4pack_mm refused N={n}, K={k}, "
+                           f"group {group_size}: " + "; ".join(errors))
+    return lambda: op(tx, packed, group_size, scales_and_zeros)

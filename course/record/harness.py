@@ -71,6 +71,10 @@ class Sweep:
     kernel_time: time every case a second time with the host's launch cost hidden
     (``launch_overhead="hidden"``) and add ``kernel_ms``: the GPU's time alone, what a step captured
     in a CUDA graph would take, next to ``median_ms``, what back-to-back calls from Python take.
+    warm_time: with ``flush_l2`` and ``kernel_time``, time every case a third time, its launch cost hidden
+    but L2 left as the previous repeat left it, and add ``warm_kernel_ms`` next to ``kernel_ms``: what
+    the same kernel takes when its inputs are still in L2 (a matrix that fits in L2 against one that
+    does not).
     """
 
     name: str
@@ -83,6 +87,12 @@ class Sweep:
     finish: Callable[[list], None] | None = None
     fraction_of_copy: bool = False
     kernel_time: bool = False
+    warm_time: bool = False
+
+    def __post_init__(self):
+        if self.warm_time and not (self.flush_l2 and self.kernel_time):
+            raise ValueError(f"{self.name}: warm_time compares with kernel_ms timed with L2 flushed: "
+                             "it needs flush_l2=True and kernel_time=True")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,11 +188,12 @@ def run_checks(checks) -> list[dict]:
 
 
 def time_cases(cases, shape: dict, *, quick: bool = False, flush_l2: bool = False, timer=None,
-               kernel_time: bool = False) -> list[dict]:
+               kernel_time: bool = False, warm_time: bool = False) -> list[dict]:
     """Time each :class:`Timed` and return one row per case: label, shape, times and rates.
 
     Rows carry median, p10 and p90 in ms, the repeat count, GB/s and TFLOP/s from the median and
-    the model's bytes and FLOPs; with ``kernel_time``, ``kernel_ms`` too (see :class:`Sweep`).
+    the model's bytes and FLOPs; with ``kernel_time``, ``kernel_ms`` too, and with ``warm_time``
+    ``warm_kernel_ms`` (see :class:`Sweep`).
     ``timer(fn, budget_s, flush_l2=..., launch_overhead=...)`` defaults to
     ``course.timing.benchmark_within``; tests give a stand-in, since nothing times on the simulator.
     """
@@ -201,6 +212,10 @@ def time_cases(cases, shape: dict, *, quick: bool = False, flush_l2: bool = Fals
         if kernel_time:
             rows[-1]["kernel_ms"] = timer(case.launch, budget, flush_l2=flush_l2, launch_overhead="hidden").median_ms
             extra = f" (kernel alone {rows[-1]['kernel_ms']:.3f} ms)"
+            if warm_time:
+                rows[-1]["warm_kernel_ms"] = timer(case.launch, budget, flush_l2=False,
+                                                   launch_overhead="hidden").median_ms
+                extra = f" (kernel alone {rows[-1]['kernel_ms']:.3f} ms, L2 warm {rows[-1]['warm_kernel_ms']:.3f} ms)"
         named = "".join(f" {v}" for v in case.columns.values() if isinstance(v, (str, bool)))
         print(f"   {((case.label or '') + named).strip():<40} {shape} {t.median_ms:9.3f} ms{extra}", flush=True)
     return rows
@@ -214,7 +229,7 @@ def record_sweep(sweep: Sweep, *, quick: bool = False, ceilings: dict | None = N
     for point in (sweep.quick_points if quick else sweep.points):
         shape = sweep.shape(point)
         rows = time_cases(sweep.cases(point), shape, quick=quick, flush_l2=sweep.flush_l2, timer=timer,
-                          kernel_time=sweep.kernel_time)
+                          kernel_time=sweep.kernel_time, warm_time=sweep.warm_time)
         if sweep.finish is not None:
             sweep.finish(rows)
         if sweep.fraction_of_copy:

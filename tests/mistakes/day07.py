@@ -12,7 +12,7 @@ TABLE = (
             edits=(("kv_end = min(kv_end, tile_start + positions, n_queries)",
                     "kv_end = min(kv_end, tile_start + positions)"),),
             why="the causal key end forgets N: the last, partial tile of positions loads keys past its last query",
-            hidden_fails="prefill_traffic", samples=("wrong_causal_key_end_without_n",),
+            samples=("wrong_causal_key_end_without_n",),   # its hidden cell: tests/spec_terms/day07.py
             feedback=(("gqa_prefill_traffic_fits", ("if the causal key end forgets N", "N - 1")),)),
     Mistake("prefill_group_of_two", **_PREFILL,
             edits=(("    h = kv_head * group + head_in_group", "    h = kv_head * 2 + head_in_group"),),
