@@ -366,14 +366,16 @@ def layer_claims(shown: str) -> None:
 
 def activation_claims(shown: str) -> None:
     """Static scales: a quiet token uses a few codes and loses its precision (10 times the dynamic error or more), a
-    louder one is clipped (the same); dynamic scales give every token about the same error (within 1.6 times)."""
+    louder one is clipped (the same); dynamic scales give every token about the same error (within a factor
+    of about 2, set by how far each token's largest value stands out: under 2.5 on every one of 3,000 draws
+    of three tokens tried, 1.6 at the 99th percentile)."""
     rows = {row[0]: row for row in _table(shown, "token | its largest")}
     static = {kind: float(row[3]) for kind, row in rows.items()}
     dynamic = {kind: float(row[4]) for kind, row in rows.items()}
     assert int(rows["quiet"][2]) < 10 and float(rows["louder than calibration"][1]) > 1
     for kind in ("quiet", "louder than calibration"):
         assert static[kind] > 10 * dynamic[kind], rows
-    assert static["typical"] > dynamic["typical"] and max(dynamic.values()) < 1.6 * min(dynamic.values()), rows
+    assert static["typical"] > dynamic["typical"] and max(dynamic.values()) < 2.5 * min(dynamic.values()), rows
 
 
 def ladder_claims(shown: str) -> None:
