@@ -502,6 +502,9 @@ LIKELY_CAUSES = _causes(
 LIKELY_CAUSES_BY_ERROR = {
     "NotImplementedError": Cause(
         "not_answered", (), "the answer is not written yet: the code it runs still raises NotImplementedError"),
+    "OverflowError": Cause(
+        "exp_overflow", (), "a math function overflowed in the kernel (the simulator raises where a GPU gives inf, then "
+        "NaN): is exp's argument at most 0, a score minus the maximum of its row, found before it is used?"),
     "NameError": Cause(
         "name_missing", (), "a name the cell uses is not defined when graded: only kernels, device functions, "
         "constants and imports of math, numpy and numba run from an answer cell (the rest shows as "
