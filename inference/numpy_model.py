@@ -138,17 +138,21 @@ class NumpyModel:
             keep.update(a=a)
         return a @ w["ffn_down"].T
 
-    def forward(self, tokens, cache: Cache | None = None, keep=None) -> np.ndarray:
-        """Logits (T, vocab) float32 of the T new ``tokens``, which follow the ``cache``'s positions (a new
-        cache when None). ``keep``, a list, receives per layer a dict of what each matrix was multiplied with:
-        ``attn`` (the normalized input of Wq, Wk, Wv), ``o`` (of Wo), ``ffn`` (of Wgate, Wup), ``a`` (of Wdown)."""
+    def residual(self, tokens, cache: Cache | None = None, layers: int | None = None, keep=None) -> np.ndarray:
+        """The residual stream x (T, hidden) of the T new ``tokens`` after the first ``layers`` blocks (all when
+        None); they follow the ``cache``'s positions (a new cache when None). ``keep``, a list, receives per layer
+        a dict of what each matrix was multiplied with: ``attn`` (the normalized input of Wq, Wk, Wv), ``o`` (of
+        Wo), ``ffn`` (of Wgate, Wup), ``a`` (of Wdown)."""
         c = self.config
+        layers = c.layers if layers is None else layers
+        if not 0 <= layers <= c.layers:
+            raise ValueError(f"layers must be 0 ... {c.layers}, got {layers}")
         cache = Cache(c) if cache is None else cache
         x = self.embed(tokens)
         positions = np.arange(cache.length, cache.length + x.shape[0])
         if positions[-1] >= c.context:
             raise ValueError(f"tokens reach position {positions[-1]}, past the model's context of {c.context}")
-        for i in range(c.layers):
+        for i in range(layers):
             w = self.layer(i)
             seen = {} if keep is not None else None
             h = rmsnorm(x, w["attn_norm"], c.eps)
@@ -157,5 +161,10 @@ class NumpyModel:
             x = x + self.mlp(i, h2, seen)
             if keep is not None:
                 keep.append({"attn": h, "o": seen["o"], "ffn": h2, "a": seen["a"]})
-        x = rmsnorm(x, self.weight("output_norm.weight"), c.eps)
+        return x
+
+    def forward(self, tokens, cache: Cache | None = None, keep=None) -> np.ndarray:
+        """Logits (T, vocab) float32 of the T new ``tokens``, which follow the ``cache``'s positions (a new
+        cache when None); ``keep`` as for :meth:`residual`."""
+        x = rmsnorm(self.residual(tokens, cache, keep=keep), self.weight("output_norm.weight"), self.config.eps)
         return x @ self.weight("token_embd.weight").T

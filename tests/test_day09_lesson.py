@@ -187,6 +187,7 @@ def test_lesson_runs_and_its_prose_holds(tmp_path):
     error_claims(shipped)
     layer_claims(shipped)
     activation_claims(shipped)
+    real_model_claims(shipped)
     ladder_claims(shipped)
 
 
@@ -376,6 +377,52 @@ def activation_claims(shown: str) -> None:
     for kind in ("quiet", "louder than calibration"):
         assert static[kind] > 10 * dynamic[kind], rows
     assert static["typical"] > dynamic["typical"] and max(dynamic.values()) < 2.5 * min(dynamic.values()), rows
+
+
+def real_model_claims(shown: str) -> None:
+    """SmolLM2's file: a step reads more than section 1's all-Q4_1 count by the Q8_0 embedding, about a fifth of the
+    weights. Its weights: heavier tails than a Gaussian in every kind's median layer, the largest layer several
+    times the median, the embedding heavier than every median, section 3's t(3) beyond all; no weight column more
+    than a few times the median one (section 3's large channels 10). Stored again: int4's error grows with the
+    group, Q4_1 under Q4_0, Q8_0 exact. Activations: every input's loudest channel about 10 to 50 times the median.
+    AWQ and GPTQ both cut RTN's output error on both real layers, each winning one. Static scales: the largest
+    value at position 0 of both texts, tens of times a typical token's; every token under 16 codes static, the
+    median static error of the order of the token; dynamic: median near 2 %, every token under a tenth."""
+    step, counted, embedding = (_number(v) for v in re.search(
+        r"one decode step reads ([\d.]+) MB of this file's tensors .*section 1 counted ([\d.]+) MB .* the ([\d.]+) MB "
+        r"embedding", shown).groups())
+    assert step > counted and 0.18 < (576 * 49152) / 134.5e6 < 0.23 and embedding == 30.1
+    tails = {row[0]: row for row in _table(shown, "matrix | excess kurtosis")}
+    kinds = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+    medians = {kind: float(tails[kind][1]) for kind in kinds}
+    assert all(m > 0 for m in medians.values()), medians
+    assert all(float(tails[kind][2]) > 1.5 * medians[kind] for kind in kinds), tails
+    assert float(tails["token embedding (Q8_0)"][1]) > max(medians.values())
+    assert float(tails["section 3: heavy tails"][1]) > max(float(tails[kind][2]) for kind in kinds)
+    assert max(float(tails[kind][4]) for kind in kinds) < 4 < float(tails["section 3: large channels"][3])
+    assert float(tails["token embedding (Q8_0)"][3]) > max(float(tails[kind][4]) for kind in kinds)
+    line = re.search(r"the embedding stored again, error .*", shown).group(0)
+    int4 = [float(v) for v in re.findall(r"(?:\d+): ([\d.]+)", line.split(";")[0])]
+    assert len(int4) == 6 and int4 == sorted(int4), line
+    q4_0, q4_1, q8_0 = (float(re.search(rf"{fmt} ([\d.]+)", line).group(1)) for fmt in ("Q4_0", "Q4_1", "Q8_0"))
+    assert q4_1 < q4_0 and q8_0 == 0, line
+    loud = [int(v) for v in re.findall(r"of block \d: (\d+)", re.search(r"loudest channel over the median one: .*",
+                                                                         shown).group(0))]
+    assert len(loud) == 9 and 5 < min(loud) and max(loud) < 80, loud
+    rows = _table(shown, "layer | output error, RTN")
+    assert len(rows) == 2
+    wins = set()
+    for row in rows:
+        awq, gptq = float(row[4]), float(row[5])
+        assert awq < 1 and gptq < 1, row
+        wins.add("AWQ" if awq < gptq else "GPTQ")
+    assert wins == {"AWQ", "GPTQ"}, rows
+    scales = {row[0]: row for row in _table(shown, "scale | median error")}
+    assert int(scales["static"][3]) == 1024 and float(scales["static"][1]) > 0.5
+    assert 0.01 < float(scales["dynamic"][1]) < 0.04 and float(scales["dynamic"][2]) < 0.1
+    times, held, calibrated = (int(v) for v in re.search(r"(\d+) times the median \(at position (\d+) of the held-out "
+                                                         r"text\).*at its position (\d+)", shown).groups())
+    assert times >= 20 and held == calibrated == 0
 
 
 def ladder_claims(shown: str) -> None:
