@@ -31,7 +31,10 @@ and ``_twin`` picks one, once, when this module is imported. The helpers, by wha
 - ``mma_m16n8k16(a0, ..., c3)``: PTX's ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``, a warp's
   16 x 8 x 16 product of fp16 matrices into float32 (sm_80 and later). The simulator runs it as one
   exchange among the warp's lanes, ``cuda.simulator_collective_sync`` (``course.simulator``): every lane
-  brings its fragments, and the product is computed once, exact in float64 and rounded to float32.
+  brings its fragments, and the product is computed once, exact in float64 and rounded to float32;
+- ``mma_m16n8k32_s8(a0, ..., c3)``: PTX's ``mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32``, a warp's
+  16 x 8 x 32 product of int8 matrices into int32 (sm_80 and later); its twin is the same exchange, the
+  product exact in int64 and wrapped to int32 as the register wraps it.
 
 Day 9 adds the integer instructions of int8 kernels here: ``dp4a`` (above: a dot product of 4 int8 pairs
 into an int32), then ``lop3`` on packed bytes, 16-byte loads (``ld.global.v4``), and the int8 mma ``m16n8k32``.
@@ -52,7 +55,7 @@ from numba.cuda.extending import intrinsic
 from kernels.launching import FULL_MASK
 
 __all__ = ["four_halves", "two_floats", "unpack_halves", "eight_codes", "e4m3_pairs", "byte_perm", "pack_halves",
-           "dp4a", "mma_m16n8k16"]
+           "dp4a", "mma_m16n8k16", "mma_m16n8k32_s8"]
 
 
 def _twin(simulated):
@@ -334,3 +337,61 @@ def mma_m16n8k16(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
                       "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", [ir.FloatType()] * 4, list(args))
         return context.make_tuple(builder, signature.return_type, d)
     return types.UniTuple(types.float32, 4)(*(types.uint32,) * 6, *(types.float32,) * 4), codegen
+
+
+# ----------------------------------------------------------------------------------------------
+# Tensor cores on int8: mma.sync.aligned.m16n8k32 with s8 inputs and s32 accumulators (sm_80 and later)
+# ----------------------------------------------------------------------------------------------
+
+def _signed_bytes_of(words) -> np.ndarray:
+    """uint32 words of 4 int8 numbers each, as int64 runs of 4 (byte 0, the lowest, first)."""
+    return np.array(words, np.uint32).view(np.int8).astype(np.int64).reshape(-1, 4)
+
+
+def _mma_m16n8k32_s8_of_warp(fragments):
+    """D = A B + C of the whole warp, from ``fragments[lane] = (a, b, c)`` of all 32 lanes, laid out as PTX's
+    ``mma.m16n8k32`` lays its s8 operands (lane 4 g + t: a = A[g, 4t:4t+4], A[g+8, 4t:4t+4], A[g, 4t+16:4t+20],
+    A[g+8, 4t+16:4t+20]; b = B[4t:4t+4, g], B[4t+16:4t+20, g]; c = C[g, 2t:2t+2], C[g+8, 2t:2t+2]; a and b
+    uint32 words of four int8 numbers, the lowest column or row in the low byte). Returns each lane's 4 int32
+    of D, in the layout of c. The sums are exact in int64, then wrapped to int32 as the register wraps them
+    (the instruction without ``.satfinite``)."""
+    A, B, C = np.zeros((16, 32), np.int64), np.zeros((32, 8), np.int64), np.zeros((16, 8), np.int64)
+    for lane, (a, b, c) in enumerate(fragments):
+        g, t = lane >> 2, lane & 3
+        runs = _signed_bytes_of(a)
+        A[g, 4 * t:4 * t + 4], A[g + 8, 4 * t:4 * t + 4] = runs[0], runs[1]
+        A[g, 4 * t + 16:4 * t + 20], A[g + 8, 4 * t + 16:4 * t + 20] = runs[2], runs[3]
+        runs = _signed_bytes_of(b)
+        B[4 * t:4 * t + 4, g], B[4 * t + 16:4 * t + 20, g] = runs[0], runs[1]
+        C[g, 2 * t:2 * t + 2], C[g + 8, 2 * t:2 * t + 2] = c[:2], c[2:]
+    D = ((A @ B + C + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32)
+    return [(D[lane >> 2, 2 * (lane & 3)], D[lane >> 2, 2 * (lane & 3) + 1],
+             D[(lane >> 2) + 8, 2 * (lane & 3)], D[(lane >> 2) + 8, 2 * (lane & 3) + 1]) for lane in range(32)]
+
+
+def _mma_m16n8k32_s8_simulated(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+    """D = A B + C for an m16n8k32 tile of int8 numbers, this lane's fragments: one exchange among the warp's 32
+    lanes (all must call, as ``.sync.aligned`` requires), whose product is computed once for the warp."""
+    fragments = (tuple(int(w) & 0xFFFFFFFF for w in (a0, a1, a2, a3)), tuple(int(w) & 0xFFFFFFFF for w in (b0, b1)),
+                 tuple(int(x) for x in (c0, c1, c2, c3)))
+    return cuda.simulator_collective_sync(FULL_MASK, fragments, _mma_m16n8k32_s8_of_warp)
+
+
+@_twin(_mma_m16n8k32_s8_simulated)
+def mma_m16n8k32_s8(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+    """D = A B + C on a warp's tensor cores: PTX's ``mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32``. A is
+    16 x 32 int8 (row-major), B 32 x 8 int8 (column-major), C and D 16 x 8 int32; the lane's fragments are
+    ``a0 ... a3`` and ``b0, b1`` (uint32 words of four int8 numbers, the lowest column or row in the low byte)
+    and ``c0 ... c3`` (int32), and it returns its 4 int32 of D. Lane 4 g + t holds a = A[g, 4t:4t+4],
+    A[g+8, 4t:4t+4], A[g, 4t+16:4t+20], A[g+8, 4t+16:4t+20]; b = B[4t:4t+4, g], B[4t+16:4t+20, g]; c and d =
+    C[g, 2t:2t+2], C[g+8, 2t:2t+2] (PTX ISA, "Matrix Fragments for mma.m16n8k32", .s8). The products and sums
+    are exact; past int32 the sum wraps (no ``.satfinite``). All 32 lanes of the warp must call it together."""
+    if (a0, a1, a2, a3, b0, b1) != (types.uint32,) * 6 or (c0, c1, c2, c3) != (types.int32,) * 4:
+        return None
+
+    def codegen(context, builder, signature, args):
+        d = _asm_call(builder, "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {$0, $1, $2, $3}, "
+                               "{$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};",
+                      "=r,=r,=r,=r,r,r,r,r,r,r,r,r,r,r", [ir.IntType(32)] * 4, list(args))
+        return context.make_tuple(builder, signature.return_type, d)
+    return types.UniTuple(types.int32, 4)(*(types.uint32,) * 6, *(types.int32,) * 4), codegen

@@ -251,6 +251,21 @@ def _q4_1_times_q8_1_reference(w, x, **_):
     return reference.dequantize_q4_1(without_minimum.reshape(w.shape[0], -1)) @ x_hat + minimums @ sums
 
 
+def _w8a8_gemm_inputs(rng, rung):
+    """67 tokens (two block rows of 64, the second with 3) by 21 channels, K = 32 (one k step): random codes with
+    -128 and 127 among them, a scale per token and per channel."""
+    a_q, w_q = rng.integers(-128, 128, (67, 32)).astype(np.int8), rng.integers(-128, 128, (21, 32)).astype(np.int8)
+    a_q[0, 0], w_q[0, 0] = -128, 127
+    sa, sw = rng.uniform(0.5, 2.0, 67).astype(np.float32), rng.uniform(1e-3, 2e-3, 21).astype(np.float32)
+    return (a_q, sa, w_q, sw), {"out": _nan(67, 21)}
+
+
+def _w8a8_gemm_reference(a_q, sa, w_q, sw, **_):
+    from kernels import reference
+
+    return reference.w8a8_matmul(a_q, sa, w_q, sw)
+
+
 OPERATIONS = {
     "copy": Operation(lambda rng, _: ((_floats(rng, 1000),), {"out": _nan(1000)}),
                       lambda x, **_: x.astype(np.float64)),
@@ -278,6 +293,7 @@ OPERATIONS = {
     **{f"{fmt}_gemv": Operation(_quantized_gemv_inputs, _quantized_gemv_reference(fmt))
        for fmt in ("q8_0", "q4_0", "q4_1")},
     "q4_1_gemv_q8_1": Operation(_quantized_gemv_inputs, _q4_1_times_q8_1_reference),   # q4_1_gemv_q8_1_dp4a
+    "w8a8_gemm": Operation(_w8a8_gemm_inputs, _w8a8_gemm_reference),
 }
 
 

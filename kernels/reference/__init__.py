@@ -19,6 +19,8 @@ Quantization and number formats:
 - ``quantize_int8`` / ``dequantize_int8``: symmetric int8, per tensor or per channel
 - ``quantize_uint8_asymmetric`` / ``dequantize_uint8_asymmetric``: uint8 with a zero point
 - ``gemm_int8``: int8 x int8 products accumulated in int32, then scaled
+- ``w8a8_matmul(a_q, sa, w_q, sw)``: int8 tokens (a scale each) times int8 weights stored (N, K) (a scale per
+  output channel), the integer sum exact, then scaled once: day 9's prefill GEMM
 - ``pack_int4`` / ``unpack_int4``, ``quantize_int4_groups`` / ``dequantize_int4_groups``
 - ``quantize_q8_0`` / ``dequantize_q8_0``, ``quantize_q4_0`` / ``dequantize_q4_0``,
   ``quantize_q4_1`` / ``dequantize_q4_1``: the GGUF (llama.cpp) block formats, bit for bit; ``quantize_q8_1``:
@@ -47,14 +49,15 @@ from .matmul import gemm
 from .mixed_precision import E4M3_MAX, attention_at_precision, dequantize_fp8, fp8_e4m3_values, quantize_fp8
 from .paged_kv import build_paged_cache, gather_kv, paged_attention
 from .quantization import (dequantize_int4_groups, dequantize_int8, dequantize_uint8_asymmetric, gemm_int8,
-                           pack_int4, quantize_int4_groups, quantize_int8, quantize_uint8_asymmetric, unpack_int4)
+                           pack_int4, quantize_int4_groups, quantize_int8, quantize_uint8_asymmetric, unpack_int4,
+                           w8a8_matmul)
 from .softmax_attention import attention, attention_mask, attention_scores, repeat_kv_heads, softmax
 
 __all__ = [
     "softmax", "repeat_kv_heads", "attention_scores", "attention_mask", "attention",
     "gather_kv", "paged_attention", "build_paged_cache", "gemm",
     "quantize_int8", "dequantize_int8", "quantize_uint8_asymmetric", "dequantize_uint8_asymmetric",
-    "gemm_int8", "pack_int4", "unpack_int4", "quantize_int4_groups", "dequantize_int4_groups",
+    "gemm_int8", "w8a8_matmul", "pack_int4", "unpack_int4", "quantize_int4_groups", "dequantize_int4_groups",
     "GGUF_BLOCK_SIZE", "Q8_0_BLOCK_BYTES", "Q4_0_BLOCK_BYTES", "Q4_1_BLOCK_BYTES",
     "quantize_q8_0", "dequantize_q8_0", "quantize_q4_0", "dequantize_q4_0", "quantize_q4_1", "dequantize_q4_1",
     "quantize_q8_1",

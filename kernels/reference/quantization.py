@@ -1,4 +1,4 @@
-"""Integer quantization: symmetric int8, asymmetric uint8, int8 GEMM, packed int4 with group scales."""
+"""Integer quantization: symmetric int8, asymmetric uint8, int8 GEMM (W8A8 too), packed int4 with group scales."""
 
 import numbers
 
@@ -7,7 +7,7 @@ import numpy as np
 from ._checks import _float64, _int_array, _int_scalar
 
 __all__ = ["quantize_int8", "dequantize_int8", "quantize_uint8_asymmetric", "dequantize_uint8_asymmetric",
-           "gemm_int8", "pack_int4", "unpack_int4", "quantize_int4_groups", "dequantize_int4_groups"]
+           "gemm_int8", "w8a8_matmul", "pack_int4", "unpack_int4", "quantize_int4_groups", "dequantize_int4_groups"]
 
 # A float32 scale is never below the smallest normal float32: no division by zero for an
 # all-zero channel, and no subnormal scale whose rounding would break the error bound.
@@ -130,6 +130,39 @@ def gemm_int8(a_q, a_scale, b_q, b_scale):
     # sums are exact, so the only rounding is in the final scaling.
     accumulator = a_q.astype(np.int32) @ b_q.astype(np.int32)
     return accumulator * a_scale * b_scale
+
+
+def w8a8_matmul(a_q, sa, w_q, sw):
+    """W8A8 linear layer: int8 activations with a scale per token times int8 weights with a scale per output
+    channel, ``y = (A_q W_q^T) * sa[:, None] * sw[None, :]``, the integer sum exact in int64, then scaled once.
+
+    a_q: (M, K) int8, row m the codes of token m (``quantize_int8(a, axis=0)``); sa: (M,) per-token scales.
+    w_q: (N, K) int8, row n the codes of output channel n, stored as a linear layer stores its weight
+    (``quantize_int8(w, axis=0)``); sw: (N,) per-channel scales. K is at most 131071, so the sum also fits the
+    int32 accumulator a kernel keeps (each product is at most 128 * 128 = 2**14 in magnitude).
+    Returns: float64 (M, N), y[m, n] = sa[m] sw[n] sum_k a_q[m, k] w_q[n, k].
+    """
+    a_q = _int_array(a_q, "a_q")
+    w_q = _int_array(w_q, "w_q")
+    for name, arr, dims in (("a_q", a_q, "(M, K)"), ("w_q", w_q, "(N, K)")):
+        if arr.dtype != np.int8:
+            raise TypeError(f"{name} must have dtype int8, got {arr.dtype}")
+        if arr.ndim != 2:
+            raise ValueError(f"{name} must have 2 dimensions {dims}, got shape {arr.shape}")
+    (M, K), (N, K_w) = a_q.shape, w_q.shape
+    if K != K_w:
+        raise ValueError(f"a_q and w_q must share K (their last dimension): a_q is {a_q.shape}, w_q is {w_q.shape}")
+    if K > _INT8_GEMM_MAX_K:
+        raise ValueError(f"K must be at most {_INT8_GEMM_MAX_K} for an int32 accumulator, got {K}")
+    sa = _float64(sa, "sa", 1, "(M,)")
+    sw = _float64(sw, "sw", 1, "(N,)")
+    if sa.shape != (M,):
+        raise ValueError(f"sa must have shape ({M},), one scale per row of a_q, got {sa.shape}")
+    if sw.shape != (N,):
+        raise ValueError(f"sw must have shape ({N},), one scale per row of w_q, got {sw.shape}")
+    # Reads a row of A and a row of W per element of y (2 M N K int8 loads); writes y once. The sum is exact.
+    sums = a_q.astype(np.int64) @ w_q.astype(np.int64).T
+    return sums * sa[:, None] * sw[None, :]
 
 
 def pack_int4(q):
