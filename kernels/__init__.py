@@ -42,6 +42,8 @@ choose the device (``course.use_device()``) before a kernel module loads numba.
   cache to fp8 and back; a package, one module per family of rungs
 - ``kernels.quantized_gemv``: day 9, y = W x with W in its GGUF bytes (Q8_0, Q4_0, Q4_1): a warp per row
   decoding the fp16 scales and the nibbles in registers, then x quantized to int8 blocks (q8_1) and dp4a
+- ``kernels.quantized_gemv_repacked``: day 9's ladder continued: Q4_1 weights repacked at load time for 8-byte
+  loads and more bytes in flight per lane, then a decode batch of up to 16 tokens sharing each weight load
 - ``kernels.quantized_gemm``: day 9, the W8A8 prefill GEMM y = (A_q W_q^T) sa sw on int8 codes with a scale
   per token and per channel: shared tiles and dp4a, then the same tiles on int8 tensor cores (mma.sync m16n8k32)
 

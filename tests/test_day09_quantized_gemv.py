@@ -1,11 +1,14 @@
-"""Day 9's quantized GEMV (``kernels.quantized_gemv``) on the simulator, and its PTX.
+"""Day 9's quantized GEMV (``kernels.quantized_gemv`` and ``kernels.quantized_gemv_repacked``) on the simulator,
+and its PTX.
 
 Every rung against the GGUF references at awkward shapes (N not a multiple of the warps of a block, K = 32,
 a row of 33 blocks so a lane takes two), over blocks of zeros, constant blocks, blocks at the extreme codes
-and raw random bytes, into NaN-poisoned outputs; the q8_1 and Q8_0 quantize kernels, ``half_from_bytes`` and
-``dp4a`` bit for bit; bad arguments; traffic = ``course.models.quantized``. A process without the simulator
-compiles the kernels for sm_80 and sm_90 and reads their PTX (dp4a, the fp16 conversions, word loads). Sizes
-stay small: the whole file runs in a few seconds of simulator time.
+and raw random bytes, into NaN-poisoned outputs; the repacked rungs also at a row of a whole chunk and one
+block more, N not a multiple of their rows per warp, and the batched rung at T = 0, 1, 3 and 16 tokens; the
+q8_1 and Q8_0 quantize kernels, ``half_from_bytes`` and ``dp4a`` bit for bit; ``q4_1_repack``; bad
+arguments; traffic = ``course.models.quantized``. A process without the simulator compiles the kernels for
+sm_80 and sm_90 and reads their PTX (dp4a, the fp16 conversions, word loads, the repacked rungs' 8-byte loads).
+Sizes stay small: the whole file runs in well under a minute of simulator time.
 """
 
 import json
@@ -24,6 +27,7 @@ from course.models import quantized as model
 from course.traffic import count_traffic
 from kernels import intrinsics
 from kernels import quantized_gemv as qg
+from kernels import quantized_gemv_repacked as qgr
 from kernels import reference
 from kernels.launching import WARP, cdiv
 
@@ -34,6 +38,10 @@ FORMATS = {"q8_0": (reference.quantize_q8_0, reference.dequantize_q8_0),
 WARP_PER_ROW = {name: name.split("_gemv")[0] for name in qg.RUNGS if name.endswith("_warp_per_row")}
 # (N, K): one row of one block; N not a multiple of GEMV_WARPS; a row of 33 blocks (lane 0 takes blocks 0 and 32).
 SHAPES = [(1, 32), (5, 32), (9, 64), (2, 33 * 32)]
+# The repacked rungs besides: N odd (a warp of 2 rows with one), 11 rows (the batched rung's last warp has 3 rows),
+# a row of a whole chunk of 128 blocks and one more (the repacked rung's chunk loop, then its tail).
+REPACKED_SHAPES = [(1, 32), (3, 96), (11, 32 * 5), (2, 129 * 32)]
+LADDER = qgr.RUNGS               # day 9's whole ladder: the four rungs of quantized_gemv, then the repacked ones
 
 
 @pytest.fixture
@@ -72,7 +80,10 @@ def warp_per_row_reference(fmt, w, x):
 
 
 def dp4a_reference(w, x):
-    """sum over blocks of d sum_j q_j x^_j + m sum_j x_j, x^ the q8_1 values of x: W x as the dp4a rung defines it."""
+    """sum over blocks of d sum_j q_j x^_j + m sum_j x_j, x^ the q8_1 values of x: W x as the dp4a rung defines it;
+    x (T, K) gives (T, N), token by token."""
+    if x.ndim == 2:
+        return np.stack([dp4a_reference(w, token) for token in x]).reshape(len(x), w.shape[0])
     codes, scales, sums = reference.quantize_q8_1(x)
     x_hat = (codes.reshape(-1, 32) * scales.astype(np.float64)[:, None]).reshape(-1)
     without_minimum = w.copy()
@@ -91,7 +102,9 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
     import numba
     from course.gpu_compile import COMPUTE_CAPABILITIES, ptx_for_targets
     from kernels import quantized_gemv as qg
+    from kernels import quantized_gemv_repacked as qgr
     f32, u32, u8 = numba.float32[::1], numba.uint32[::1], numba.uint8[:, :, ::1]
+    u64_3d, u32_2d, f32_2d = numba.uint64[:, :, ::1], numba.uint32[:, ::1], numba.float32[:, ::1]
     kernels = [
         ("q8_0_gemv_warp_per_row", qg.q8_0_gemv_warp_per_row_kernel, (u8, f32, f32)),
         ("q4_0_gemv_warp_per_row", qg.q4_0_gemv_warp_per_row_kernel, (u8, f32, f32)),
@@ -99,6 +112,10 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
         ("q8_1_quantize", qg.q8_1_quantize_kernel, (f32, u32, f32, f32)),
         ("q8_0_quantize", qg.q8_0_quantize_kernel, (numba.float32[:, ::1], numba.int8[:, ::1], numba.float32[:, ::1])),
         ("q4_1_gemv_q8_1_dp4a", qg.q4_1_gemv_q8_1_dp4a_kernel, (numba.uint32[:, :, ::1], u32, f32, f32, f32)),
+        ("q4_1_gemv_q8_1_repacked", qgr.q4_1_gemv_q8_1_repacked_kernel,
+         (u64_3d, u32_2d, numba.uint64[::1], f32, f32, f32)),
+        ("q4_1_gemv_q8_1_small_batch", qgr.q4_1_gemv_q8_1_small_batch_kernel,
+         (u64_3d, u32_2d, numba.uint64[:, ::1], f32_2d, f32_2d, f32_2d)),
     ]
     for name, kernel, signature in kernels:
         for (major, minor), ptx in ptx_for_targets(kernel.py_func, signature, COMPUTE_CAPABILITIES).items():
@@ -107,7 +124,8 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
                               "f64": ".f64" in body, "dp4a": body.count("dp4a.s32.s32"),
                               "fp16_conversions": body.count("cvt.f32.f16"), "byte_loads": body.count("ld.global.u8")
                               + body.count("ld.global.s8"), "word_loads": body.count("ld.global.u32")
-                              + body.count("ld.global.b32")}), flush=True)
+                              + body.count("ld.global.b32"), "wide_loads": body.count("ld.global.u64")
+                              + body.count("ld.global.v2.u32") + body.count("ld.global.v4.u32")}), flush=True)
 """)
 
 
@@ -244,25 +262,25 @@ def test_dp4a_twin_is_a_dot_product_of_signed_bytes_that_wraps_like_int32():
     assert got[0] == 65536 and got[1] == -2 ** 31
 
 
-@pytest.mark.parametrize("rung", list(qg.RUNGS))
+@pytest.mark.parametrize("rung", list(LADDER))
 def test_empty_shapes(rung, rng_seed):
     """No rows: an empty y, nothing launched. K = 0: zeros."""
     fmt = model.RUNG_FORMATS[rung]
     block = qg.BLOCK_BYTES[fmt]
-    assert qg.RUNGS[rung](np.zeros((0, 2, block), np.uint8), np.ones(64, np.float32)).shape == (0,)
-    y = qg.RUNGS[rung](np.zeros((3, 0, block), np.uint8), np.zeros(0, np.float32),
-                       out=poison(np.empty(3, np.float32)))
+    assert LADDER[rung](np.zeros((0, 2, block), np.uint8), np.ones(64, np.float32)).shape == (0,)
+    y = LADDER[rung](np.zeros((3, 0, block), np.uint8), np.zeros(0, np.float32),
+                     out=poison(np.empty(3, np.float32)))
     np.testing.assert_array_equal(y, np.zeros(3, np.float32))
 
 
-@pytest.mark.parametrize("rung", list(qg.RUNGS))
+@pytest.mark.parametrize("rung", list(LADDER))
 def test_device_arrays_in_device_array_out(rung, rng_seed):
     rng, _ = rng_seed
     fmt = model.RUNG_FORMATS[rung]
     w, x = gguf_weights(rng, fmt, 3, 64), activations(rng, 64)
-    y = qg.RUNGS[rung](cuda.to_device(w), cuda.to_device(x))
+    y = LADDER[rung](cuda.to_device(w), cuda.to_device(x))
     assert hasattr(y, "copy_to_host")
-    np.testing.assert_array_equal(y.copy_to_host(), qg.RUNGS[rung](w, x))
+    np.testing.assert_array_equal(y.copy_to_host(), LADDER[rung](w, x))
 
 
 W8 = np.zeros((2, 3, 34), np.uint8)
@@ -292,19 +310,132 @@ def test_bad_arguments_are_named(call, error, words):
 
 
 # ------------------------------------------------------------------------------------------------
+# The repacked rungs: q4_1_repack, bytes in flight, small batches
+# ------------------------------------------------------------------------------------------------
+
+def test_q4_1_repack_splits_each_block_into_its_codes_and_its_scales(rng_seed):
+    """Codes (N, blocks, 4) uint32: the block's 16 bytes of codes as they are; scales (N, blocks) uint32: d in the
+    low half, m in the high half; a device array gives device arrays."""
+    rng, _ = rng_seed
+    w = gguf_weights(rng, "q4_1", 3, 5 * 32)
+    codes, scales = qgr.q4_1_repack(w)
+    assert codes.dtype == scales.dtype == np.uint32 and codes.shape == (3, 5, 4) and scales.shape == (3, 5)
+    assert codes.flags.c_contiguous and scales.flags.c_contiguous
+    np.testing.assert_array_equal(codes.view(np.uint8).reshape(3, 5, 16), w[..., 4:])
+    halves = scales.view(np.float16).reshape(3, 5, 2)
+    np.testing.assert_array_equal(halves.view(np.uint16), w[..., :4].copy().view(np.uint16))
+    on_device = qgr.q4_1_repack(cuda.to_device(w))
+    assert isinstance(on_device, qgr.Q4_1Repacked) and hasattr(on_device.codes, "copy_to_host")
+    np.testing.assert_array_equal(on_device.codes.copy_to_host(), codes)
+    np.testing.assert_array_equal(on_device.scales.copy_to_host(), scales)
+    assert qgr.q4_1_repack(np.zeros((2, 0, 20), np.uint8)).codes.shape == (2, 0, 4)
+
+
+@pytest.mark.parametrize("shape", SHAPES + REPACKED_SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
+def test_repacked_rung_matches_the_dp4a_rungs_reference(shape, rng_seed):
+    """From the GGUF bytes (repacked by the launcher) and from weights repacked once: the same y, that of W times
+    the q8_1 activations."""
+    rng, seed = rng_seed
+    w, x = gguf_weights(rng, "q4_1", *shape), activations(rng, shape[1])
+    want = dp4a_reference(w, x)
+    y = qgr.q4_1_gemv_q8_1_repacked(w, x, out=poison(np.empty(shape[0], np.float32)))
+    check(y, want, name="q4_1_gemv_q8_1_repacked", seed=seed)
+    np.testing.assert_array_equal(qgr.q4_1_gemv_q8_1_repacked(qgr.q4_1_repack(w), x), y)
+
+
+@pytest.mark.parametrize("tokens, shape", [(1, (5, 96)), (3, (11, 33 * 32)), (16, (5, 96)), (16, (1, 32)),
+                                           (3, (6, 129 * 32))], ids=lambda v: str(v))
+def test_batched_rung_matches_each_tokens_reference(tokens, shape, rng_seed):
+    """x (T, K) gives y (T, N), row t the dp4a rung's y of token t: one token, 3 (a token of zeros among them: q8_1
+    d = 0), the most (16), at N = 5 and 11 (the last warp's rows partial) and a row of 33 and 129 blocks."""
+    rng, seed = rng_seed
+    n, k = shape
+    w = gguf_weights(rng, "q4_1", n, k)
+    x = (rng.standard_normal((tokens, k)) * rng.choice([1e-3, 1.0, 30.0], (tokens, 1))).astype(np.float32)
+    if tokens > 1:
+        x[1] = 0.0
+    y = qgr.q4_1_gemv_q8_1_small_batch(w, x, out=poison(np.empty((tokens, n), np.float32)))
+    check(y, dp4a_reference(w, x), name="q4_1_gemv_q8_1_small_batch", dims=("token", "row"), seed=seed)
+    for t in range(tokens):                              # each token's row: the batch-1 rung's y, to float32's error
+        np.testing.assert_allclose(y[t], qgr.q4_1_gemv_q8_1_repacked(w, x[t]), rtol=1e-5,
+                                   atol=1e-5 * np.abs(y[t]).max())
+
+
+def test_batched_rung_takes_one_token_as_a_vector_and_an_empty_batch(rng_seed):
+    rng, _ = rng_seed
+    w = qgr.q4_1_repack(gguf_weights(rng, "q4_1", 5, 64))
+    x = activations(rng, 64)
+    y = qgr.q4_1_gemv_q8_1_small_batch(w, x, out=poison(np.empty(5, np.float32)))
+    assert y.shape == (5,)
+    np.testing.assert_array_equal(y, qgr.q4_1_gemv_q8_1_small_batch(w, x[None, :])[0])
+    assert qgr.q4_1_gemv_q8_1_small_batch(w, np.zeros((0, 64), np.float32)).shape == (0, 5)
+    y = qgr.q4_1_gemv_q8_1_small_batch(cuda.to_device(np.zeros((3, 0, 20), np.uint8)),
+                                   cuda.to_device(np.zeros((2, 0), np.float32)))
+    np.testing.assert_array_equal(y.copy_to_host(), np.zeros((2, 3), np.float32))
+
+
+W41 = np.zeros((2, 3, 20), np.uint8)
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: qgr.q4_1_repack(W41[..., :18]), ValueError,
+     r"w must have shape \(rows=any, blocks=any, q4_1_block_bytes=20\), got \(2, 3, 18\)"),
+    (lambda: qgr.q4_1_repack(W41.astype(np.int8)), TypeError, "w must have dtype uint8, got int8"),
+    (lambda: qgr.q4_1_gemv_q8_1_repacked(W41, X[:64]), ValueError, r"x must have shape \(K=96,\), got \(64,\)"),
+    (lambda: qgr.q4_1_gemv_q8_1_repacked((W41, W41), X), TypeError,
+     "w must be Q4_1 GGUF bytes .* or q4_1_repack's Q4_1Repacked, got a tuple of 2"),
+    (lambda: qgr.q4_1_gemv_q8_1_repacked(qgr.Q4_1Repacked(np.zeros((2, 3, 4), np.int32), np.zeros((2, 3), np.uint32)),
+                                         X), TypeError, "w.codes must have dtype uint32, got int32"),
+    (lambda: qgr.q4_1_gemv_q8_1_repacked(qgr.Q4_1Repacked(np.zeros((2, 3, 4), np.uint32), np.zeros((2, 4), np.uint32)),
+                                         X), ValueError,
+     r"w.scales must have shape \(rows=2, blocks=3\), got \(2, 4\)"),
+    (lambda: qgr.q4_1_gemv_q8_1_repacked(qgr.q4_1_repack(cuda.to_device(W41)), X), TypeError,
+     "w.codes, w.scales, x must all be NumPy arrays or all be device arrays"),
+    (lambda: qgr.q4_1_gemv_q8_1_repacked(W41, X, out=np.zeros(3, np.float32)), ValueError,
+     r"out must have shape \(rows=2,\), got \(3,\)"),
+    (lambda: qgr.q4_1_gemv_q8_1_small_batch(W41, np.zeros((17, 96), np.float32)), ValueError,
+     "x must have at most 16 tokens .* got shape \\(17, 96\\)"),
+    (lambda: qgr.q4_1_gemv_q8_1_small_batch(W41, np.zeros((2, 64), np.float32)), ValueError,
+     r"x must have shape \(T=any, K=96\), got \(2, 64\)"),
+    (lambda: qgr.q4_1_gemv_q8_1_small_batch(W41, np.zeros((2, 96), np.float32), out=np.zeros(2, np.float32)),
+     ValueError, r"out must have 2 dimensions \(T=2, rows=2\)"),
+    (lambda: qgr.q4_1_gemv_q8_1_small_batch(W41, np.zeros((2, 96), np.float64)), TypeError,
+     "x must have dtype float32, got float64"),
+])
+def test_bad_arguments_of_the_repacked_rungs_are_named(call, error, words):
+    with pytest.raises(error, match=words):
+        call()
+
+
+# ------------------------------------------------------------------------------------------------
 # Traffic and the byte model
 # ------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("rung", list(qg.RUNGS))
+@pytest.mark.parametrize("rung", list(LADDER))
 def test_counted_traffic_equals_the_model(rung, rng_seed):
     rng, _ = rng_seed
     n, k = 5, 64
     w, x = gguf_weights(rng, model.RUNG_FORMATS[rung], n, k), activations(rng, k)
     with count_traffic() as t:
-        qg.RUNGS[rung](w, x)
+        LADDER[rung](w, x)
     counted = {name: (t.load_bytes[name], t.store_bytes[name]) for name in t.load_bytes}
     assert counted == model.traffic(rung, n, k)
     assert t.global_bytes == getattr(model, f"bytes_{rung}")(n, k)
+
+
+@pytest.mark.parametrize("n, k, tokens", [(5, 64, 3), (9, 32 * 3, 16), (4, 32, 2)])
+def test_counted_traffic_of_a_batch_equals_the_model(n, k, tokens, rng_seed):
+    """The batched rung on T tokens, its weights already repacked (what a model holds): W once whatever T, each
+    token's q8_1 blocks once per warp of 4 rows."""
+    rng, _ = rng_seed
+    w = qgr.q4_1_repack(gguf_weights(rng, "q4_1", n, k))
+    x = rng.standard_normal((tokens, k)).astype(np.float32)
+    with count_traffic() as t:
+        qgr.q4_1_gemv_q8_1_small_batch(w, x)
+    counted = {name: (t.load_bytes[name], t.store_bytes[name]) for name in t.load_bytes}
+    assert counted == model.traffic("q4_1_gemv_q8_1_small_batch", n, k, tokens)
+    assert t.global_bytes == model.bytes_q4_1_gemv_q8_1_small_batch(n, k, tokens)
+    assert counted["codes"][0] + counted["scales"][0] == model.weight_bytes("q4_1", n, k)
 
 
 def test_byte_model_numbers():
@@ -316,12 +447,27 @@ def test_byte_model_numbers():
     assert (model.compulsory_bytes("q4_1_gemv_q8_1_dp4a", 2, 64)
             == model.compulsory_bytes("q4_1_gemv_warp_per_row", 2, 64) + 2 * (64 + 2 * 8))
     assert model.bytes_q8_0_gemv_warp_per_row(3, 64) == 3 * 2 * 34 + 3 * 64 * 4 + 3 * 4
-    assert model.flops(3, 64) == 384
+    assert model.flops(3, 64) == 384 and model.flops(3, 64, 5) == 5 * 384 and model.dp4a_count(3, 64, 5) == 5 * 48
+    # the repacked rungs: W once; the q8_1 blocks (64 + 2 * 8 bytes per token here) once per warp of 2 (4) rows
+    assert model.bytes_q4_1_gemv_q8_1_repacked(5, 64) == (4 * 64 + 64 + 16) + 5 * 2 * 20 + 3 * 80 + 5 * 4
+    assert (model.bytes_q4_1_gemv_q8_1_small_batch(5, 64, 3)
+            == 3 * (4 * 64 + 64 + 16) + 5 * 2 * 20 + 2 * 3 * 80 + 3 * 5 * 4)
+    assert model.traffic("q4_1_gemv_q8_1_small_batch", 5, 64) == model.traffic_q4_1_gemv_q8_1_small_batch(5, 64, 1)
+    assert (model.compulsory_bytes("q4_1_gemv_q8_1_repacked", 2, 64)
+            == model.compulsory_bytes("q4_1_gemv_q8_1_dp4a", 2, 64)
+            == model.compulsory_bytes("q4_1_gemv_q8_1_small_batch", 2, 64))
+    assert (model.compulsory_bytes("q4_1_gemv_q8_1_small_batch", 2, 64, 4)
+            == model.weight_bytes("q4_1", 2, 64) + 4 * (4 * 64 + 4 * 2 + 2 * (64 + 2 * 8)))
+    assert (model.ROWS_PER_WARP, model.BATCH_ROWS_PER_WARP) == (qgr.ROWS_PER_WARP, qgr.BATCH_ROWS_PER_WARP)
+    assert set(model.RUNG_FORMATS) == set(LADDER) and model.BATCHED_RUNGS == ("q4_1_gemv_q8_1_small_batch",)
     for call, error in [(lambda: model.weight_bytes("q5_0", 1, 32), ValueError),
                         (lambda: model.weight_bytes("q4_0", 1, 48), ValueError),
                         (lambda: model.flops(-1, 32), ValueError), (lambda: model.flops(1.0, 32), TypeError),
                         (lambda: model.traffic("q4_1_gemv", 1, 32), ValueError),
-                        (lambda: model.compulsory_bytes("gemv", 1, 32), ValueError)]:
+                        (lambda: model.compulsory_bytes("gemv", 1, 32), ValueError),
+                        (lambda: model.traffic("q4_1_gemv_q8_1_repacked", 1, 32, 2), ValueError),
+                        (lambda: model.compulsory_bytes("q4_1_gemv_q8_1_small_batch", 1, 32, 0), ValueError),
+                        (lambda: model.flops(1, 32, 1.0), TypeError)]:
         with pytest.raises(error):
             call()
 
@@ -336,7 +482,8 @@ def test_ptx_of_every_kernel(compiled):
     cvt.f32.f16 and multiplies with dp4a."""
     records = compiled()
     assert {(r["kernel"], r["cc"]) for r in records} == {(k, cc) for k in (*WARP_PER_ROW, "q8_1_quantize",
-                                                                         "q8_0_quantize", "q4_1_gemv_q8_1_dp4a")
+                                                                         "q8_0_quantize", "q4_1_gemv_q8_1_dp4a",
+                                                                         *REPACKED)
                                                           for cc in ("sm_80", "sm_90")}
     for r in records:
         assert not r["local"] and not r["f64"], r
@@ -344,3 +491,13 @@ def test_ptx_of_every_kernel(compiled):
             assert r["fp16_conversions"] == 0 and r["byte_loads"] > 0 and r["dp4a"] == 0, r
         if r["kernel"] == "q4_1_gemv_q8_1_dp4a":
             assert r["dp4a"] >= 2 and r["fp16_conversions"] == 2 and r["byte_loads"] == 0 and r["word_loads"] > 0, r
+        if r["kernel"] in REPACKED:
+            assert r["byte_loads"] == 0 and r["dp4a"] >= REPACKED[r["kernel"]]["dp4a"], r
+            assert r["wide_loads"] >= REPACKED[r["kernel"]]["wide_loads"], r
+
+
+# At least: the repacked rung's chunk unrolled, 2 rows x 4 blocks x 8 dp4a and 2 rows x 4 blocks x 2 8-byte loads of
+# codes plus 4 blocks x 4 of activation codes; the batched rung's token loop unrolled, 16 tokens x 4 rows x 8 dp4a,
+# 4 rows x 2 loads of codes and 16 tokens x 4 of activation codes.
+REPACKED = {"q4_1_gemv_q8_1_repacked": {"dp4a": 64, "wide_loads": 32},
+            "q4_1_gemv_q8_1_small_batch": {"dp4a": 512, "wide_loads": 72}}

@@ -134,21 +134,22 @@ def day08_fp8_cases() -> list[Case]:
 # ---------------------------------------------------------------------------------------------
 
 def day09_gguf_cases() -> list[Case]:
-    """Each rung of ``kernels.quantized_gemv`` on test_day09_quantized_gemv.py's awkward weights (a block of
-    zeros, a block of two values, a constant block, and a last row of raw random bytes under random fp16
-    scales: every code, Q8_0's -128 and subnormal scales appear) at 5 rows of 33 blocks (lane 0 takes two),
-    x's first block zeros (q8_1: d = 0); and the day's quantizer ``q8_0_quantize`` at its rounding corners
+    """Each rung of day 9's ladder (``kernels.quantized_gemv_repacked.RUNGS``) on test_day09_quantized_gemv.py's
+    awkward weights (a block of zeros, a block of two values, a constant block, and a last row of raw random bytes
+    under random fp16 scales: every code, Q8_0's -128 and subnormal scales appear) at 5 rows of 33 blocks (lane 0
+    takes two), x's first block zeros (q8_1: d = 0); and the day's quantizer ``q8_0_quantize`` at its rounding corners
     (halves away from zero at d = 1, a block of zeros, a block of subnormals whose 1 / d overflows), its codes
     bit for bit."""
     import test_day09_quantized_gemv as day09
     from course.models.quantized import RUNG_FORMATS
     from kernels import quantized_gemv as qg
+    from kernels import quantized_gemv_repacked as qgr
 
     def gemv(name):
         def build():
             rng = np.random.default_rng(SEED)
             w = day09.gguf_weights(rng, RUNG_FORMATS[name], 5, 33 * 32)
-            return qg.RUNGS[name], (w, day09.activations(rng, 33 * 32)), dict(out=np.full(5, np.nan, np.float32))
+            return qgr.RUNGS[name], (w, day09.activations(rng, 33 * 32)), dict(out=np.full(5, np.nan, np.float32))
         return Case(f"{name}_gguf_corners", build)
 
     def quantize_corners():
@@ -159,7 +160,7 @@ def day09_gguf_cases() -> list[Case]:
         x[2, 96:] *= np.float32(3e4)
         return qg.q8_0_quantize, (x,), {}
 
-    return [*(gemv(name) for name in qg.RUNGS), Case("q8_0_quantize_corners", quantize_corners)]
+    return [*(gemv(name) for name in qgr.RUNGS), Case("q8_0_quantize_corners", quantize_corners)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -174,11 +175,14 @@ DAYS = (
     GpuDay("day06", ladders=("kernels.paged_attention", "kernels.kv_cache"), exact=("kernels.kv_cache",)),
     GpuDay("day07", ladders=("kernels.gqa_attention",)),
     GpuDay("day08", ladders=("kernels.low_precision_attention",), other_gpu=True, extra_cases=day08_fp8_cases),
-    GpuDay("day09", ladders=("kernels.quantized_gemv",), extra_cases=day09_gguf_cases),
+    GpuDay("day09", ladders=("kernels.quantized_gemv", "kernels.quantized_gemv_repacked", "kernels.quantized_gemm"),
+           extra_cases=day09_gguf_cases),
 )
 # Ladders of kernels/ that no row holds, and why.
 NOT_IN_TABLE = {"kernels.elementwise": "day 1: the table starts at day 2; day 1 joins with a row",
-                "kernels.reduction": "day 1: the table starts at day 2; day 1 joins with a row"}
+                "kernels.reduction": "day 1: the table starts at day 2; day 1 joins with a row",
+                "kernels.llama_layers": "day 10: its row comes with day 10's recorder (tests/test_inference_engine.py "
+                                        "runs the layers on a GPU meanwhile)"}
 
 ROWS = [pytest.param(row, id=row.day, marks=getattr(pytest.mark, row.day)) for row in DAYS]
 

@@ -266,6 +266,61 @@ def _w8a8_gemm_reference(a_q, sa, w_q, sw, **_):
     return reference.w8a8_matmul(a_q, sa, w_q, sw)
 
 
+def _small_batch_inputs(rng, rung):
+    """7 rows of 3 Q4_1 blocks (two warps of 4 rows, the second with 3), the second row all zeros, for a batch of
+    3 tokens, x (3, 96)."""
+    from kernels import reference
+
+    weights = _floats(rng, 7, 96)
+    weights[1] = 0.0
+    return (reference.quantize_q4_1(weights).reshape(7, 3, -1), _floats(rng, 3, 96)), {"out": _nan(3, 7)}
+
+
+def _small_batch_reference(w, x, **_):
+    """``_q4_1_times_q8_1_reference`` token by token: y (T, N) (``q4_1_gemv_q8_1_small_batch``)."""
+    return np.stack([_q4_1_times_q8_1_reference(w, token) for token in x])
+
+
+def _embedding_inputs(rng, rung):
+    """7 rows of a Q8_0 table of K = 96, 5 ids with a repeat and both ends."""
+    from kernels import reference
+
+    table = reference.quantize_q8_0(rng.standard_normal((7, 96))).reshape(7, 3, 34)
+    return (table, np.array([6, 0, 3, 3, 1], np.int32)), {"out": _nan(5, 96)}
+
+
+def _embedding_reference(table, ids, **_):
+    from kernels import reference
+
+    return reference.dequantize_q8_0(table[ids].reshape(len(ids), -1))
+
+
+def _rope_inputs(rng, rung):
+    """5 tokens of 3 heads of d = 18 at scattered positions of a 300-position table."""
+    from kernels import reference
+
+    return ((_floats(rng, 5, 3, 18), np.array([0, 7, 299, 7, 150], np.int32), reference.rope_table(300, 18, 1e4)),
+            {"out": _nan(5, 3, 18)})
+
+
+def _rope_reference(x, positions, table, **_):
+    from kernels import reference
+
+    return reference.rope_pairs(x, positions, 1e4)
+
+
+def _rmsnorm_reference(x, weight, *, eps, **_):
+    from kernels import reference
+
+    return reference.rmsnorm(x, weight, eps)
+
+
+def _swiglu_reference(gate, up, **_):
+    from kernels import reference
+
+    return reference.swiglu(gate, up)
+
+
 OPERATIONS = {
     "copy": Operation(lambda rng, _: ((_floats(rng, 1000),), {"out": _nan(1000)}),
                       lambda x, **_: x.astype(np.float64)),
@@ -292,8 +347,17 @@ OPERATIONS = {
     "gqa_decode_tensor": Operation(_tensor_cores_inputs, _paged_reference),  # gqa_decode_tensor_cores
     **{f"{fmt}_gemv": Operation(_quantized_gemv_inputs, _quantized_gemv_reference(fmt))
        for fmt in ("q8_0", "q4_0", "q4_1")},
-    "q4_1_gemv_q8_1": Operation(_quantized_gemv_inputs, _q4_1_times_q8_1_reference),   # q4_1_gemv_q8_1_dp4a
+    "q4_1_gemv_q8_1": Operation(_quantized_gemv_inputs, _q4_1_times_q8_1_reference),   # dp4a, repacked
+    "q4_1_gemv_q8_1_small": Operation(_small_batch_inputs, _small_batch_reference),    # q4_1_gemv_q8_1_small_batch
     "w8a8_gemm": Operation(_w8a8_gemm_inputs, _w8a8_gemm_reference),
+    "embedding_q8_0": Operation(_embedding_inputs, _embedding_reference),
+    "rmsnorm": Operation(lambda rng, _: ((_floats(rng, 3, 300), _floats(rng, 300)), {"eps": 1e-5, "out": _nan(3, 300)}),
+                         _rmsnorm_reference),
+    "rope_pairs": Operation(_rope_inputs, _rope_reference),
+    "swiglu": Operation(lambda rng, _: ((5 * _floats(rng, 4, 333), _floats(rng, 4, 333)), {"out": _nan(4, 333)}),
+                        _swiglu_reference),
+    "add": Operation(lambda rng, _: ((_floats(rng, 4, 333), _floats(rng, 4, 333)), {"out": _nan(4, 333)}),
+                     lambda x, y, **_: x.astype(np.float64) + y),
 }
 
 

@@ -391,20 +391,56 @@ def test_a_sweep_asked_for_it_times_the_kernel_with_l2_warm_too():
 
 
 def test_day09_declares_every_rung_of_its_ladder_at_llama_shapes():
-    """The checks, the sweep and Nsight's cases come from ``kernels.quantized_gemv.RUNGS``, each rung with the format
-    the byte model gives it; the sweep flushes L2 (a Q4 matrix of 8192 x 8192 fits in it) and times it warm too."""
+    """The checks, the sweep and Nsight's cases come from ``kernels.quantized_gemv_repacked.RUNGS`` (the day's
+    ladder, ``kernels.quantized_gemv``'s rungs first), each rung with the format the byte model gives it; the sweep
+    flushes L2 (a Q4 matrix of 8192 x 8192 fits in it) and times it warm too; the batched sweep times the batched
+    rung at T = 1 ... 16 beside torch's fp16 matmul, at both shapes."""
     from course.models import quantized as model
     from course.record import day09
-    from kernels import quantized_gemv
+    from kernels import quantized_gemv, quantized_gemv_repacked
 
-    assert list(day09.FORMATS) == list(quantized_gemv.RUNGS) and day09.FORMATS == model.RUNG_FORMATS
-    assert [c.label for c in day09.ncu_cases()] == list(quantized_gemv.RUNGS)
+    assert list(day09.FORMATS) == list(quantized_gemv_repacked.RUNGS) and day09.FORMATS == model.RUNG_FORMATS
+    assert list(day09.FORMATS)[:len(quantized_gemv.RUNGS)] == list(quantized_gemv.RUNGS)
+    assert day09.REPACKED == ("q4_1_gemv_q8_1_repacked", "q4_1_gemv_q8_1_small_batch")
+    assert [c.label for c in day09.ncu_cases()] == list(quantized_gemv_repacked.RUNGS)
     assert {(c.N, day09.ncu_shape(c.N)["K"]) for c in day09.ncu_cases()} == {(8192, 8192)}
     sweep = day09.gemv_sweep()
     assert sweep.points == ((8192, 8192), (28672, 8192)) and set(sweep.quick_points) <= set(sweep.points)
     assert sweep.flush_l2 and sweep.kernel_time and sweep.warm_time
     assert sweep.shape((28672, 8192)) == {"N": 28672, "K": 8192}
     assert "torch_weight_int4pack_mm" in sweep.notes      # timed, or the reason it was not
+    batched = day09.batched_sweep()
+    assert batched.points == tuple((n, k, t) for n, k in sweep.points for t in (1, 2, 4, 8, 16))
+    assert set(batched.quick_points) <= set(batched.points) and batched.flush_l2 and batched.kernel_time
+    assert batched.shape((8192, 8192, 4)) == {"N": 8192, "K": 8192, "T": 4}
+    assert "torch_matmul_fp16" in batched.notes and day09.BATCHED in batched.notes
+    rows = [{"rung": day09.BATCHED, "kernel_ms": 1.0}, {"rung": "torch_matmul_fp16", "kernel_ms": 3.0}]
+    batched.finish(rows)
+    assert [r["kernel_speedup_over_fp16"] for r in rows] == [3.0, 1.0]
+    assert [s.name for s in day09.recorder().sweeps()] == ["day09_gemv_timing", "day09_batched_timing",
+                                                            "day09_gemm_timing"]
+    gemm = day09.gemm_sweep()
+    assert gemm.points == (4096, 8192) and set(gemm.quick_points).isdisjoint(gemm.points) and gemm.flush_l2
+    assert gemm.shape(4096) == {"M": 4096, "N": 4096, "K": 4096} and "column-major B" in gemm.notes
+    rows = [{"rung": "w8a8_gemm_v2_tensor_cores", "kernel_ms": 4.0, "flops": 8e12},
+            {"rung": "torch_int_mm", "kernel_ms": 1.0, "flops": 8e12},
+            {"rung": "torch_int_mm_scaled", "kernel_ms": 2.0, "flops": 8e12}]
+    gemm.finish(rows)
+    assert [(r["tops"], r["kernel_speedup_over_int_mm"]) for r in rows] == [(2000.0, 0.25), (8000.0, 1.0),
+                                                                          (4000.0, 0.5)]
+
+
+def test_day09_gemm_reference_equals_the_exact_int64_reference():
+    """The recorder's float64 products give the int64 sums of reference.w8a8_matmul exactly (a small seeded case
+    at the int8 extremes); the checks of the GEMM rungs run at a size where the int64 reference would be slow."""
+    from course.record import day09
+    from kernels import reference
+
+    rng = np.random.default_rng(3)
+    a_q, w_q = rng.integers(-128, 128, (33, 4096), dtype=np.int8), rng.integers(-128, 128, (17, 4096), dtype=np.int8)
+    a_q[0], w_q[0] = -128, -128
+    sa, sw = rng.uniform(0.5, 2, 33).astype(np.float32), rng.uniform(0.5, 2, 17).astype(np.float32)
+    assert np.array_equal(day09.gemm_reference(a_q, sa, w_q, sw), reference.w8a8_matmul(a_q, sa, w_q, sw))
 
 
 def test_day09_finish_compares_every_row_with_torch():
@@ -424,14 +460,14 @@ def test_day09_finish_compares_every_row_with_torch():
 
 
 def test_day09_checks_every_rung_on_the_simulator():
-    """Day 9's full-size checks at a simulator's size (two shapes: 3 blocks a row, and 33 so lane 0 takes two):
-    every rung against its float64 reference, each row naming its rung, format and shape; the quantization's own
-    error is Q8_0's smallest."""
+    """Day 9's full-size checks at a simulator's size (two shapes: 3 blocks a row, and 33 so lane 0 takes two; the
+    batched rung on 3 tokens): every rung against its float64 reference, each row naming its rung, format, shape
+    and tokens; the quantization's own error is Q8_0's smallest."""
     from course.record import day09
 
-    rows = harness.run_checks(day09.checks(shapes=((9, 96), (6, 33 * 32))))
-    assert [(r["rung"], r["N"], r["K"]) for r in rows] == [
-        (rung, n, k) for n, k in ((9, 96), (6, 1056)) for rung in day09.FORMATS]
+    rows = harness.run_checks(day09.checks(shapes=((9, 96), (6, 33 * 32)), tokens=3))
+    assert [(r["rung"], r["N"], r["K"], r["T"]) for r in rows] == [
+        (rung, n, k, 3 if rung == day09.BATCHED else 1) for n, k in ((9, 96), (6, 1056)) for rung in day09.FORMATS]
     assert all(r["rel_err"] < 1e-6 and r["fmt"] == day09.FORMATS[r["rung"]] for r in rows)
     for n in (9, 6):
         errors = {r["rung"]: r["quantization_rel_err"] for r in rows if r["N"] == n}
@@ -442,14 +478,14 @@ def test_day09_reference_is_the_same_in_chunks_of_rows():
     """The recorder's reference works on CHUNK_ROWS rows at a time (28672 x 8192 in float64 would take 1.9 GB): the
     same as test_kernels_pattern's references of the rungs, over a matrix of more rows than a chunk."""
     from course.record import day09
-    from test_kernels_pattern import OPERATIONS
+    from test_kernels_pattern import operation_of
 
     n, k = day09.CHUNK_ROWS + 37, 64
-    x = day09.activations(k)
     for rung, fmt in day09.FORMATS.items():
         w = day09.gguf_weights(fmt, n, k)
         assert w.shape == (n, k // 32, day09.model.BLOCK_BYTES[fmt]) and w.dtype == np.uint8
-        operation = OPERATIONS["q4_1_gemv_q8_1" if rung == day09.DP4A else f"{fmt}_gemv"]
+        x = day09.batch_activations(k, 2) if rung == day09.BATCHED else day09.activations(k)
+        operation = operation_of(day09.LADDER[rung])
         np.testing.assert_allclose(day09.reference_gemv(rung, w, x), operation.reference(w, x), rtol=1e-12, atol=1e-12)
     codes, d, m = day09.q4_1_parts(w)
     np.testing.assert_array_equal((codes.reshape(n, -1, 32) * d[..., None] + m[..., None]).reshape(n, k),

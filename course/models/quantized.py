@@ -14,12 +14,29 @@ fewer bytes of W, and at decode W is nearly all of the traffic.
   first reads x once and writes its q8_1 blocks (``x_q``: K bytes of codes as K / 4 words, ``x_scale`` and
   ``x_sum``: a float32 each per block), then reads W as words (the same bytes), the codes once per row
   (N K bytes instead of 4 N K) and a scale and a sum per block and row.
-- ``bytes_<rung>(N, K)``: the total of ``traffic_<rung>``.
-- ``compulsory_bytes(rung, N, K)``: what must cross DRAM at least: W, x and y once, and for
-  ``q4_1_gemv_q8_1_dp4a`` its q8_1 blocks written once and read once. Timings divide these by the time.
-- ``flops(N, K)``: a multiply and an add per weight, 2 N K, for every rung.
+  The rungs of ``kernels.quantized_gemv_repacked`` read W repacked (``codes``: 16 bytes per block, ``scales``:
+  4, the same 20 bytes) and the q8_1 blocks once per warp, not once per row: ``q4_1_gemv_q8_1_repacked`` takes
+  ``ROWS_PER_WARP`` (2) rows a warp, so ceil(N / 2) warps each read K bytes of codes and a scale and a sum per
+  block; ``q4_1_gemv_q8_1_small_batch`` (``traffic_q4_1_gemv_q8_1_small_batch(N, K, T)``, T tokens) reads W once
+  whatever T, quantizes x per token (T K floats read, T q8_1 rows written) and its ceil(N / 4) warps
+  (``BATCH_ROWS_PER_WARP``) each read all T tokens' q8_1 blocks once: T ceil(N / 4) (K + 8 K / 32) bytes,
+  served by L1 and L2, then write T N floats of y.
+- ``bytes_<rung>(N, K)``: the total of ``traffic_<rung>`` (``bytes_q4_1_gemv_q8_1_small_batch(N, K, T)``).
+- ``compulsory_bytes(rung, N, K, T=1)``: what must cross DRAM at least: W once, x and y once per token, and for
+  the q8_1 rungs their q8_1 blocks written once and read once per token. Timings divide these by the time.
+- ``flops(N, K, T=1)``: a multiply and an add per weight and token, 2 T N K, for every rung (T = 1 but for
+  the batched rung); ``dp4a_count(N, K, T=1)``: the dp4a a q8_1 rung issues, one per 4 weights and token,
+  T N K / 4 lane-instructions (T N K / 128 warp instructions).
 
-Arguments are ints >= 0; K a multiple of 32.
+Where a batched GEMV stops being memory bound: its compulsory bytes are 5 N K / 8 + T (13 K / 2 + 4 N), W's
+5/8 byte per weight and little else at small T, while its work grows as T: 2 T operations and T / 4 dp4a per
+weight, besides the float work per block. Its arithmetic intensity ``flops / compulsory_bytes`` is about 3.2 T
+operations per byte; ``dp4a_count`` over a GPU's dp4a rate, against the compulsory bytes over its bandwidth,
+gives the T past which the dp4a (and the instructions around them) take longer than W takes to stream. An fp16
+GEMM reads 2 bytes per weight, 3.2 times Q4_1's, and its tensor cores keep it memory bound to T of a few hundred:
+past the T where the batched GEMV's instruction time exceeds the fp16 GEMM's streaming time, the GEMM wins.
+
+Arguments are ints >= 0 (T >= 1 where a rung takes it); K a multiple of 32.
 """
 
 from __future__ import annotations
@@ -28,16 +45,24 @@ from fractions import Fraction
 
 from kernels.reference import GGUF_BLOCK_SIZE, Q4_0_BLOCK_BYTES, Q4_1_BLOCK_BYTES, Q8_0_BLOCK_BYTES
 
-__all__ = ["QK", "BLOCK_BYTES", "RUNG_FORMATS", "bits_per_weight", "weight_bytes", "flops",
+__all__ = ["QK", "BLOCK_BYTES", "RUNG_FORMATS", "BATCHED_RUNGS", "ROWS_PER_WARP", "BATCH_ROWS_PER_WARP",
+           "bits_per_weight", "weight_bytes", "flops", "dp4a_count",
            "traffic_q8_0_gemv_warp_per_row", "traffic_q4_0_gemv_warp_per_row", "traffic_q4_1_gemv_warp_per_row",
-           "traffic_q4_1_gemv_q8_1_dp4a", "bytes_q8_0_gemv_warp_per_row", "bytes_q4_0_gemv_warp_per_row",
-           "bytes_q4_1_gemv_warp_per_row", "bytes_q4_1_gemv_q8_1_dp4a", "traffic", "compulsory_bytes"]
+           "traffic_q4_1_gemv_q8_1_dp4a", "traffic_q4_1_gemv_q8_1_repacked", "traffic_q4_1_gemv_q8_1_small_batch",
+           "bytes_q8_0_gemv_warp_per_row", "bytes_q4_0_gemv_warp_per_row", "bytes_q4_1_gemv_warp_per_row",
+           "bytes_q4_1_gemv_q8_1_dp4a", "bytes_q4_1_gemv_q8_1_repacked", "bytes_q4_1_gemv_q8_1_small_batch", "traffic",
+           "compulsory_bytes"]
 
 QK = GGUF_BLOCK_SIZE
 BLOCK_BYTES = {"q8_0": Q8_0_BLOCK_BYTES, "q4_0": Q4_0_BLOCK_BYTES, "q4_1": Q4_1_BLOCK_BYTES}
-# The weight format each rung of kernels.quantized_gemv reads.
+# The weight format each rung of kernels.quantized_gemv_repacked (day 9's whole ladder) reads.
 RUNG_FORMATS = {"q8_0_gemv_warp_per_row": "q8_0", "q4_0_gemv_warp_per_row": "q4_0",
-                "q4_1_gemv_warp_per_row": "q4_1", "q4_1_gemv_q8_1_dp4a": "q4_1"}
+                "q4_1_gemv_warp_per_row": "q4_1", "q4_1_gemv_q8_1_dp4a": "q4_1", "q4_1_gemv_q8_1_repacked": "q4_1",
+                "q4_1_gemv_q8_1_small_batch": "q4_1"}
+BATCHED_RUNGS = ("q4_1_gemv_q8_1_small_batch",)      # the rungs that take T tokens at once
+ROWS_PER_WARP = 2              # rows per warp of q4_1_gemv_q8_1_repacked: its warps read the q8_1 blocks
+BATCH_ROWS_PER_WARP = 4        # rows per warp of q4_1_gemv_q8_1_small_batch
+Q8_1_RUNGS = ("q4_1_gemv_q8_1_dp4a", "q4_1_gemv_q8_1_repacked", "q4_1_gemv_q8_1_small_batch")
 FLOAT32 = 4        # bytes of x, y, and of a q8_1 block's scale and sum
 Q8_1_EXTRA = 2 * FLOAT32    # bytes of a q8_1 block beside its 32 codes: its scale and its sum
 
@@ -69,10 +94,16 @@ def weight_bytes(fmt: str, N: int, K: int) -> int:
     return N * (K // QK) * _block_bytes(fmt)
 
 
-def flops(N: int, K: int) -> int:
-    """A multiply and an add per weight."""
-    _check(N=N, K=K)
-    return 2 * N * K
+def flops(N: int, K: int, T: int = 1) -> int:
+    """A multiply and an add per weight and token."""
+    _check(N=N, K=K, T=T)
+    return 2 * T * N * K
+
+
+def dp4a_count(N: int, K: int, T: int = 1) -> int:
+    """The dp4a of a q8_1 rung, as lane-instructions: one per 4 weights and token (8 per block of 32)."""
+    _check(N=N, K=K, T=T)
+    return T * N * K // 4
 
 
 def _warp_per_row(fmt: str, N: int, K: int) -> dict:
@@ -105,6 +136,41 @@ def traffic_q4_1_gemv_q8_1_dp4a(N: int, K: int) -> dict:
             "y": (0, N * FLOAT32)}
 
 
+def _q8_1_quantize(K: int, T: int) -> dict:
+    """The q8_1 quantize kernel on T tokens: x read, K bytes of codes and a scale and a sum per block written."""
+    blocks = K // QK
+    return {"x": (T * K * FLOAT32, 0), "x_q": (0, T * K), "x_scale": (0, T * blocks * FLOAT32),
+            "x_sum": (0, T * blocks * FLOAT32)}
+
+
+def _repacked(N: int, K: int, T: int, rows_per_warp: int) -> dict:
+    """The quantize kernel, then a GEMV over the repacked W (codes and scales once) whose ceil(N / rows_per_warp)
+    warps each read every token's q8_1 blocks once."""
+    blocks = K // QK
+    warps = -(-N // rows_per_warp)
+    found = _q8_1_quantize(K, T)
+    for name, loads in (("x_q", warps * T * K), ("x_scale", warps * T * blocks * FLOAT32),
+                        ("x_sum", warps * T * blocks * FLOAT32)):
+        found[name] = (loads, found[name][1])
+    found.update({"codes": (N * blocks * (BLOCK_BYTES["q4_1"] - 4), 0), "scales": (N * blocks * 4, 0),
+                  "y": (0, T * N * FLOAT32)})
+    return found
+
+
+def traffic_q4_1_gemv_q8_1_repacked(N: int, K: int) -> dict:
+    """The quantize kernel as the dp4a rung's; then W's 20 bytes per block once (16 of ``codes``, 4 of
+    ``scales``), the q8_1 blocks once per warp of ``ROWS_PER_WARP`` rows, y written."""
+    _check(N=N, K=K)
+    return _repacked(N, K, 1, ROWS_PER_WARP)
+
+
+def traffic_q4_1_gemv_q8_1_small_batch(N: int, K: int, T: int = 1) -> dict:
+    """T tokens: the quantize kernel on T K floats; W once (``codes`` and ``scales``); each token's q8_1 blocks
+    once per warp of ``BATCH_ROWS_PER_WARP`` rows, T ceil(N / 4) (K + 8 K / 32) bytes; y (T, N) written."""
+    _check(N=N, K=K, T=T)
+    return _repacked(N, K, T, BATCH_ROWS_PER_WARP)
+
+
 def _total(traffic: dict) -> int:
     return sum(loads + stores for loads, stores in traffic.values())
 
@@ -129,25 +195,47 @@ def bytes_q4_1_gemv_q8_1_dp4a(N: int, K: int) -> int:
     return _total(traffic_q4_1_gemv_q8_1_dp4a(N, K))
 
 
+def bytes_q4_1_gemv_q8_1_repacked(N: int, K: int) -> int:
+    """All of ``traffic_q4_1_gemv_q8_1_repacked``."""
+    return _total(traffic_q4_1_gemv_q8_1_repacked(N, K))
+
+
+def bytes_q4_1_gemv_q8_1_small_batch(N: int, K: int, T: int = 1) -> int:
+    """All of ``traffic_q4_1_gemv_q8_1_small_batch``."""
+    return _total(traffic_q4_1_gemv_q8_1_small_batch(N, K, T))
+
+
 _TRAFFIC = {"q8_0_gemv_warp_per_row": traffic_q8_0_gemv_warp_per_row,
             "q4_0_gemv_warp_per_row": traffic_q4_0_gemv_warp_per_row,
             "q4_1_gemv_warp_per_row": traffic_q4_1_gemv_warp_per_row,
-            "q4_1_gemv_q8_1_dp4a": traffic_q4_1_gemv_q8_1_dp4a}
+            "q4_1_gemv_q8_1_dp4a": traffic_q4_1_gemv_q8_1_dp4a,
+            "q4_1_gemv_q8_1_repacked": traffic_q4_1_gemv_q8_1_repacked,
+            "q4_1_gemv_q8_1_small_batch": traffic_q4_1_gemv_q8_1_small_batch}
 
 
-def traffic(rung: str, N: int, K: int) -> dict:
-    """``traffic_<rung>(N, K)`` for a rung named as in ``kernels.quantized_gemv.RUNGS``."""
-    if rung not in _TRAFFIC:
-        raise ValueError(f"rung must be one of {sorted(_TRAFFIC)}, got {rung!r}")
+def _tokens(rung: str, T) -> int:
+    if rung not in RUNG_FORMATS:
+        raise ValueError(f"rung must be one of {sorted(RUNG_FORMATS)}, got {rung!r}")
+    _check(T=T)
+    if T < 1 or (T != 1 and rung not in BATCHED_RUNGS):
+        raise ValueError(f"T must be 1 for {rung} (the batched rungs: {', '.join(BATCHED_RUNGS)} take T >= 1), "
+                         f"got {T}")
+    return T
+
+
+def traffic(rung: str, N: int, K: int, T: int = 1) -> dict:
+    """``traffic_<rung>(N, K)`` (the batched rung's ``(N, K, T)``) for a rung named as in
+    ``kernels.quantized_gemv_repacked.RUNGS``."""
+    if _tokens(rung, T) != 1:
+        return _TRAFFIC[rung](N, K, T)
     return _TRAFFIC[rung](N, K)
 
 
-def compulsory_bytes(rung: str, N: int, K: int) -> int:
-    """What must cross DRAM at least: W in the rung's format, x and y once; the dp4a rung's q8_1 blocks
-    (K bytes of codes, a scale and a sum per block) are written once and read once as well."""
-    if rung not in RUNG_FORMATS:
-        raise ValueError(f"rung must be one of {sorted(RUNG_FORMATS)}, got {rung!r}")
-    total = weight_bytes(RUNG_FORMATS[rung], N, K) + K * FLOAT32 + N * FLOAT32
-    if rung == "q4_1_gemv_q8_1_dp4a":
-        total += 2 * (K + K // QK * Q8_1_EXTRA)
+def compulsory_bytes(rung: str, N: int, K: int, T: int = 1) -> int:
+    """What must cross DRAM at least: W in the rung's format once, x and y once per token; the q8_1 rungs'
+    blocks (K bytes of codes, a scale and a sum per block) are written once and read once per token as well."""
+    T = _tokens(rung, T)
+    total = weight_bytes(RUNG_FORMATS[rung], N, K) + T * (K * FLOAT32 + N * FLOAT32)
+    if rung in Q8_1_RUNGS:
+        total += 2 * T * (K + K // QK * Q8_1_EXTRA)
     return total

@@ -63,6 +63,23 @@ def torch_matmul(a, b, out=None):
     return lambda: torch.matmul(ta, tb, out=tout)
 
 
+def torch_int_mm(a, w):
+    """``torch._int_mm`` (cuBLAS's int8 GEMM, int32 out) of device arrays a (M, K) and w (N, K) int8 (numba or
+    torch): a times w's transpose, which a row-major w makes column-major, the layout its fast path wants."""
+    torch = cuda_torch()
+    ta, tw = torch.as_tensor(a, device="cuda"), torch.as_tensor(w, device="cuda")
+    return lambda: torch._int_mm(ta, tw.t())
+
+
+def torch_int_mm_scaled(a, sa, w, sw):
+    """``torch._int_mm`` as above, then its int32 sums scaled per token and per channel in float32 (the
+    epilogue a W8A8 layer needs, as separate torch operations)."""
+    torch = cuda_torch()
+    ta, tw = torch.as_tensor(a, device="cuda"), torch.as_tensor(w, device="cuda")
+    tsa, tsw = torch.as_tensor(sa, device="cuda")[:, None], torch.as_tensor(sw, device="cuda")[None, :]
+    return lambda: torch._int_mm(ta, tw.t()).float() * tsa * tsw
+
+
 def torch_transpose(x, out):
     """``out.copy_(x.t())`` on device arrays x (N, M) and out (M, N) (numba or torch)."""
     torch = cuda_torch()

@@ -1,19 +1,23 @@
-"""GPU recordings of day 9: quantized GEMV over GGUF blocks (``kernels.quantized_gemv``).
+"""GPU recordings of day 9: quantized GEMV over GGUF blocks (``kernels.quantized_gemv`` and its continuation
+``kernels.quantized_gemv_repacked``).
 
-A declaration for ``course.record.harness`` over the registry ``kernels.quantized_gemv.RUNGS``: y = W x at
-batch 1, the decode step's matrix-vector product, with W stored in its llama.cpp bytes (``RUNG_FORMATS``:
+A declaration for ``course.record.harness`` over the registry ``kernels.quantized_gemv_repacked.RUNGS`` (the
+day's whole ladder, ``LADDER``): y = W x at batch 1, the decode step's matrix-vector product, with W stored in its
+llama.cpp bytes (``RUNG_FORMATS``:
 Q8_0, Q4_0, Q4_1) at two shapes of Llama 3 70B's layers (``SHAPES``, (N, K): 8192 x 8192, the attention
 output projection, and 28672 x 8192, the MLP's gate and up projections). W is Gaussian (standard deviation
 0.02, as a trained layer's weights), quantized by ``kernels.reference`` (``quantize_q8_0``, ``quantize_q4_0``,
 ``quantize_q4_1``); x is Gaussian float32. Every row names its rung by its key in ``RUNGS`` (or torch's
-call, ``torch_...``), the shape it measured in ``N`` and ``K`` and the weights' format in ``fmt``. The
-checks run first, then ``record(out_dir)`` writes:
+call, ``torch_...``), the shape it measured in ``N`` and ``K`` and the weights' format in ``fmt``. The rungs that
+read repacked weights (``REPACKED``) are given ``q4_1_repack(w)``, made once on the device before any timing
+(the repacking is a load-time step, never timed). The checks run first, then ``record(out_dir)`` writes:
 
 - ``day09_full_size_checks.json``: every rung at both shapes against the float64 reference: the
-  dequantized W (``reference.dequantize_<fmt>``) times x; for ``q4_1_gemv_q8_1_dp4a``, W times x quantized
-  to q8_1 (``reference.quantize_q8_1``) in the codes' product and times the exact block sums of x in the
-  minimum's, as the rung defines it. ``quantization_rel_err``: what the format costs, the relative error of
-  that reference against the float64 product of the float32 W before quantization.
+  dequantized W (``reference.dequantize_<fmt>``) times x; for the q8_1 rungs (``Q8_1_RUNGS``), W times x
+  quantized to q8_1 (``reference.quantize_q8_1``) in the codes' product and times the exact block sums of x in
+  the minimum's, as the rungs define it; ``q4_1_gemv_q8_1_small_batch`` on a batch of ``CHECK_TOKENS`` tokens
+  (x (T, K), column ``T``; 1 for the other rungs). ``quantization_rel_err``: what the format costs, the relative
+  error of that reference against the float64 product of the float32 W before quantization.
 - ``day09_gemv_timing.json``: every rung at both shapes, L2 flushed before every repeat (``median_ms``,
   back-to-back calls from Python; ``kernel_ms``, the launch cost hidden), and again with L2 warm
   (``warm_kernel_ms``, launch cost hidden): a Q4 matrix of 8192 x 8192 (37.7 MB) fits in an H100's or
@@ -26,10 +30,27 @@ checks run first, then ``record(out_dir)`` writes:
   x and y once, the dp4a rung's q8_1 blocks written and read; torch's at its formats), ``gbps`` from
   ``median_ms``, ``kernel_gbps`` and ``warm_kernel_gbps`` from the GPU's time alone,
   ``kernel_speedup_over_fp16`` (and ``kernel_speedup_over_int4pack``) torch's ``kernel_ms`` over the row's.
+- ``day09_batched_timing.json``: ``q4_1_gemv_q8_1_small_batch`` on a decode batch of T = 1, 2, 4, 8, 16 tokens
+  (``TOKENS``; x (T, K) Gaussian) at both shapes, beside ``torch_matmul_fp16``, torch.matmul of the same
+  (T, K) fp16 x and the (K, N) transpose of an fp16 W (cuBLAS, tensor cores), L2 flushed before every repeat:
+  ``median_ms`` and ``kernel_ms`` as above, ``bytes`` the compulsory bytes (W once, x, its q8_1 blocks and y
+  per token; torch's: 2 N K + 2 T K + 2 T N), ``flops`` 2 T N K, ``dp4a`` the rung's dp4a
+  (``course.models.quantized.dp4a_count``; 0 for torch), ``kernel_speedup_over_fp16``: torch's ``kernel_ms``
+  over the row's, so a lesson can draw where the batched GEMV leaves its memory floor and where the GEMM wins.
+
+- ``day09_gemm_timing``: the prefill GEMM, ``kernels.quantized_gemm.RUNGS`` (W8A8: int8 codes of M tokens with a
+  scale each, times int8 weights (N, K) with a scale per output channel, the int32 sum exact, then scaled) at
+  M = N = K in ``GEMM_SIZES``, beside ``torch_int_mm`` (``torch._int_mm``, cuBLAS's int8 GEMM on a row-major W,
+  which its transpose makes the column-major B of its fast path; int32 out, no scales) and ``torch_int_mm_scaled``
+  (the same, then the scales in float32 by torch). ``tops`` the integer rate, 2 M N K over ``kernel_ms``;
+  ``bytes`` the compulsory ones (A, W, the scales and y once); ``kernel_speedup_over_int_mm``: torch_int_mm's
+  ``kernel_ms`` over the row's. Their checks (in ``day09_full_size_checks``): every GEMM rung at M = N = K = 4096
+  against the exact sums (float64 products of int8 codes, exact below 2**53) times the scales.
 
 ``ncu_cases()``: each rung once at 8192 x 8192 (Nsight Compute flushes the caches before it measures);
 ``sanitize()`` launches every kernel once, small: N not a multiple of the warps of a block, a row of 33
-blocks, a row of zeros, a block of zero activations (q8_1's d = 0).
+blocks, a row of zeros, a block of zero activations (q8_1's d = 0); the GEMM rungs on 67 x 21 x 64 (a partial tile
+each way, two k steps) and the per-token quantizer.
 """
 
 from __future__ import annotations
@@ -42,7 +63,8 @@ import numpy as np
 from course.models import quantized as model
 from course.record import harness
 from course.record.harness import Check, NcuCase, Sweep, Timed
-from kernels import quantized_gemv, reference
+from course.models import quantized_gemm as gemm_model
+from kernels import quantized_gemm, quantized_gemv, quantized_gemv_repacked, reference
 
 SHAPES = ((8192, 8192), (28672, 8192))         # (N, K): Llama 3 70B's o_proj, and its gate and up projections
 QUICK_CHECK_SHAPES = ((1024, 4096),)
@@ -53,8 +75,16 @@ WEIGHT_STD = 0.02
 CHUNK_ROWS = 1024          # rows of W made, quantized and multiplied at a time (the host's memory stays small)
 QK = model.QK
 DP4A = "q4_1_gemv_q8_1_dp4a"
+BATCHED = "q4_1_gemv_q8_1_small_batch"
+LADDER = quantized_gemv_repacked.RUNGS          # the day's whole ladder: quantized_gemv's rungs, then the repacked
 # The weight format of each rung, in ladder order (a test checks that these are the ladder's rungs).
-FORMATS = {name: model.RUNG_FORMATS[name] for name in quantized_gemv.RUNGS}
+FORMATS = {name: model.RUNG_FORMATS[name] for name in LADDER}
+# The rungs whose reference is W times the q8_1 activations, and those timed on repacked weights.
+Q8_1_RUNGS = (DP4A, "q4_1_gemv_q8_1_repacked", BATCHED)
+REPACKED = tuple(name for name in LADDER if name not in quantized_gemv.RUNGS)
+TOKENS = (1, 2, 4, 8, 16)                      # the decode batches of the batched sweep
+QUICK_BATCH_POINTS = ((8192, 8192, 1), (8192, 8192, 16))
+CHECK_TOKENS = 16
 BASELINES = {"torch_mv_fp16": "float16", "torch_weight_int4pack_mm": "int4"}
 BITS = {"float16": 16, "int4": 5}   # int4: 4 bits a code, a bf16 scale and zero per group of 32
 
@@ -84,34 +114,48 @@ def gguf_weights(fmt: str, n: int, k: int) -> np.ndarray:
     return w
 
 
+@functools.lru_cache(maxsize=None)
+def batch_activations(k: int, tokens: int) -> np.ndarray:
+    """x (tokens, k) float32, Gaussian: a decode batch."""
+    return np.random.default_rng([SEED, k, tokens]).standard_normal((tokens, k), dtype=np.float32)
+
+
 @functools.lru_cache(maxsize=4)
-def float_product(n: int, k: int) -> np.ndarray:
-    """W x in float64, W the float32 matrix before quantization."""
+def float_product(n: int, k: int, tokens: int = 0) -> np.ndarray:
+    """W x in float64, W the float32 matrix before quantization; x = ``activations(k)``, or with ``tokens`` the
+    batch ``batch_activations(k, tokens)``, giving (tokens, n)."""
+    if tokens:
+        x = batch_activations(k, tokens).astype(np.float64)
+        return np.concatenate([_weight_rows(n, k, start) @ x.T for start in range(0, n, CHUNK_ROWS)]).T
     x = activations(k).astype(np.float64)
     return np.concatenate([_weight_rows(n, k, start) @ x for start in range(0, n, CHUNK_ROWS)])
 
 
 def reference_gemv(rung: str, w: np.ndarray, x: np.ndarray) -> np.ndarray:
     """The float64 y the rung must give for GGUF bytes w (N, blocks, block bytes) and x (K,): the dequantized
-    W times x; for ``q4_1_gemv_q8_1_dp4a``, sum over blocks of d sum_j q_j x^_j + m sum_j x_j, x^ the q8_1 values
-    of x and its block sums exact (what the rung computes, W times the quantized x but for the minimum's term)."""
+    W times x; for the q8_1 rungs (``Q8_1_RUNGS``), sum over blocks of d sum_j q_j x^_j + m sum_j x_j, x^ the q8_1
+    values of x and its block sums exact (what the rungs compute, W times the quantized x but for the minimum's
+    term); x (T, K) gives (T, N), token by token (W dequantized once per chunk of rows for all of them)."""
     fmt = FORMATS[rung]
     dequantize = getattr(reference, f"dequantize_{fmt}")
-    y = np.empty(w.shape[0])
-    if rung != DP4A:
-        xd = np.asarray(x, np.float64)
+    tokens = np.atleast_2d(np.asarray(x, np.float32))
+    y = np.empty((w.shape[0], len(tokens)))
+    if rung not in Q8_1_RUNGS:
+        xd = tokens.astype(np.float64).T
         for start in range(0, w.shape[0], CHUNK_ROWS):
             rows = w[start:start + CHUNK_ROWS]
             y[start:start + len(rows)] = dequantize(rows.reshape(len(rows), -1)) @ xd
-        return y
-    codes, scales, sums = reference.quantize_q8_1(x)
-    x_hat = (codes.reshape(-1, QK) * scales.astype(np.float64)[:, None]).reshape(-1)
+        return y.T if np.ndim(x) == 2 else y[:, 0]
+    quantized = [reference.quantize_q8_1(token) for token in tokens]
+    x_hat = np.stack([(codes.reshape(-1, QK) * scales.astype(np.float64)[:, None]).reshape(-1)
+                      for codes, scales, _ in quantized]).T
+    sums = np.stack([np.asarray(block_sums, np.float64) for _, _, block_sums in quantized]).T
     for start in range(0, w.shape[0], CHUNK_ROWS):
         rows = w[start:start + CHUNK_ROWS].copy()
         minimums = rows[..., 2:4].copy().view("<f2")[..., 0].astype(np.float64)
         rows[..., 2:4] = 0                             # m = 0: the values are d q exactly
         y[start:start + len(rows)] = dequantize(rows.reshape(len(rows), -1)) @ x_hat + minimums @ sums
-    return y
+    return y.T if np.ndim(x) == 2 else y[:, 0]
 
 
 def q4_1_parts(w: np.ndarray):
@@ -129,28 +173,121 @@ def _rel_err(got, want) -> float:
 
 # --------------------------------------------------------------------------- checks
 
-def checks(shapes=SHAPES) -> list[Check]:
-    """Every rung at each (N, K) of ``shapes`` against ``reference_gemv``, into a NaN-poisoned y."""
+def device_weights(name: str, n: int, k: int, on_device: dict):
+    """W (n, k) on the device as rung ``name`` takes it: the GGUF bytes of its format, or for the ``REPACKED``
+    rungs ``q4_1_repack`` of them (made once per format into ``on_device``, before anything is timed)."""
+    from numba import cuda
+
+    fmt = FORMATS[name]
+    if fmt not in on_device:
+        on_device[fmt] = cuda.to_device(gguf_weights(fmt, n, k))
+    if name not in REPACKED:
+        return on_device[fmt]
+    if "repacked" not in on_device:
+        on_device["repacked"] = quantized_gemv_repacked.q4_1_repack(on_device[fmt])
+        cuda.synchronize()
+    return on_device["repacked"]
+
+
+GEMM_SIZES = (4096, 8192)                      # M = N = K of the W8A8 GEMM sweep
+GEMM_CHECK_SIZE = 4096
+QUICK_GEMM_SIZES = (2048,)
+
+
+@functools.lru_cache(maxsize=2)
+def gemm_inputs(size: int):
+    """Seeded int8 codes and scales of a W8A8 product of M = N = K = ``size``: a_q, sa (per token), w_q, sw (per
+    output channel), codes over the whole int8 range."""
+    rng = np.random.default_rng(SEED * 7919 + size)
+    a_q = rng.integers(-128, 128, (size, size), dtype=np.int8)
+    w_q = rng.integers(-128, 128, (size, size), dtype=np.int8)
+    sa = rng.uniform(0.5, 2.0, size).astype(np.float32) / 127
+    sw = rng.uniform(0.5, 2.0, size).astype(np.float32) * WEIGHT_STD / 127
+    return a_q, sa, w_q, sw
+
+
+def gemm_reference(a_q, sa, w_q, sw) -> np.ndarray:
+    """``reference.w8a8_matmul`` computed with float64 products (BLAS): every sum of int8 products is an integer
+    below 2**53, so it is exact, and equal to the reference's int64 sums."""
+    return (a_q.astype(np.float64) @ w_q.astype(np.float64).T) * sa.astype(np.float64)[:, None] * sw[None, :]
+
+
+def gemm_checks(size: int = GEMM_CHECK_SIZE) -> list[Check]:
+    from numba import cuda
+
+    a_q, sa, w_q, sw = gemm_inputs(size)
+    want = gemm_reference(a_q, sa, w_q, sw)
+    device = [cuda.to_device(v) for v in (a_q, sa, w_q, sw)]
+    found = []
+    for name, rung in quantized_gemm.RUNGS.items():
+        out = cuda.device_array((size, size), np.float32)
+        found.append(Check(f"y of {name}, M=N=K={size}", lambda rung=rung, out=out: rung(*device, out=out),
+                           out.copy_to_host, lambda: want, seed=SEED, poisoned=(out,),
+                           columns=dict(rung=name, fmt="int8", M=size, N=size, K=size, T=size, against="int8 codes")))
+    return found
+
+
+@functools.lru_cache(maxsize=1)
+def _gemm_cases(size) -> list[Timed]:
+    from numba import cuda
+
+    from course.record import baselines
+
+    a_q, sa, w_q, sw = (cuda.to_device(v) for v in gemm_inputs(size))
+    ops, moved = gemm_model.int_ops(size, size, size), gemm_model.compulsory_bytes(size, size, size)
+    out = cuda.device_array((size, size), np.float32)
+    cases = [Timed(name, lambda rung=rung: rung(a_q, sa, w_q, sw, out=out), moved, ops, {"fmt": "int8"})
+             for name, rung in quantized_gemm.RUNGS.items()]
+    baselines.cuda_torch()
+    cases.append(Timed("torch_int_mm", baselines.torch_int_mm(a_q, w_q), moved, ops, {"fmt": "int8"}))
+    cases.append(Timed("torch_int_mm_scaled", baselines.torch_int_mm_scaled(a_q, sa, w_q, sw), moved, ops,
+                       {"fmt": "int8"}))
+    return cases
+
+
+def _finish_gemm(rows: list[dict]) -> None:
+    for row in rows:
+        row["tops"] = row["flops"] / (row["kernel_ms"] * 1e-3) / 1e12
+    harness.fraction_of({"rung": "torch_int_mm"}, "kernel_speedup_over_int_mm", time="kernel_ms")(rows)
+
+
+def gemm_sweep() -> Sweep:
+    return Sweep(
+        name="day09_gemm_timing",
+        notes=("y = (A_q W_q^T) sa sw at M = N = K: A_q (M, K) int8 codes of M tokens with scales sa (M,), W_q (N, K) "
+               "int8 with scales sw (N,) (codes uniform over -128 ... 127, seeded), y (M, N) float32; rungs: "
+               "kernels.quantized_gemm.RUNGS (the int32 sum exact, then sa[m] sw[n] once); torch_int_mm: "
+               "torch._int_mm(A_q, W_q.t()) (cuBLAS int8, W row-major so its transpose is the column-major B of its "
+               "fast path; int32 y, no scales); torch_int_mm_scaled: the same then .float() * sa * sw. L2 flushed "
+               "before every repeat; kernel_ms the GPU's time alone; flops: the integer operations 2 M N K; tops: "
+               "flops over kernel_ms; bytes: the compulsory bytes (course.models.quantized_gemm.compulsory_bytes); "
+               "kernel_speedup_over_int_mm: torch_int_mm's kernel_ms over the row's."),
+        points=GEMM_SIZES, quick_points=QUICK_GEMM_SIZES,
+        shape=lambda size: dict(M=size, N=size, K=size),
+        cases=_gemm_cases, flush_l2=True, fraction_of_copy=False, kernel_time=True, finish=_finish_gemm)
+
+
+def checks(shapes=SHAPES, tokens: int = CHECK_TOKENS) -> list[Check]:
+    """Every rung at each (N, K) of ``shapes`` against ``reference_gemv``, into a NaN-poisoned y; the batched rung
+    on ``tokens`` tokens."""
     from numba import cuda
 
     found = []
     for n, k in shapes:
-        x = activations(k)
-        dx = cuda.to_device(x)
-        exact = float_product(n, k)
-        out = cuda.device_array(n, np.float32)
         on_device = {}
-        for name, rung in quantized_gemv.RUNGS.items():
+        for name, rung in LADDER.items():
             fmt = FORMATS[name]
-            w = gguf_weights(fmt, n, k)
-            if fmt not in on_device:
-                on_device[fmt] = cuda.to_device(w)
-            want = reference_gemv(name, w, x)
+            t = tokens if name == BATCHED else 1
+            x = batch_activations(k, t) if name == BATCHED else activations(k)
+            exact = float_product(n, k, t if name == BATCHED else 0)
+            out = cuda.device_array(exact.shape, np.float32)
+            want = reference_gemv(name, gguf_weights(fmt, n, k), x)
             found.append(Check(
-                f"y of {name} ({fmt}), N={n} K={k}",
-                lambda rung=rung, dw=on_device[fmt], dx=dx, out=out: rung(dw, dx, out=out),
+                f"y of {name} ({fmt}), N={n} K={k}" + (f" T={t}" if name == BATCHED else ""),
+                lambda rung=rung, dw=device_weights(name, n, k, on_device), dx=cuda.to_device(x), out=out:
+                    rung(dw, dx, out=out),
                 out.copy_to_host, lambda want=want: want, seed=SEED, poisoned=(out,),
-                columns=dict(rung=name, fmt=fmt, N=n, K=k, against="q8_1 x" if name == DP4A else "x",
+                columns=dict(rung=name, fmt=fmt, N=n, K=k, T=t, against="q8_1 x" if name in Q8_1_RUNGS else "x",
                              quantization_rel_err=_rel_err(want, exact))))
     return found
 
@@ -209,13 +346,11 @@ def _gemv_cases(point) -> list[Timed]:
     flops = model.flops(n, k)
     on_device = {}
     cases = []
-    for name, rung in quantized_gemv.RUNGS.items():
+    for name, rung in LADDER.items():
         fmt = FORMATS[name]
-        if fmt not in on_device:
-            on_device[fmt] = cuda.to_device(gguf_weights(fmt, n, k))
         moved = model.compulsory_bytes(name, n, k)
-        cases.append(Timed(name, _launch_deferring_frees(rung, on_device[fmt], dx, out), moved, flops,
-                           _columns(fmt, model.bits_per_weight(fmt), moved, flops)))
+        cases.append(Timed(name, _launch_deferring_frees(rung, device_weights(name, n, k, on_device), dx, out),
+                           moved, flops, _columns(fmt, model.bits_per_weight(fmt), moved, flops)))
     torch = baselines.cuda_torch()
     generator = torch.Generator(device="cuda").manual_seed(SEED * 100003 + n)
     w16 = (torch.randn((n, k), generator=generator, device="cuda") * WEIGHT_STD).half()
@@ -247,8 +382,10 @@ def gemv_sweep() -> Sweep:
         name="day09_gemv_timing",
         notes=("y = W x at batch 1, W (N, K) in GGUF blocks of 32 (fmt: q8_0, q4_0, q4_1; Gaussian W, std 0.02, "
                "quantized by kernels.reference), x (K,) and y (N,) float32; rung: the rung of "
-               "kernels.quantized_gemv.RUNGS (" + ", ".join(f"{name} on {fmt}" for name, fmt in FORMATS.items())
-               + "); torch_mv_fp16: torch.mv on an fp16 W (N, K) and fp16 x (cuBLAS's GEMV); "
+               "kernels.quantized_gemv_repacked.RUNGS ("
+               + ", ".join(f"{name} on {fmt}" for name, fmt in FORMATS.items()) + "; " + ", ".join(REPACKED)
+               + " on the Q4_1 weights repacked once by q4_1_repack before timing, the "
+               "batched rung at T=1); torch_mv_fp16: torch.mv on an fp16 W (N, K) and fp16 x (cuBLAS's GEMV); "
                "torch_weight_int4pack_mm: torch._weight_int4pack_mm (tinygemm) on the same Q4_1 matrix as "
                "q4_1_gemv_warp_per_row (4-bit codes, bf16 scale and zero = m + 8 d per group of 32, bf16 x, "
                f"y (1, N) bf16), inner k tiles 8. {int4pack_status()[1]}. "
@@ -265,21 +402,67 @@ def gemv_sweep() -> Sweep:
         warm_time=True)
 
 
+def _batched_cases(point) -> list[Timed]:
+    from numba import cuda
+
+    from course.record import baselines
+
+    n, k, tokens = point
+    x = batch_activations(k, tokens)
+    out = cuda.device_array((tokens, n), np.float32)
+    flops = model.flops(n, k, tokens)
+    moved = model.compulsory_bytes(BATCHED, n, k, tokens)
+    rung = LADDER[BATCHED]
+    cases = [Timed(BATCHED, _launch_deferring_frees(rung, device_weights(BATCHED, n, k, {}), cuda.to_device(x), out),
+                   moved, flops, {**_columns("q4_1", model.bits_per_weight("q4_1"), moved, flops),
+                                  "dp4a": model.dp4a_count(n, k, tokens)})]
+    torch = baselines.cuda_torch()
+    generator = torch.Generator(device="cuda").manual_seed(SEED * 100003 + n)
+    w16 = (torch.randn((n, k), generator=generator, device="cuda") * WEIGHT_STD).half()
+    x16 = torch.from_numpy(x).cuda().half()
+    moved = 2 * n * k + 2 * tokens * k + 2 * tokens * n
+    cases.append(Timed("torch_matmul_fp16", baselines.torch_matmul(x16, w16.t()), moved, flops,
+                       {**_columns("float16", BITS["float16"], moved, flops), "dp4a": 0}))
+    return cases
+
+
+def batched_sweep() -> Sweep:
+    return Sweep(
+        name="day09_batched_timing",
+        notes=(f"y[t] = W x[t] for a decode batch of T tokens (T in {TOKENS}), W (N, K) Q4_1 (Gaussian W, std 0.02, "
+               "quantized by kernels.reference, repacked once by kernels.quantized_gemv_repacked.q4_1_repack before "
+               f"timing), x (T, K) Gaussian float32, y (T, N) float32; rung: {BATCHED} of "
+               "kernels.quantized_gemv_repacked.RUNGS (each weight block loaded once for all T tokens, x quantized "
+               "to q8_1 per token and block of 32 within the timed call); torch_matmul_fp16: torch.matmul of the "
+               "(T, K) fp16 x and the (K, N) transpose of an fp16 W (cuBLAS on tensor cores), y (T, N) fp16. L2 "
+               "flushed before every repeat of median_ms (back-to-back calls from Python) and kernel_ms (the GPU's "
+               "time alone). bytes: the compulsory bytes of one call (course.models.quantized.compulsory_bytes: W "
+               "once, x, its q8_1 blocks and y per token; torch's: 2 N K + 2 T K + 2 T N); flops: 2 T N K; dp4a: "
+               "the rung's dp4a lane-instructions, T N K / 4 (course.models.quantized.dp4a_count; 0 for torch); "
+               "fraction_of_copy: gbps over the copy bandwidth of this run; kernel_speedup_over_fp16: "
+               "torch_matmul_fp16's kernel_ms over the row's."),
+        points=tuple((n, k, t) for n, k in SHAPES for t in TOKENS), quick_points=QUICK_BATCH_POINTS,
+        shape=lambda point: dict(N=point[0], K=point[1], T=point[2]),
+        cases=_batched_cases, flush_l2=True, fraction_of_copy=True, kernel_time=True,
+        finish=harness.fraction_of("torch_matmul_fp16", "kernel_speedup_over_fp16", time="kernel_ms"))
+
+
 # --------------------------------------------------------------------------- Nsight, sanitizer
 
 def _ncu_launch(name: str, n: int, k: int):
     from numba import cuda
 
-    dw = cuda.to_device(gguf_weights(FORMATS[name], n, k))
+    dw = device_weights(name, n, k, {})
     dx = cuda.to_device(activations(k))
     out = cuda.device_array(n, np.float32)
-    rung = quantized_gemv.RUNGS[name]
+    rung = LADDER[name]
     return lambda: rung(dw, dx, out=out)
 
 
 def ncu_cases() -> list[NcuCase]:
-    """Each rung once at NCU_N x NCU_K (the dp4a rung: its two kernels, the q8_1 quantizer and the GEMV)."""
-    return [NcuCase(name, NCU_N, harness.lazy(_ncu_launch, name, NCU_N, NCU_K)) for name in quantized_gemv.RUNGS]
+    """Each rung once at NCU_N x NCU_K (the q8_1 rungs: their two kernels, the q8_1 quantizer and the GEMV; the
+    batched rung at batch 1; the repacked rungs on weights repacked beforehand)."""
+    return [NcuCase(name, NCU_N, harness.lazy(_ncu_launch, name, NCU_N, NCU_K)) for name in LADDER]
 
 
 def ncu_shape(n: int) -> dict:
@@ -289,7 +472,8 @@ def ncu_shape(n: int) -> dict:
 
 def sanitize() -> None:
     """Every kernel once, small: 7 rows (blocks of 4 warps, the second with 3) of 3 blocks, and 5 rows of 33 blocks
-    (lane 0 takes two); a row of zeros, x's first block zeros (q8_1: d = 0); then ``q8_0_quantize`` on both."""
+    (lane 0 takes two); a row of zeros, x's first block zeros (q8_1: d = 0); the batched rung again on 3 tokens;
+    then ``q8_0_quantize`` on both."""
     from numba import cuda
 
     rng = np.random.default_rng(SEED)
@@ -299,25 +483,36 @@ def sanitize() -> None:
         x = rng.standard_normal(k, dtype=np.float32)
         x[:QK] = 0.0
         dx = cuda.to_device(x)
-        for name, rung in quantized_gemv.RUNGS.items():
+        for name, rung in LADDER.items():
             quantize = getattr(reference, f"quantize_{FORMATS[name]}")
             dw = cuda.to_device(np.asarray(quantize(weights)).reshape(n, k // QK, -1))
             rung(dw, dx, out=cuda.device_array(n, np.float32))
+            if name == BATCHED:
+                rung(dw, cuda.to_device(np.stack([x, -x, 2 * x])), out=cuda.device_array((3, n), np.float32))
         quantized_gemv.q8_0_quantize(cuda.to_device(weights))
+    a_q, w_q = rng.integers(-128, 128, (67, 64), dtype=np.int8), rng.integers(-128, 128, (21, 64), dtype=np.int8)
+    scales = [cuda.to_device(rng.uniform(0.5, 2.0, n).astype(np.float32)) for n in (67, 21)]
+    for rung in quantized_gemm.RUNGS.values():     # the GEMM: a partial tile of rows and of columns, two k steps
+        rung(cuda.to_device(a_q), scales[0], cuda.to_device(w_q), scales[1])
+    quantized_gemm.quantize_per_token(cuda.to_device(rng.standard_normal((67, 64), dtype=np.float32)))
     cuda.synchronize()
 
 
 def recorder() -> harness.Recorder:
     return harness.Recorder(
-        day="day09", checks=lambda quick: checks(QUICK_CHECK_SHAPES if quick else SHAPES),
+        day="day09", checks=lambda quick: (checks(QUICK_CHECK_SHAPES if quick else SHAPES)
+                                           + gemm_checks(QUICK_GEMM_SIZES[0] if quick else GEMM_CHECK_SIZE)),
         check_recording="day09_full_size_checks",
-        check_notes=("every rung of kernels.quantized_gemv.RUNGS on Gaussian W (std 0.02) quantized by "
-                     "kernels.reference (fmt), x Gaussian float32, against the float64 reference: the dequantized W "
-                     "times x (against='x'); for q4_1_gemv_q8_1_dp4a, the dequantized W times x quantized to q8_1 "
-                     "(reference.quantize_q8_1) in the codes' product and times the exact block sums of x in the "
-                     "minimum's (against='q8_1 x'). quantization_rel_err: that reference's relative error "
-                     "against the float64 product of the float32 W before quantization, what the format costs."),
-        sweeps=lambda: [gemv_sweep()], ncu_cases=ncu_cases, sanitize=sanitize, ncu_shape=ncu_shape)
+        check_notes=("every rung of kernels.quantized_gemv_repacked.RUNGS (day 9's ladder) on Gaussian W (std 0.02) "
+                     "quantized by kernels.reference (fmt), x Gaussian float32, against the float64 reference: the "
+                     "dequantized W times x (against='x'); for the q8_1 rungs (" + ", ".join(Q8_1_RUNGS) + "), the "
+                     "dequantized W times x quantized to q8_1 (reference.quantize_q8_1) in the codes' product and "
+                     "times the exact block sums of x in the minimum's (against='q8_1 x'); "
+                     f"{BATCHED} on T={CHECK_TOKENS} tokens, x (T, K), the others at T=1. quantization_rel_err: that "
+                     "reference's relative error against the float64 product of the float32 W before quantization, "
+                     "what the format costs."),
+        sweeps=lambda: [gemv_sweep(), batched_sweep(), gemm_sweep()], ncu_cases=ncu_cases, sanitize=sanitize,
+        ncu_shape=ncu_shape)
 
 
 def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
@@ -332,6 +527,11 @@ def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
                 print(f"   {row['rung']:<26} {row['fmt']:<8} N={row['N']:>5} K={row['K']} kernel "
                       f"{row['kernel_ms'] * 1e3:8.1f} us ({row['kernel_gbps']:6.0f} GB/s), L2 warm "
                       f"{row['warm_kernel_ms'] * 1e3:8.1f} us  {row['kernel_speedup_over_fp16']:.2f}x fp16", flush=True)
+        elif rec.name == "day09_batched_timing":
+            for row in rec.rows:
+                print(f"   {row['rung']:<26} N={row['N']:>5} K={row['K']} T={row['T']:>2} kernel "
+                      f"{row['kernel_ms'] * 1e3:8.1f} us ({row['bytes'] / row['kernel_ms'] / 1e6:6.0f} GB/s)  "
+                      f"{row['kernel_speedup_over_fp16']:.2f}x fp16", flush=True)
         elif rec.name == "day09_full_size_checks":
             for row in rec.rows:
                 print(f"   {row['rung']:<26} N={row['N']:>5} rel_err {row['rel_err']:.1e}  quantization "
