@@ -25,6 +25,8 @@ Quantization and number formats:
 - ``quantize_q8_0`` / ``dequantize_q8_0``, ``quantize_q4_0`` / ``dequantize_q4_0``,
   ``quantize_q4_1`` / ``dequantize_q4_1``: the GGUF (llama.cpp) block formats, bit for bit; ``quantize_q8_1``:
   activations as int8 codes with a scale and a sum per block of 32, for integer dot products
+- ``rmsnorm(x, weight, eps)``, ``rope_pairs(x, positions, base)`` (GGUF's adjacent pairs), ``rope_table``,
+  ``swiglu(gate, up)``: the layers of a llama block besides attention and the matrix products (day 10)
 - ``round_to(x, fmt)``: the nearest fp16, bf16 or fp8 (e4m3) value
 - ``quantize_fp8`` / ``dequantize_fp8``, ``fp8_e4m3_values``: fp8 e4m3 codes with a float32 scale per
   group (a page of a KV head), bit for bit; ``attention_at_precision``: attention on inputs and output
@@ -32,7 +34,7 @@ Quantization and number formats:
 
 Modules: ``softmax_attention`` (softmax, attention and its masks, grouped-query heads),
 ``paged_kv`` (the paged KV cache), ``matmul`` (GEMM), ``quantization`` (int8, uint8, int4),
-``gguf`` (Q8_0, Q4_0, Q4_1, q8_1 activations), ``low_precision`` (fp16, bf16, fp8 rounding), ``mixed_precision`` (fp8 codes
+``gguf`` (Q8_0, Q4_0, Q4_1, q8_1 activations), ``llama`` (RMSNorm, RoPE, SwiGLU), ``low_precision`` (fp16, bf16, fp8 rounding), ``mixed_precision`` (fp8 codes
 with scales, attention at a storage precision). This package re-exports
 every public name, so ``from kernels import reference; reference.attention(...)`` is the way to
 call them. Modules import each other relatively: a fresh private copy of the package (what the
@@ -44,6 +46,7 @@ Every public function checks its input and raises ``TypeError`` (wrong kind of v
 
 from .gguf import (GGUF_BLOCK_SIZE, Q4_0_BLOCK_BYTES, Q4_1_BLOCK_BYTES, Q8_0_BLOCK_BYTES, dequantize_q4_0,
                    dequantize_q4_1, dequantize_q8_0, quantize_q4_0, quantize_q4_1, quantize_q8_0, quantize_q8_1)
+from .llama import rmsnorm, rope_pairs, rope_table, swiglu
 from .low_precision import FLOAT_FORMATS, round_to
 from .matmul import gemm
 from .mixed_precision import E4M3_MAX, attention_at_precision, dequantize_fp8, fp8_e4m3_values, quantize_fp8
@@ -61,6 +64,7 @@ __all__ = [
     "GGUF_BLOCK_SIZE", "Q8_0_BLOCK_BYTES", "Q4_0_BLOCK_BYTES", "Q4_1_BLOCK_BYTES",
     "quantize_q8_0", "dequantize_q8_0", "quantize_q4_0", "dequantize_q4_0", "quantize_q4_1", "dequantize_q4_1",
     "quantize_q8_1",
+    "rmsnorm", "rope_pairs", "rope_table", "swiglu",
     "FLOAT_FORMATS", "round_to",
     "E4M3_MAX", "fp8_e4m3_values", "quantize_fp8", "dequantize_fp8", "attention_at_precision",
 ]

@@ -1,0 +1,184 @@
+"""The model on the course's kernels: the weights stay in their GGUF bytes on the device, the keys and values in
+day 6's paged cache, and every step is a sequence of the course's launches.
+
+A step takes T new tokens, each of some sequence at some position (a prompt's tokens at prefill, one token per
+sequence at decode, or both at once: the engine does not tell them apart), and for each layer launches:
+
+    rmsnorm_block_per_row                       h = rmsnorm(x) * attn_norm               (kernels.llama_layers)
+    q4_1_gemv_warp_per_row, per token           q, k, v = Wq h, Wk h, Wv h               (day 9)
+    rope_pairs_from_table on q and k            adjacent pairs, the GGUF convention
+    kv_cache_write                              k and v to their slots                   (day 6)
+    gqa_decode_split_k                          token t's query over positions 0 ... p_t of its sequence (day 7)
+    q4_1_gemv_warp_per_row, add_elementwise     x += Wo o
+    rmsnorm_block_per_row, 2 GEMVs, swiglu      a = silu(Wgate h) * (Wup h)
+    q4_1_gemv_warp_per_row, add_elementwise     x += Wdown a
+
+then the final norm and the output head (the Q8_0 embedding, ``q8_0_gemv_warp_per_row``) for the tokens whose
+logits are asked for. Attention reads the paged cache for every token, so a prompt's token t is a query over the
+t + 1 positions written so far (causal by construction), and a prompt whose first full blocks another sequence
+already holds (``kernels.block_manager``'s prefix sharing) computes only the tokens after them.
+
+The GEMVs use day 9's float-activation Q4_1 rung, so the engine computes what the NumPy model
+(``inference.numpy_model``) computes, up to the order of float32 sums: greedy decoding gives the same tokens.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from inference.config import ModelConfig
+from kernels import llama_layers as layers
+from kernels.block_manager import BlockManager
+from kernels.gqa_attention import gqa_decode_split_k
+from kernels.kv_cache import kv_cache_write
+from kernels.quantized_gemv import q4_1_gemv_warp_per_row, q8_0_gemv_warp_per_row
+from kernels.reference import rope_table
+
+__all__ = ["KernelModel"]
+
+_MATRICES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+_GEMV = {"Q4_1": q4_1_gemv_warp_per_row, "Q8_0": q8_0_gemv_warp_per_row}
+
+
+class KernelModel:
+    """The llama model of ``gguf_file`` on the device, with a paged KV cache of ``num_blocks`` blocks of
+    ``block_size`` positions per layer (float32) and day 6's block manager over it (``blocks``)."""
+
+    def __init__(self, gguf_file, *, num_blocks: int = 256, block_size: int = 16, context: int | None = None):
+        self.config = c = ModelConfig.from_metadata(gguf_file.metadata)
+        self.context = min(context or c.context, c.context)
+        self._formats = {}
+        self.weights = []
+        for i in range(c.layers):
+            names = {name: f"blk.{i}.{name}.weight" for name in (*_MATRICES, "attn_norm", "ffn_norm")}
+            self.weights.append({short: self._to_device(gguf_file, full) for short, full in names.items()})
+            for short in _MATRICES:
+                self._formats[short] = gguf_file.tensors[names[short]].ggml_type.name
+        self.embedding = self._to_device(gguf_file, "token_embd.weight")
+        self.output_norm = self._to_device(gguf_file, "output_norm.weight")
+        head = gguf_file.tensors["token_embd.weight"].ggml_type.name
+        if head != "Q8_0" or any(f not in _GEMV for f in self._formats.values()):
+            raise ValueError(f"this engine runs Q4_1 or Q8_0 layers and a Q8_0 embedding; the file has "
+                             f"{sorted(set(self._formats.values()))} and a {head} embedding")
+        self.rope = cuda.to_device(rope_table(self.context, c.head_dim, c.rope_base))
+        shape = (num_blocks, c.kv_heads, block_size, c.head_dim)
+        self.k_cache = [cuda.to_device(np.zeros(shape, np.float32)) for _ in range(c.layers)]
+        self.v_cache = [cuda.to_device(np.zeros(shape, np.float32)) for _ in range(c.layers)]
+        self.blocks = BlockManager(num_blocks, block_size)
+
+    @staticmethod
+    def _to_device(gguf_file, name):
+        return cuda.to_device(np.ascontiguousarray(gguf_file.tensor(name)))
+
+    # ------------------------------------------------------------------ sequences in the paged cache
+
+    def add_sequence(self, tokens) -> tuple[int, list[int]]:
+        """Register a prompt with the block manager: returns (the sequence's id, the positions to compute),
+        the positions of its leading full blocks shared with a live sequence left out."""
+        seq, step = self.blocks.add_sequence(list(tokens))
+        self._copy(step)
+        return seq, sorted(position for position, _ in step.writes)
+
+    def append(self, seq: int, token: int) -> int:
+        """Register ``token`` at the end of ``seq``; returns its position."""
+        step = self.blocks.append(seq, token)
+        self._copy(step)
+        return step.writes[0][0]
+
+    def free(self, seq: int) -> None:
+        self.blocks.free(seq)
+
+    def _copy(self, step) -> None:
+        for source, destination in step.copies:          # copy-on-write of a shared, partly filled block
+            for cache in (*self.k_cache, *self.v_cache):
+                cache[destination].copy_to_device(cache[source])
+
+    # ------------------------------------------------------------------ the forward pass
+
+    def _gemv(self, name, w, x, out):
+        gemv = _GEMV[self._formats[name]]
+        for t in range(x.shape[0]):
+            gemv(w, x[t], out=out[t])
+        return out
+
+    def step(self, items, logits_for=None) -> np.ndarray:
+        """Run one step over ``items``, a list of (sequence, position, token): each token's keys and values go
+        into the cache at its position (which the block manager has registered: ``add_sequence`` or ``append``),
+        and each attends to positions 0 ... position of its sequence. Returns the logits (len(logits_for), vocab)
+        float32 of the items at the indices ``logits_for`` (default: the last one), on the host."""
+        c = self.config
+        t = len(items)
+        if not t:
+            raise ValueError("items must hold at least one (sequence, position, token)")
+        seqs = [s for s, _, _ in items]
+        positions = np.array([p for _, p, _ in items], np.int32)
+        if positions.max() >= self.context:
+            raise ValueError(f"position {positions.max()} is past the engine's context of {self.context}")
+        for s, p, _ in items:
+            if p >= self.blocks.context_len(s):
+                raise ValueError(f"position {p} of sequence {s} is not registered: add_sequence or append it first")
+        tables = [self.blocks.block_table(s) for s in seqs]
+        width = max(len(table) for table in tables)
+        block_tables = np.zeros((t, width), np.int32)
+        for row, table in enumerate(tables):
+            block_tables[row, :len(table)] = table
+        d_tables, d_positions = cuda.to_device(block_tables), cuda.to_device(positions)
+        d_rows = cuda.to_device(np.arange(t, dtype=np.int32))
+        d_context = cuda.to_device(positions + 1)
+        longest = int(positions.max()) + 1
+
+        x = layers.embedding_q8_0_rows(self.embedding, cuda.to_device(np.array([k for _, _, k in items], np.int32)))
+        h = cuda.device_array((t, c.hidden), np.float32)
+        q = cuda.device_array((t, c.heads * c.head_dim), np.float32)
+        k = cuda.device_array((t, c.kv_heads * c.head_dim), np.float32)
+        v = cuda.device_array((t, c.kv_heads * c.head_dim), np.float32)
+        o = cuda.device_array((t, c.heads, c.head_dim), np.float32)
+        y = cuda.device_array((t, c.hidden), np.float32)
+        gate = cuda.device_array((t, c.ffn), np.float32)
+        up = cuda.device_array((t, c.ffn), np.float32)
+        q3 = q.reshape(t, c.heads, c.head_dim)
+        k3, v3 = k.reshape(t, c.kv_heads, c.head_dim), v.reshape(t, c.kv_heads, c.head_dim)
+        for i, w in enumerate(self.weights):
+            layers.rmsnorm_block_per_row(x, w["attn_norm"], eps=c.eps, out=h)
+            self._gemv("attn_q", w["attn_q"], h, q)
+            self._gemv("attn_k", w["attn_k"], h, k)
+            self._gemv("attn_v", w["attn_v"], h, v)
+            layers.rope_pairs_from_table(q3, d_positions, self.rope, out=q3)
+            layers.rope_pairs_from_table(k3, d_positions, self.rope, out=k3)
+            kv_cache_write(k3, v3, d_rows, d_positions, d_tables, self.k_cache[i], self.v_cache[i])
+            gqa_decode_split_k(q3, self.k_cache[i], self.v_cache[i], d_tables, d_context, out=o,
+                               max_context=longest)
+            self._gemv("attn_output", w["attn_output"], o.reshape(t, c.heads * c.head_dim), y)
+            layers.add_elementwise(x, y, out=x)
+            layers.rmsnorm_block_per_row(x, w["ffn_norm"], eps=c.eps, out=h)
+            self._gemv("ffn_gate", w["ffn_gate"], h, gate)
+            self._gemv("ffn_up", w["ffn_up"], h, up)
+            layers.swiglu_elementwise(gate, up, out=gate)
+            self._gemv("ffn_down", w["ffn_down"], gate, y)
+            layers.add_elementwise(x, y, out=x)
+        wanted = [t - 1] if logits_for is None else list(logits_for)
+        rows = cuda.device_array((len(wanted), c.hidden), np.float32)
+        logits = cuda.device_array((len(wanted), c.vocab), np.float32)
+        for n, index in enumerate(wanted):
+            rows[n].copy_to_device(x[index])
+        layers.rmsnorm_block_per_row(rows, self.output_norm, eps=c.eps, out=rows)
+        for n in range(len(wanted)):
+            q8_0_gemv_warp_per_row(self.embedding, rows[n], out=logits[n])
+        return logits.copy_to_host()
+
+    def prefill(self, tokens) -> tuple[int, np.ndarray]:
+        """A new sequence holding ``tokens``: computes the positions not shared with a live sequence; returns
+        (its id, the logits (vocab,) of its last token)."""
+        tokens = list(tokens)
+        if not tokens:
+            raise ValueError("tokens must hold at least one token")
+        seq, positions = self.add_sequence(tokens)
+        if not positions:                                # every block shared: recompute the last token
+            positions = [len(tokens) - 1]
+        return seq, self.step([(seq, p, tokens[p]) for p in positions])[0]
+
+    def decode(self, seq: int, token: int) -> np.ndarray:
+        """Append ``token`` to ``seq`` and return the logits (vocab,) of the next one."""
+        position = self.append(seq, token)
+        return self.step([(seq, position, token)])[0]
