@@ -4,6 +4,8 @@
 - ``course check [dayNN ...] [--path DIR]``: a student's visible tests, headless, as a table (it looks
   in the current folder first, then in the course's ``exercises/``)
 - ``course release [dayNN ...] [--check]``: instructors: generate ``exercises/`` and verify it
+- ``course chat [--path auto|numpy|kernels] [--temperature T] [--top-p P] [--seed S] [--max-tokens N]``: talk to
+  SmolLM2-135M, the model of days 9 and 10, streamed token by token (on a GPU through the course's kernels)
 - ``course grade SUBMISSIONS [--out DIR] [--jobs N] [--gpu] [--timeout S] [--force] [--no-isolation]``: instructors:
   autograde a class, write feedback, a grades CSV and a summary
 """
@@ -59,6 +61,13 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--force", action="store_true", help="grade again what a previous run already graded")
     grade.add_argument("--assignments", nargs="*", metavar="dayNN", default=None,
                        help="grade only these assignments (default: every assignment found)")
+    chat = sub.add_parser("chat", help="talk to SmolLM2-135M, on the course's kernels on a GPU, else in NumPy")
+    chat.add_argument("--path", choices=("auto", "numpy", "kernels"), default="auto",
+                      help="auto (default): the kernels on a GPU, the NumPy forward pass without one")
+    chat.add_argument("--temperature", type=float, default=0.0, help="0 (default): greedy; above 0: sampled")
+    chat.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling's probability mass (default 1)")
+    chat.add_argument("--seed", type=int, default=0, help="the sampler's seed (default 0)")
+    chat.add_argument("--max-tokens", type=int, default=256, help="the longest answer in tokens (default 256)")
     return parser
 
 
@@ -76,6 +85,10 @@ def main(argv=None) -> int:
         from grader.release import main_release
 
         return main_release(args)
+    if args.command == "chat":
+        from inference.chat import main as chat_main
+
+        return chat_main(args)
     if args.command == "grade":
         from grader.grade import main_grade
 
