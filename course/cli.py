@@ -86,9 +86,15 @@ def main(argv=None) -> int:
 
         return main_release(args)
     if args.command == "chat":
+        import course
         from inference.chat import main as chat_main
 
-        return chat_main(args)
+        on_gpu = course.use_device() == "gpu"
+        if args.path == "kernels" and not on_gpu:
+            print("course chat: --path kernels needs a GPU (on the simulator a token takes minutes); "
+                  "use --path numpy", file=sys.stderr)
+            return 2
+        return chat_main(args, "kernels" if args.path == "kernels" or (args.path == "auto" and on_gpu) else "numpy")
     if args.command == "grade":
         from grader.grade import main_grade
 

@@ -52,18 +52,15 @@ class _KernelPath:
 
 
 class Chat:
-    """A conversation: ``reply(text)`` yields the assistant's answer in pieces of text as they are decoded."""
+    """A conversation on ``path`` ("numpy" or "kernels": the kernels need the device chosen first, as
+    ``course.use_device()`` does): ``reply(text)`` yields the assistant's answer in pieces as they are decoded."""
 
-    def __init__(self, path: str = "auto", *, temperature: float = 0.0, top_p: float = 1.0, seed: int = 0,
+    def __init__(self, path: str = "numpy", *, temperature: float = 0.0, top_p: float = 1.0, seed: int = 0,
                  max_tokens: int = 256, system: str = DEFAULT_SYSTEM, context: int = 2048, model_file=None):
         model_file = model_file or gguf.read(files.model_path())
         self.tokenizer = Tokenizer(model_file.metadata)
-        if path not in ("auto", "numpy", "kernels"):
-            raise ValueError(f"path must be 'auto', 'numpy' or 'kernels', got {path!r}")
-        if path == "auto":
-            import course
-
-            path = "kernels" if course.use_device() == "gpu" else "numpy"
+        if path not in ("numpy", "kernels"):
+            raise ValueError(f"path must be 'numpy' or 'kernels', got {path!r}")
         self.path = _KernelPath(model_file, context) if path == "kernels" else _NumpyPath(model_file)
         self.temperature, self.top_p, self.max_tokens = temperature, top_p, max_tokens
         self.rng = np.random.default_rng(seed)
@@ -95,9 +92,10 @@ class Chat:
             yield tail
 
 
-def main(args) -> int:
-    """``course chat``: read a line, stream the answer, until an empty line or end of input."""
-    chat = Chat(args.path, temperature=args.temperature, top_p=args.top_p, seed=args.seed,
+def main(args, path: str) -> int:
+    """``course chat``: read a line, stream the answer, until an empty line or end of input. ``path``: "numpy" or
+    "kernels" (the command line's "auto" resolved by the course, which chooses the device)."""
+    chat = Chat(path, temperature=args.temperature, top_p=args.top_p, seed=args.seed,
                 max_tokens=args.max_tokens)
     print(f"SmolLM2-135M-Instruct on {chat.path.name}. An empty line ends the chat.", flush=True)
     for line in sys.stdin:

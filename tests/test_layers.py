@@ -1,19 +1,21 @@
 """The layers of the project, kept by reading every module's imports (parsed, never imported).
 
-Three packages, each standing on the ones before it:
+Four packages, each standing on the ones before it:
 
 - ``kernels``: the kernels, their launchers and the NumPy references. It stands alone: a kernel
-  module never imports ``course`` or ``grader``, so a kernel can be read, run and copied without
-  the course's tools around it.
+  module never imports ``inference``, ``course`` or ``grader``, so a kernel can be read, run and copied
+  without the course's tools around it.
+- ``inference``: the model of days 9 and 10 (its file, tokenizer, NumPy forward pass and the engine on the
+  kernels). It may use ``kernels`` only: a model that runs outside the lab.
 - ``course``: what a student and a lesson use (the simulator, checks, plots, recordings). It may use
-  ``kernels`` but not ``grader``: the course works without the grader. The one exception is the
+  ``kernels`` and ``inference`` but not ``grader``: the course works without the grader. The one exception is the
   command-line front door ``course/cli.py``, whose ``course check``, ``course release`` and
   ``course grade`` hand over to the grader.
 - ``grader``: grading, which may use both.
 
 And no module imports another module's private names (rule (c), :func:`test_no_private_names_of_other_modules`).
 
-The modules read are every ``.py`` file under ``kernels/``, ``course/`` and ``grader/`` except those
+The modules read are every ``.py`` file under ``kernels/``, ``inference/``, ``course/`` and ``grader/`` except those
 that are data rather than code (:data:`DATA`: the grader's sample submissions). Every import counts,
 at module level or inside a function: ``import x``, ``from x import y``, relative imports (resolved
 to absolute names), and ``importlib.import_module("x")`` or ``__import__("x")`` with a literal name.
@@ -34,7 +36,7 @@ import re
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGES = ("kernels", "course", "grader")
+PACKAGES = ("kernels", "inference", "course", "grader")
 # Folders under the packages that hold data written as Python, not the project's code.
 DATA = {
     "grader/samples": "sample student submissions: the grader reads them as data and grades them",
@@ -228,6 +230,21 @@ def kernels_violations(found: list[Import]) -> list[str]:
     return out
 
 
+def inference_violations(found: list[Import]) -> list[str]:
+    """Rule (a'): ``inference`` imports nothing from ``course`` or ``grader``, and ``kernels`` nothing from it."""
+    out = []
+    for imp in found:
+        layer = layer_of(module_of(imp.path))
+        if layer == "inference" and layer_of(imp.module) in ("course", "grader"):
+            out.append(f"{imp.where()}\n    inference/ imports {imp.module} from {layer_of(imp.module)}/: the model "
+                       f"runs on kernels/ alone (rule a'); the course decides what the model needs decided (the "
+                       f"device) and passes it in.")
+        if layer == "kernels" and layer_of(imp.module) == "inference":
+            out.append(f"{imp.where()}\n    kernels/ imports {imp.module} from inference/: kernels stand alone "
+                       f"(rule a'); what both need belongs in kernels/.")
+    return out
+
+
 def course_violations(found: list[Import]) -> list[str]:
     """Rule (b): ``course`` imports nothing from ``grader``, except its command-line front door; loading a
     file of ``grader/`` by its path is importing it."""
@@ -314,6 +331,17 @@ def test_kernels_import_nothing_of_course_or_grader(project_imports):
     """Rule (a): ``kernels/`` imports nothing from ``course/`` or ``grader/``."""
     violations = kernels_violations(project_imports)
     assert not violations, _report(violations)
+
+
+def test_inference_imports_nothing_of_course_or_grader(project_imports):
+    """Rule (a'): ``inference/`` imports nothing from ``course/`` or ``grader/``, ``kernels/`` nothing from it."""
+    violations = inference_violations(project_imports)
+    assert not violations, _report(violations)
+    synthetic = all_imports({"inference/__init__.py": "", "inference/chat.py": "import course\nimport kernels\n",
+                             "kernels/__init__.py": "", "kernels/gemm.py": "from inference import gguf\n",
+                             "course/__init__.py": ""})
+    assert [v.split("\n")[0] for v in inference_violations(synthetic)] == [
+        "inference/chat.py:1: import course", "kernels/gemm.py:1: from inference import gguf"]
 
 
 def test_course_imports_nothing_of_grader(project_imports):
