@@ -175,7 +175,9 @@ def test_lesson_runs_and_its_prose_holds(tmp_path):
     shipped = run.shipped_text
     for line in ALWAYS:
         assert line in shipped, f"the lesson no longer prints {line!r}"
-    assert run.rerun == [f'roofs = live_else_recorded("{ROOFS}")'], run.rerun
+    assert run.rerun == [f'roofs = live_else_recorded("{ROOFS}")',
+                         'hierarchy = live_else_recorded("day01_memory_hierarchy")'], run.rerun
+    assert "the day 1 recording day01_memory_hierarchy is missing" in run.fake_text
     model_claims(shipped)
     byte_claims(shipped)
     if ROOFS in recorded_names():
@@ -189,6 +191,7 @@ def test_lesson_runs_and_its_prose_holds(tmp_path):
     activation_claims(shipped)
     real_model_claims(shipped)
     ladder_claims(shipped)
+    beyond_claims(shipped)
 
 
 # ----------------------------------------------------------------------------- what the run printed, against the prose
@@ -423,6 +426,26 @@ def real_model_claims(shown: str) -> None:
     times, held, calibrated = (int(v) for v in re.search(r"(\d+) times the median \(at position (\d+) of the held-out "
                                                          r"text\).*at its position (\d+)", shown).groups())
     assert times >= 20 and held == calibrated == 0
+
+
+def beyond_claims(shown: str) -> None:
+    """Little's law: the faster memory needs more dp4a warps per SM, an SM can hold them, the repacked rung needs
+    fewer, its warp 8 times the dp4a warp's bytes (the caption). The repacked and batched rungs pass their checks and
+    their traffic is the model's; both GEMM rungs pass, y[0, 0]'s sum past int16's range."""
+    caption = re.search(r"a warp of the dp4a rung has ([\d,]+) bytes of W on their way, one of the repacked rung ([\d,]+)",
+                        shown)
+    assert _number(caption.group(2)) == 8 * _number(caption.group(1))
+    rows = _table(shown, "GPU | copy GB/s")
+    assert len(rows) == 2 and _number(rows[1][1]) > _number(rows[0][1])
+    dp4a, packed = [int(row[4]) for row in rows], [int(row[5]) for row in rows]
+    resident = int(re.search(r"an SM holds at most (\d+) warps", shown).group(1))
+    assert dp4a[1] > dp4a[0] and max(dp4a) < resident and all(p < d for p, d in zip(packed, dp4a))
+    for name in ("q4_1_gemv_q8_1_repacked", "q4_1_gemv_q8_1_small_batch", "w8a8_gemm_v1_dp4a",
+                 "w8a8_gemm_v2_tensor_cores"):
+        assert re.search(rf"^{name}: OK \(", shown, re.M), name
+    assert len(re.findall(r"bytes counted, the model agrees", shown)) >= 4 and "DISAGREES" not in shown
+    sums = [int(v.replace(",", "")) for v in re.findall(r"\(the sum ([\d,]+) times its scales\)", shown)]
+    assert len(sums) == 2 and min(sums) > 32_767
 
 
 def ladder_claims(shown: str) -> None:
