@@ -422,9 +422,9 @@ def test_day09_declares_every_rung_of_its_ladder_at_llama_shapes():
     gemm = day09.gemm_sweep()
     assert gemm.points == (4096, 8192) and set(gemm.quick_points).isdisjoint(gemm.points) and gemm.flush_l2
     assert gemm.shape(4096) == {"M": 4096, "N": 4096, "K": 4096} and "column-major B" in gemm.notes
-    rows = [{"rung": "w8a8_gemm_v2_tensor_cores", "kernel_ms": 4.0, "flops": 8e12},
-            {"rung": "torch_int_mm", "kernel_ms": 1.0, "flops": 8e12},
-            {"rung": "torch_int_mm_scaled", "kernel_ms": 2.0, "flops": 8e12}]
+    rows = [{"rung": "w8a8_gemm_v2_tensor_cores", "kernel_ms": 4.0, "int_ops": 8e12},
+            {"rung": "torch_int_mm", "kernel_ms": 1.0, "int_ops": 8e12},
+            {"rung": "torch_int_mm_scaled", "kernel_ms": 2.0, "int_ops": 8e12}]
     gemm.finish(rows)
     assert [(r["tops"], r["kernel_speedup_over_int_mm"]) for r in rows] == [(2000.0, 0.25), (8000.0, 1.0),
                                                                           (4000.0, 0.5)]

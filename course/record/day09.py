@@ -42,8 +42,8 @@ read repacked weights (``REPACKED``) are given ``q4_1_repack(w)``, made once on 
   scale each, times int8 weights (N, K) with a scale per output channel, the int32 sum exact, then scaled) at
   M = N = K in ``GEMM_SIZES``, beside ``torch_int_mm`` (``torch._int_mm``, cuBLAS's int8 GEMM on a row-major W,
   which its transpose makes the column-major B of its fast path; int32 out, no scales) and ``torch_int_mm_scaled``
-  (the same, then the scales in float32 by torch). ``tops`` the integer rate, 2 M N K over ``kernel_ms``;
-  ``bytes`` the compulsory ones (A, W, the scales and y once); ``kernel_speedup_over_int_mm``: torch_int_mm's
+  (the same, then the scales in float32 by torch). ``int_ops`` 2 M N K and ``tops`` the integer rate, int_ops
+  over ``kernel_ms``; ``bytes`` the compulsory ones (A, W, the scales and y once); ``kernel_speedup_over_int_mm``: torch_int_mm's
   ``kernel_ms`` over the row's. Their checks (in ``day09_full_size_checks``): every GEMM rung at M = N = K = 4096
   against the exact sums (float64 products of int8 codes, exact below 2**53) times the scales.
 
@@ -236,18 +236,18 @@ def _gemm_cases(size) -> list[Timed]:
     a_q, sa, w_q, sw = (cuda.to_device(v) for v in gemm_inputs(size))
     ops, moved = gemm_model.int_ops(size, size, size), gemm_model.compulsory_bytes(size, size, size)
     out = cuda.device_array((size, size), np.float32)
-    cases = [Timed(name, lambda rung=rung: rung(a_q, sa, w_q, sw, out=out), moved, ops, {"fmt": "int8"})
+    columns = {"fmt": "int8", "int_ops": ops}
+    cases = [Timed(name, lambda rung=rung: rung(a_q, sa, w_q, sw, out=out), moved, ops, columns)
              for name, rung in quantized_gemm.RUNGS.items()]
     baselines.cuda_torch()
-    cases.append(Timed("torch_int_mm", baselines.torch_int_mm(a_q, w_q), moved, ops, {"fmt": "int8"}))
-    cases.append(Timed("torch_int_mm_scaled", baselines.torch_int_mm_scaled(a_q, sa, w_q, sw), moved, ops,
-                       {"fmt": "int8"}))
+    cases.append(Timed("torch_int_mm", baselines.torch_int_mm(a_q, w_q), moved, ops, columns))
+    cases.append(Timed("torch_int_mm_scaled", baselines.torch_int_mm_scaled(a_q, sa, w_q, sw), moved, ops, columns))
     return cases
 
 
 def _finish_gemm(rows: list[dict]) -> None:
     for row in rows:
-        row["tops"] = row["flops"] / (row["kernel_ms"] * 1e-3) / 1e12
+        row["tops"] = row["int_ops"] / (row["kernel_ms"] * 1e-3) / 1e12
     harness.fraction_of({"rung": "torch_int_mm"}, "kernel_speedup_over_int_mm", time="kernel_ms")(rows)
 
 
@@ -259,9 +259,9 @@ def gemm_sweep() -> Sweep:
                "kernels.quantized_gemm.RUNGS (the int32 sum exact, then sa[m] sw[n] once); torch_int_mm: "
                "torch._int_mm(A_q, W_q.t()) (cuBLAS int8, W row-major so its transpose is the column-major B of its "
                "fast path; int32 y, no scales); torch_int_mm_scaled: the same then .float() * sa * sw. L2 flushed "
-               "before every repeat; kernel_ms the GPU's time alone; flops: the integer operations 2 M N K; tops: "
-               "flops over kernel_ms; bytes: the compulsory bytes (course.models.quantized_gemm.compulsory_bytes); "
-               "kernel_speedup_over_int_mm: torch_int_mm's kernel_ms over the row's."),
+               "before every repeat; kernel_ms the GPU's time alone; int_ops: the integer operations 2 M N K "
+               "(tflops: them over median_ms); tops: int_ops over kernel_ms; bytes: the compulsory bytes "
+               "(course.models.quantized_gemm.compulsory_bytes); kernel_speedup_over_int_mm: torch_int_mm's kernel_ms over the row's."),
         points=GEMM_SIZES, quick_points=QUICK_GEMM_SIZES,
         shape=lambda size: dict(M=size, N=size, K=size),
         cases=_gemm_cases, flush_l2=True, fraction_of_copy=False, kernel_time=True, finish=_finish_gemm)

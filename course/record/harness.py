@@ -308,21 +308,24 @@ def record(recorder: Recorder, out_dir, *, quick: bool = False, timer=None, ceil
 
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    recordings = []
+    paths = []                      # each recording is saved as soon as it is made: a later failure keeps it
     check_rows = run_checks(recorder.checks(quick))
     if recorder.check_recording:
         checks = new_recording(recorder.check_recording, notes=recorder.check_notes)
         for row in check_rows:
             checks.add(**row)
-        recordings.append(checks)
+        paths.append(checks.save(out_dir / f"{checks.name}.json"))
     sweeps = recorder.sweeps()
     if sweeps and ceilings is None:
         from course.timing import measure_ceilings
 
         ceilings = measure_ceilings()
-    recordings.extend(record_sweep(s, quick=quick, ceilings=ceilings, timer=timer) for s in sweeps)
-    recordings.extend(recorder.extras(quick))
-    return [rec.save(out_dir / f"{rec.name}.json") for rec in recordings]
+    for sweep in sweeps:
+        rec = record_sweep(sweep, quick=quick, ceilings=ceilings, timer=timer)
+        paths.append(rec.save(out_dir / f"{rec.name}.json"))
+    for rec in recorder.extras(quick):
+        paths.append(rec.save(out_dir / f"{rec.name}.json"))
+    return paths
 
 
 def lazy(make, *args):
