@@ -365,6 +365,45 @@ LIKELY_CAUSES = _causes(
     ("q4_1_rule", "a block is d (bytes 0-1, fp16), m (bytes 2-3, fp16), then 16 bytes",
      "y differs from W x: a Q4_1 block is d (bytes 0-1, fp16), m (bytes 2-3, fp16), then 16 bytes whose byte j "
      "holds weight j in its low nibble and weight j + 16 in its high nibble; weight j is d q_j + m"),
+    ("w8a8_accumulator_int16", ("your sums wrapped around as an int16 does", "past int16's range"),
+     "the sums wrapped around as an int16 does: an int16 holds one product of two int8 codes, not a sum of K of "
+     "them; keep the accumulators in int32, as dp4a's c is"),
+    ("w8a8_accumulator_int8", ("your sums wrapped around as an int8 does", "past int8's range, which the simulator"),
+     "the sums wrapped around as an int8 does: an int8 holds one code, not a product or a sum of them; keep the "
+     "accumulators in int32, as dp4a's c is"),
+    ("w8a8_scales_swapped", "your y takes the scales the other way round",
+     "the scales are taken the other way round: sa holds one scale per token (a row of y), sw one per output "
+     "channel (a column of y): y[m, n] = sa[m] sw[n] times the sum"),
+    ("w8a8_scale_missing", "times the exact sum, each scale once, the token's sa[m]",
+     "a scale is left out of y: y[m, n] = sa[m] sw[n] times the exact sum, the token's scale and the channel's, "
+     "each once"),
+    ("w8a8_k_words", ("never entered the sum. a_q and w_q are (rows, K / 4) uint32 words",
+                      "the loop over a step's words must take all 8"),
+     "some codes of each row never entered the sum: a_q and w_q are (rows, K / 4) uint32 words of 4 codes, and "
+     "the loop over K runs over all a_q.shape[1] words, 8 a step, the last step included"),
+    ("w8a8_scale_inside_sum", "more float32 rounding than one scaling of an exact sum can",
+     "y carries more float32 rounding than one scaling of an exact sum makes: the scales entered the sum before "
+     "it was complete (per product, per dp4a or per step); sum the products exactly in an int32 to the end of K, "
+     "then multiply by sa[m] and sw[n] once per output"),
+    ("w8a8_unwritten", (") were never written", "were never written, the first at token",
+                        "only the first 16 rows and 16 columns of each 64 x 64 tile"),
+     "some outputs of y were never written: each thread writes every one of its 4 x 4 outputs that lies inside y "
+     "(row < M = a_q.shape[0], col < N = w_q.shape[0]; shape[1] counts a row's words, K / 4)"),
+    ("w8a8_scale_index", "the kernel read a scale past the end of sa or sw",
+     "a scale was read past the end of sa or sw: sa has one scale per token (M), sw one per output channel (N); "
+     "sa takes the row index, sw the column index, each under its guard"),
+    ("w8a8_store_guard", "a thread wrote y past its last token or channel",
+     "a thread wrote y past its last token or channel: the grid covers M and N in whole 64 x 64 tiles; guard "
+     "the store with row < M and col < N"),
+    ("w8a8_load_guard", "the kernel read a row of a_q or w_q past the last token or channel",
+     "a row of a_q or w_q past the last token or channel was read: the rows of a tile past M = a_q.shape[0] or "
+     "N = w_q.shape[0] hold zeros, without a load"),
+    ("w8a8_k_past_end", "the kernel read a word past the end of a row of a_q or w_q",
+     "a word past the end of a row was read: a_q and w_q are (rows, K / 4) uint32 words, so the loop over K "
+     "runs over a_q.shape[1] words, not K codes"),
+    ("w8a8_rule", "the sum exact in int32 over all K codes, then scaled once",
+     "y differs from the reference: y[m, n] = sa[m] sw[n] sum_k a_q[m, k] w_q[n, k], the sum exact in int32 over "
+     "all K codes, then scaled once"),
     # -- day 6: the allocator (course.exercise_checks.day06_allocator)
     ("allocator_wrote_shared", "a shared block must never be written",
      "your allocator wrote into a block another sequence also holds: a shared block must never be written "

@@ -221,18 +221,24 @@ DAYS = (
         solution_code={"quantize_kernel": ("quantized_gemv.warp_max", "quantized_gemv.round_half_away",
                                            "quantized_gemv.q8_0_quantize_kernel"),
                        "gemv_kernel": ("quantized_gemv.half_from_bytes", "quantized_gemv.warp_sum",
-                                       "quantized_gemv.q4_1_gemv_warp_per_row_kernel")},
+                                       "quantized_gemv.q4_1_gemv_warp_per_row_kernel"),
+                       # the course's rung itself: dp4a is the notebook's given device function
+                       "gemm_kernel": ("quantized_gemm._load_step", "quantized_gemm.w8a8_gemm_v1_dp4a_kernel")},
         launchers=(
             Launcher("quantize_launcher", "q8_0_quantize", "quantized_gemv", "q8_0_quantize",
                      {"kernel": "q8_0_quantize_kernel"}),
             Launcher("gemv_launcher", "q4_1_gemv", "quantized_gemv", "q4_1_gemv_warp_per_row",
                      {"kernel": "q4_1_gemv_warp_per_row_kernel"}),
+            Launcher("gemm_launcher", "w8a8_gemm", "quantized_gemm", "w8a8_gemm_v1_dp4a",
+                     {"kernel": "w8a8_gemm_v1_dp4a_kernel"}),
         ),
         wrong=wrong_answer("day09_quantized_gemv"),
         # Ties rounded to even leave the edge blocks (no tie there) and the scales right; d and m swapped move no
-        # byte more.
-        wrong_fails=frozenset({"quantize_rounds_like_the_reference", "gemv_matches_reference", "gemv_position_coded"}),
-        constants={"quantize_constants": "quantized_gemv", "gemv_constants": "quantized_gemv"},
+        # byte more; an int16 accumulator fails the extreme codes only (the other GEMM cells' sums fit an int16).
+        wrong_fails=frozenset({"quantize_rounds_like_the_reference", "gemv_matches_reference", "gemv_position_coded",
+                               "w8a8_exact_sums"}),
+        constants={"quantize_constants": "quantized_gemv", "gemv_constants": "quantized_gemv",
+                   "gemm_constants": "quantized_gemm"},
     ),
 )
 

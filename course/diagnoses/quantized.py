@@ -1,6 +1,7 @@
-"""Diagnoses of day 9: from wrong Q8_0 codes or scales, or a wrong Q4_1 GEMV, to the likely bug, in words.
+"""Diagnoses of day 9: from wrong Q8_0 codes or scales, a wrong Q4_1 GEMV or a wrong W8A8 GEMM, to the likely bug,
+in words.
 
-Both computations are exact recipes over the GGUF bytes (``kernels.reference.gguf``), and each classic mistake
+All three computations are exact recipes over the GGUF bytes (``kernels.reference.gguf``), and each classic mistake
 changes one step of them, so a NumPy model of the mistake reproduces its output:
 
 - :func:`q8_0_code_findings`: Q8_0 codes are ``round(x * (1 / d))`` in float32 with d = amax / 127 per block of
@@ -16,6 +17,14 @@ changes one step of them, so a NumPy model of the mistake reproduces its output:
   of a row's first block used for every block, Q4_0's offset of 8 subtracted.
 - :func:`launch_findings`: what the simulator raised: an index past an array (a warp past the last row or block),
   a code past int8 (a d too small for its block), a NaN code (a block of zeros without its guard).
+- :func:`w8a8_findings`: a W8A8 GEMM ``y = sa sw (A_q W_q^T)`` whose integer sums are exact, so every mistake but
+  one has an exact model: sums wrapped to int16 or int8 (an accumulator too narrow), the scales swapped (sa
+  indexed by the channel, sw by the token) or left out, words of K left out of the sum (the last step, or the last
+  words of every step); the one without a model, the scales applied inside the sum (per product, per dp4a, per
+  step), shows as more float32 rounding than one scaling of an exact sum can make, on sums whose products cancel.
+  Outputs never written are read by where they lie (tokens or channels from an index on, the outer rows and
+  columns of each 64 x 64 tile). :func:`w8a8_launch_findings` reads what the simulator raised in such a kernel:
+  an accumulator past int16 or int8, an index past sa, sw, y, a_q or w_q.
 
 Each returns ``[(key, message)]``; ``course.exercise_checks`` puts the findings first among the causes of a
 failure. A mistake is named only when the output matches its model and the right computation does not.
@@ -28,7 +37,8 @@ import re
 import numpy as np
 
 __all__ = ["KEYS", "NO_INVERSE", "ZERO_BLOCK", "q8_0_model", "q8_0_code_findings", "q8_0_scale_findings", "q4_1_parts",
-           "q4_1_model", "q4_1_findings", "launch_findings"]
+           "q4_1_model", "q4_1_findings", "launch_findings", "W8A8_RTOL", "w8a8_model", "w8a8_findings",
+           "w8a8_launch_findings"]
 
 QK = 32                      # weights per GGUF block
 NO_INVERSE = 2.0 ** -128     # a float32 d at or below it has no finite inverse: its codes are 0
@@ -36,7 +46,10 @@ NO_INVERSE = 2.0 ** -128     # a float32 d at or below it has no finite inverse:
 KEYS = ("q8_0_ties_to_even", "q8_0_truncated", "q8_0_divided", "q8_0_zero_block", "q8_0_scale_per_row",
         "q8_0_scale_signed_max", "q8_0_scale_divisor", "q4_1_nibbles_swapped", "q4_1_nibbles_interleaved",
         "q4_1_d_m_swapped", "q4_1_minimum_forgotten", "q4_1_minimum_once", "q4_1_scale_per_row",
-        "q4_1_offset_8", "q4_1_minimum_without_x", "q4_1_row_guard", "q8_0_block_guard", "q8_0_code_out_of_range")
+        "q4_1_offset_8", "q4_1_minimum_without_x", "q4_1_row_guard", "q8_0_block_guard", "q8_0_code_out_of_range",
+        "w8a8_accumulator_int16", "w8a8_accumulator_int8", "w8a8_scales_swapped", "w8a8_scale_missing",
+        "w8a8_k_words", "w8a8_scale_inside_sum", "w8a8_unwritten", "w8a8_scale_index", "w8a8_store_guard",
+        "w8a8_load_guard", "w8a8_k_past_end")
 
 
 # --------------------------------------------------------------------------------------------- Q8_0
@@ -282,4 +295,224 @@ def launch_findings(exc, line: str) -> tuple[str, str] | None:
             f"a warp past the last block indexed row {match.group(1)} of {match.group(3)}{at}: the grid has "
             "ceil(rows * blocks / GEMV_WARPS) blocks of GEMV_WARPS warps, so the last one may hold warps with no "
             "block of 32 to quantize. Guard the warp's whole work with warp < rows * blocks"))
+    return None
+
+
+# --------------------------------------------------------------------------------------------- the W8A8 GEMM
+
+# y = float32(sum) * sa * sw rounds three times in float32 (each within 2**-24 of its value): a right y is within
+# 2**-21 of the float64 reference, relative to each output, whatever the order of the two products.
+W8A8_RTOL = 2.0 ** -21
+W8A8_TILE = 64          # a block of threads computes a 64 x 64 tile of y
+W8A8_THREADS = 16       # ... with 16 x 16 threads, 4 x 4 outputs each
+W8A8_STEP_WORDS = 8     # a step of K is 32 codes, 8 uint32 words
+
+
+def _wrapped(sums: np.ndarray, bits: int) -> np.ndarray:
+    half = 2 ** (bits - 1)
+    return (sums + half) % (2 * half) - half
+
+
+def w8a8_model(a_q, sa, w_q, sw, *, accumulator: str = "int32", scales: str = "both", words=None) -> np.ndarray:
+    """y (M, N) float64 of the W8A8 GEMM under a rule: ``accumulator`` "int32" (the sum exact: the recipe), "int16"
+    or "int8" (the sum wrapped to that many bits, which is what an accumulator of that type holds at the end,
+    whatever the order); ``scales`` "both" (sa[m] sw[n]: the recipe), "swapped" (sa[n] sw[m], M = N only),
+    "token" (sa alone), "channel" (sw alone) or "none"; ``words``: a boolean mask of the K / 4 words of a row
+    that enter the sum (None: all of them)."""
+    a = np.asarray(a_q, np.int64)
+    w = np.asarray(w_q, np.int64)
+    if words is not None:
+        keep = np.repeat(np.asarray(words, bool), 4)
+        a, w = a[:, keep], w[:, keep]
+    sums = a @ w.T
+    if accumulator in ("int16", "int8"):
+        sums = _wrapped(sums, int(accumulator[3:]))
+    elif accumulator != "int32":
+        raise ValueError(f"accumulator must be 'int32', 'int16' or 'int8', got {accumulator!r}")
+    sa = np.asarray(sa, np.float64)
+    sw = np.asarray(sw, np.float64)
+    factors = {"both": sa[:, None] * sw[None, :], "token": sa[:, None] * np.ones(len(sw))[None, :],
+               "channel": np.ones(len(sa))[:, None] * sw[None, :], "none": np.ones((len(sa), len(sw)))}
+    if scales == "swapped":
+        if len(sa) != len(sw):
+            raise ValueError("scales='swapped' needs M = N")
+        return sums * sw[:, None] * sa[None, :]
+    if scales not in factors:
+        raise ValueError(f"scales must be 'both', 'swapped', 'token', 'channel' or 'none', got {scales!r}")
+    return sums * factors[scales]
+
+
+def _matches(got, model, want) -> bool:
+    """got matches the model to a right y's rounding, and the model is not the right y."""
+    differs = np.abs(model - want) > W8A8_RTOL * np.abs(want)
+    return bool(differs.any()) and bool(np.all(np.abs(got - model) <= W8A8_RTOL * np.abs(model)))
+
+
+def _ranges(indices) -> str:
+    """"0 ... 7, 16 ... 23" for a sorted list of integers."""
+    runs, start = [], None
+    for i, value in enumerate(indices):
+        if start is None:
+            start = value
+        if i + 1 == len(indices) or indices[i + 1] != value + 1:
+            runs.append(f"{start}" if start == value else f"{start} ... {value}")
+            start = None
+    return ", ".join(runs)
+
+
+_NARROW = ("an int8 holds one code and an int16 one product (at most 128 x 128 = 2**14), not a sum of K products "
+           "(K products of -128 x -128 reach 2**14 K): keep the accumulators in int32, as dp4a's c is; a sum of up "
+           "to 131071 products fits")
+_ACCUMULATOR = {"int16": "your sums wrapped around as an int16 does: y is sa[m] sw[n] times the exact sum cut to 16 "
+                         "bits. " + _NARROW,
+                "int8": "your sums wrapped around as an int8 does: y is sa[m] sw[n] times the exact sum cut to 8 "
+                        "bits. " + _NARROW}
+_REFUSED = {"int16": "past int16's range, which the simulator refuses to store in an int16",
+            "int8": "past int8's range, which the simulator refuses to store in an int8"}
+_SWAPPED = ("your y takes the scales the other way round, sa[n] sw[m] instead of sa[m] sw[n]: sa holds one scale "
+            "per token (a row of a_q, a row m of y), sw one per output channel (a row of w_q, a column n of y): "
+            "y[m, n] = sa[m] sw[n] sum_k a_q[m, k] w_q[n, k]")
+_MISSING = {"token": "the channel's scale sw[n]", "channel": "the token's scale sa[m]", "none": "both scales"}
+_INSIDE = ("your y carries more float32 rounding than one scaling of an exact sum can (within {bound:.2g} of each "
+           "output it would be; here {worst:.2g} off, relative): the scales entered the sum before it was complete, "
+           "per product, per dp4a or per step of 32 codes, and float32 rounded every partial sum. Where the "
+           "products cancel, that rounding is a large part of y. Sum the products in an int32 to the end of K, exactly, then multiply by sa[m] and sw[n] "
+           "once per output")
+
+
+def _word_findings(got, a_q, sa, w_q, sw, want) -> list[tuple[str, str]]:
+    """The words of K the sums left out: a missing tail (the last step, or more), or the last words of every
+    step of 8."""
+    words = np.asarray(a_q).shape[1] // 4
+    if words == 0:
+        return []
+    k = 4 * words
+    for used in range(words):                       # the first ``used`` words only
+        mask = np.arange(words) < used
+        if _matches(got, w8a8_model(a_q, sa, w_q, sw, words=mask), want):
+            steps = (words - used) / W8A8_STEP_WORDS
+            lost = "no code of a row entered the sum" if used == 0 else (
+                f"only the first {4 * used} codes of each row entered the sum")
+            last = "the last step of 32" if steps == 1 else f"the last {steps:g} steps of 32"
+            return [("w8a8_k_words", (
+                f"{lost}, of K = {k}: the last {k - 4 * used} codes ({last}) never entered the sum. "
+                "a_q and w_q are (rows, K / 4) uint32 words of 4 codes each; the steps of K run k0 = 0, 8, 16, ... "
+                "words up to a_q.shape[1], the last step included"))]
+    for kept in range(1, W8A8_STEP_WORDS):        # the first ``kept`` words of every step
+        mask = np.arange(words) % W8A8_STEP_WORDS < kept
+        if mask.all():
+            continue
+        if _matches(got, w8a8_model(a_q, sa, w_q, sw, words=mask), want):
+            return [("w8a8_k_words", (
+                f"words {kept} ... 7 of every step of 8 words (codes {4 * kept} ... 31 of every 32) never entered "
+                "the sum: a step is K_WORDS = 8 uint32 words, and the loop over a step's words must take all 8"))]
+    return []
+
+
+def w8a8_findings(got, a_q, sa, w_q, sw, *, unwritten=None) -> list[tuple[str, str]]:
+    """got: a kernel's y (M, N) for a_q (M, K) int8, sa (M,), w_q (N, K) int8, sw (N,); ``unwritten``: the mask of
+    the outputs that still hold the poison. The rule the output follows, or where the unwritten outputs lie."""
+    got = np.asarray(got, np.float64)
+    want = w8a8_model(a_q, sa, w_q, sw)
+    if unwritten is not None and np.asarray(unwritten).any():
+        return _unwritten_findings(np.asarray(unwritten, bool), np.asarray(a_q).shape[1] // 4)
+    if not np.all(np.isfinite(got)) or np.all(np.abs(got - want) <= W8A8_RTOL * np.abs(want)):
+        return []
+    for accumulator in ("int16", "int8"):
+        if _matches(got, w8a8_model(a_q, sa, w_q, sw, accumulator=accumulator), want):
+            return [(f"w8a8_accumulator_{accumulator}", _ACCUMULATOR[accumulator])]
+    if len(sa) == len(sw) and _matches(got, w8a8_model(a_q, sa, w_q, sw, scales="swapped"), want):
+        return [("w8a8_scales_swapped", _SWAPPED)]
+    for scales, which in _MISSING.items():
+        if _matches(got, w8a8_model(a_q, sa, w_q, sw, scales=scales), want):
+            return [("w8a8_scale_missing", (
+                f"your y leaves out {which}: y[m, n] = sa[m] sw[n] times the exact sum, each scale once, the "
+                "token's sa[m] (m a row of y) and the channel's sw[n] (n a column)"))]
+    found = _word_findings(got, a_q, sa, w_q, sw, want)
+    if found:
+        return found
+    magnitudes = np.abs(np.asarray(a_q, np.int64)) @ np.abs(np.asarray(w_q, np.int64)).T
+    k = np.asarray(a_q).shape[1]
+    bound = (k + 3) * 2.0 ** -23 * magnitudes * np.abs(np.asarray(sa, np.float64))[:, None] \
+        * np.abs(np.asarray(sw, np.float64))[None, :]
+    error = np.abs(got - want)
+    if np.all(error <= bound + W8A8_RTOL * np.abs(want)):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            relative = np.where(want != 0, error / np.abs(want), np.where(error > 0, np.inf, 0.0))
+        return [("w8a8_scale_inside_sum", _INSIDE.format(bound=W8A8_RTOL, worst=float(relative.max())))]
+    return []
+
+
+def _unwritten_findings(unwritten: np.ndarray, words: int) -> list[tuple[str, str]]:
+    """Where the never-written outputs of y lie: tokens or channels from an index on, or the outer rows and columns
+    of every 64 x 64 tile; else how many, and the first."""
+    M, N = unwritten.shape
+    rows = np.flatnonzero(unwritten.all(axis=1))
+    cols = np.flatnonzero(unwritten.all(axis=0))
+    for axis, full, count, name, array in ((0, rows, M, "tokens", "a_q"), (1, cols, N, "channels", "w_q")):
+        if full.size and full[0] > 0 and np.array_equal(full, np.arange(full[0], count)):
+            only = np.zeros_like(unwritten)
+            if axis == 0:
+                only[full[0]:] = True
+            else:
+                only[:, full[0]:] = True
+            if np.array_equal(only, unwritten):
+                shape = (f": {full[0]} is K / 4 = {array}.shape[1], the words of a row; the number of {name} is "
+                         f"{array}.shape[0]" if full[0] == words else
+                         f": every one of the {count} {name} is written, under the guard row < M and col < N")
+                where = "rows" if axis == 0 else "columns"
+                return [("w8a8_unwritten", f"{name} {full[0]} ... {count - 1} ({where} of y) were never "
+                                           f"written{shape}")]
+    m, n = np.meshgrid(np.arange(M), np.arange(N), indexing="ij")
+    outer = (m % W8A8_TILE >= W8A8_THREADS) | (n % W8A8_TILE >= W8A8_THREADS)
+    if outer.any() and np.array_equal(unwritten, outer):
+        return [("w8a8_unwritten", (
+            "only the first 16 rows and 16 columns of each 64 x 64 tile of y were written: a block of 16 x 16 "
+            "threads covers its whole 64 x 64 tile, each thread 4 x 4 outputs (rows ty + 16 i, columns tx + 16 j)"))]
+    first_m, first_n = (int(i) for i in np.argwhere(unwritten)[0])
+    return [("w8a8_unwritten", (
+        f"{int(unwritten.sum())} outputs of y were never written, the first at token {first_m}, channel {first_n}: "
+        "each of the 4 x 4 outputs of a thread that lies inside y (row < M, col < N) is written once"))]
+
+
+# the simulator refuses to store an integer past a narrow integer type (a GPU keeps its low bits)
+_NARROW_STORE = re.compile(r"integer (-?\d+) out of bounds for (int16|int8)")
+
+
+def w8a8_launch_findings(exc, line: str) -> tuple[str, str] | None:
+    """An exception of the simulator in a W8A8 GEMM kernel, read: a sum stored past int16 or int8 (an
+    accumulator too narrow); an index past sa or sw (the scales swapped, or read without the guard), past y (the
+    store without its guard), past the rows of a_q or w_q (a tile's load without its guard) or past their words
+    (the loop over K). None for anything else."""
+    at = f" (at `{line}`)" if line else ""
+    stored = _NARROW_STORE.search(str(exc)) if isinstance(exc, (OverflowError, ValueError)) else None
+    if stored:
+        kind = stored.group(2)
+        return (f"w8a8_accumulator_{kind}", (
+            f"a sum of int8 products came out as {stored.group(1)}{at}, " + _REFUSED[kind] + " (a GPU keeps the low "
+            "bits and carries on with another number): " + _ACCUMULATOR[kind]))
+    match = _BOUNDS.search(str(exc)) if isinstance(exc, IndexError) else None
+    if match is None:
+        return None
+    index, axis, size = match.group(1), int(match.group(2)), match.group(3)
+    past = f"index {index} of {size} along axis {axis}"
+    if re.search(r"\b(sa|sw)\s*\[", line):
+        return ("w8a8_scale_index", (
+            f"the kernel read a scale past the end of sa or sw{at} ({past}): sa has M scales, one per token (a row "
+            "of y, m < M = a_q.shape[0]), sw has N, one per output channel (a column of y, n < N = w_q.shape[0]); "
+            "sa takes the row index, sw the column index, each read only under its guard"))
+    if re.search(r"\by\s*\[", line):
+        return ("w8a8_store_guard", (
+            f"a thread wrote y past its last token or channel{at} ({past}): the grid covers M and N in whole 64 x "
+            "64 tiles, so the outputs of a tile past M or N must be left alone: guard the store with row < M and "
+            "col < N (M = a_q.shape[0], N = w_q.shape[0])"))
+    if re.search(r"\b(a_q|w_q)\s*\[", line):
+        if axis == 1:
+            return ("w8a8_k_past_end", (
+                f"the kernel read a word past the end of a row of a_q or w_q{at} ({past}): they are (rows, K / 4) "
+                "uint32 words of 4 codes each, so the loop over K runs over a_q.shape[1] words, 8 a step"))
+        return ("w8a8_load_guard", (
+            f"the kernel read a row of a_q or w_q past the last token or channel{at} ({past}): the rows of a tile "
+            "past M = a_q.shape[0] or N = w_q.shape[0] hold zeros, without a load (shape[1] counts the words of a "
+            "row, K / 4)"))
     return None

@@ -24,7 +24,8 @@ the likely bug (days 1 to 4 read it with the exercise's own words: the guard, th
 load that reached past the matrix). Their runners
 (``*_run``) and budgets (``*_traffic_problems``, and days 2 and 3's ``check_*_traffic``) are what the
 hidden tests call too, on more cases. Mixed precision (day 8) is judged by the precision rule of
-``docs/design-notes.md`` §5; day 9's quantizer bit for bit, its GEMV against the dequantized weights.
+``docs/design-notes.md`` §5; day 9's quantizer bit for bit, its GEMV against the dequantized weights, its
+W8A8 GEMM within the rounding of one scaling of an exact integer sum.
 
 One module per day, ``day01`` ... ``day09`` (day 6's allocator in ``day06_allocator``), over ``_common``;
 this package holds every name of theirs. Hidden tests load a private copy of it,
@@ -86,6 +87,7 @@ from .day09 import (
     Q8_0_TIE_AMAXES, check_q4_1_gemv, check_q8_0_codes, check_q8_0_scales, q4_1_gemv_case, q4_1_gemv_matches_reference,
     q4_1_gemv_position_coded, q4_1_gemv_run, q4_1_gemv_traffic_fits, q4_1_gemv_traffic_problems, q8_0_quantize_case,
     q8_0_quantize_edge_blocks, q8_0_quantize_matches_reference, q8_0_quantize_run, q8_0_quantize_scales_per_block,
+    check_w8a8_gemm, w8a8_gemm_case, w8a8_gemm_edges, w8a8_gemm_exact_sums, w8a8_gemm_run, w8a8_gemm_scaled_epilogue,
 )
 
 __all__ = [
@@ -126,4 +128,6 @@ __all__ = [
     "q4_1_gemv_matches_reference", "q4_1_gemv_position_coded", "q4_1_gemv_traffic_fits",
     "Q8_0_TIE_AMAXES", "q8_0_quantize_case", "q8_0_quantize_run", "check_q8_0_codes", "check_q8_0_scales",
     "q4_1_gemv_case", "q4_1_gemv_run", "check_q4_1_gemv", "q4_1_gemv_traffic_problems",
+    "w8a8_gemm_exact_sums", "w8a8_gemm_scaled_epilogue", "w8a8_gemm_edges", "w8a8_gemm_case", "w8a8_gemm_run",
+    "check_w8a8_gemm",
 ]

@@ -1,5 +1,6 @@
-"""Day 9, quantized GEMV: the Q8_0 quantizer bit for bit (codes and scales), and the Q4_1 GEMV from the GGUF
-bytes, its values and its traffic (each byte of W read once, x once per row)."""
+"""Day 9, quantized GEMV and GEMM: the Q8_0 quantizer bit for bit (codes and scales), the Q4_1 GEMV from the GGUF
+bytes, its values and its traffic (each byte of W read once, x once per row), and the W8A8 GEMM on int8 codes, its
+exact integer sums and its scaled epilogue."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ __all__ = [
     "q4_1_gemv_matches_reference", "q4_1_gemv_position_coded", "q4_1_gemv_traffic_fits",
     "Q8_0_TIE_AMAXES", "q8_0_quantize_case", "q8_0_quantize_run", "check_q8_0_codes", "check_q8_0_scales",
     "q4_1_gemv_case", "q4_1_gemv_run", "check_q4_1_gemv", "q4_1_gemv_traffic_problems",
+    "w8a8_gemm_exact_sums", "w8a8_gemm_scaled_epilogue", "w8a8_gemm_edges", "w8a8_gemm_case", "w8a8_gemm_run",
+    "check_w8a8_gemm",
 ]
 
 QK = 32     # weights per GGUF block
@@ -360,3 +363,153 @@ def q4_1_gemv_traffic_fits(kernel) -> None:
         print(f"{traffic.load_bytes['w']} bytes of w read for its {case['w'].size}; x read "
               f"{traffic.global_loads['x'] / (5 * 64):g} times per row")
     _passed("each byte of w read once, x at most once per row, y written once per row")
+
+
+# --------------------------------------------------------------------------------------------- the W8A8 GEMM
+
+# Codes of the "small", "scaled" and "cancelling" cases: |a w| <= 225, so a sum of up to 128 products (and every
+# partial sum, in any order) stays inside int16: those cases grade the scales and the edges, the extreme codes the
+# sums.
+W8A8_SMALL_CODE = 15
+
+
+def _w8a8_scales(rng, count: int) -> np.ndarray:
+    """``count`` float32 scales in [2**-8, 2**-6), no two alike and none a power of two."""
+    while True:
+        scales = (rng.uniform(1.0, 4.0, count) * 2.0 ** -8).astype(np.float32)
+        mantissas = np.frexp(scales)[0]
+        if len(np.unique(scales)) == count and not np.any(mantissas == 0.5):
+            return scales
+
+
+def w8a8_gemm_case(rng, M: int, N: int, K: int, *, kind: str = "extreme") -> dict:
+    """A W8A8 GEMM case: ``a_q`` (M, K) int8 and ``sa`` (M,) float32 (per token), ``w_q`` (N, K) int8 and ``sw`` (N,)
+    float32 (per output channel), K a multiple of 32.
+
+    kind "extreme": codes over int8's whole range, -128 ... 127, with the extreme rows: token 0 and channel 0 all
+    -128 (y[0, 0] = 2**14 K, the largest sum there is), token 1 all 127 and channel 1 alternating 127 and -128;
+    every scale 1, so y is the exact integer sum. "small": codes in -15 ... 15, every scale 1. "scaled": codes in
+    -15 ... 15 and a scale per token and per channel in [2**-8, 2**-6), no two alike and none a power of two.
+    "cancelling" (K a multiple of 64): as "scaled", but the second half of each row undoes the first:
+    a_q[m, k + K/2] = a_q[m, k] and w_q[n, k + K/2] = -w_q[n, k] + e, e in -1 ... 1, so y = sa sw sum a e is small
+    against its partial sums."""
+    if kind == "extreme":
+        a_q = rng.integers(-128, 128, (M, K)).astype(np.int8)
+        w_q = rng.integers(-128, 128, (N, K)).astype(np.int8)
+        a_q[0] = w_q[0] = -128
+        if M > 1:
+            a_q[1] = 127
+        if N > 1:
+            w_q[1] = np.where(np.arange(K) % 2 == 0, 127, -128)
+        sa, sw = np.ones(M, np.float32), np.ones(N, np.float32)
+    elif kind in ("small", "scaled"):
+        a_q = rng.integers(-W8A8_SMALL_CODE, W8A8_SMALL_CODE + 1, (M, K)).astype(np.int8)
+        w_q = rng.integers(-W8A8_SMALL_CODE, W8A8_SMALL_CODE + 1, (N, K)).astype(np.int8)
+        if kind == "small":
+            sa, sw = np.ones(M, np.float32), np.ones(N, np.float32)
+        else:
+            sa, sw = _w8a8_scales(rng, M), _w8a8_scales(rng, N)
+    elif kind == "cancelling":
+        if K % 64:
+            raise ValueError(f"a cancelling case needs K a multiple of 64, got {K}")
+        half = K // 2
+        first = rng.integers(-W8A8_SMALL_CODE, W8A8_SMALL_CODE + 1, (M, half))
+        a_q = np.concatenate([first, first], axis=1).astype(np.int8)
+        w_first = rng.integers(-W8A8_SMALL_CODE + 1, W8A8_SMALL_CODE, (N, half))
+        w_q = np.concatenate([w_first, -w_first + rng.integers(-1, 2, (N, half))], axis=1).astype(np.int8)
+        sa, sw = _w8a8_scales(rng, M), _w8a8_scales(rng, N)
+    else:
+        raise ValueError(f"kind must be 'extreme', 'small', 'scaled' or 'cancelling', got {kind!r}")
+    return dict(a_q=np.ascontiguousarray(a_q), sa=sa, w_q=np.ascontiguousarray(w_q), sw=sw, kind=kind)
+
+
+def _w8a8_explained(launch):
+    """``launch()``, a sum past int16 or int8 and an index past an array read as a W8A8 GEMM's mistakes."""
+    from course.diagnoses.quantized import w8a8_launch_findings
+
+    return _launch_explained(launch, likely=w8a8_launch_findings)
+
+
+def w8a8_gemm_run(kernel, case: dict):
+    """Your GEMM kernel through the course's launcher (``w8a8_gemm_v1_dp4a``: a 64 x 64 tile of y per block of 16 x
+    16 threads, a_q and w_q handed over as uint32 words) on ``case``, y poisoned first: y (M, N) float32."""
+    from kernels.quantized_gemm import w8a8_gemm_v1_dp4a
+
+    M, N = case["a_q"].shape[0], case["w_q"].shape[0]
+    y = poison(np.empty((M, N), np.float32))
+    return _w8a8_explained(lambda: w8a8_gemm_v1_dp4a(case["a_q"], case["sa"], case["w_q"], case["sw"], out=y,
+                                                      kernel=kernel))
+
+
+def _w8a8_label(case: dict) -> str:
+    (M, K), N = case["a_q"].shape, case["w_q"].shape[0]
+    return f"y of a W8A8 GEMM, M={M} N={N} K={K} ({case['kind']} codes)"
+
+
+def check_w8a8_gemm(y, case: dict, *, seed=None, label: str = "") -> None:
+    """y against ``reference.w8a8_matmul`` (the sums exact in int64, scaled in float64), each output within 2**-21 of
+    its own size: the rounding of float32(sum) * sa * sw, nothing more. On failure name the rule y follows (an
+    accumulator too narrow, the scales swapped or missing, words of K left out, the scales inside the sum) or where
+    its unwritten outputs lie."""
+    from course.diagnoses.quantized import W8A8_RTOL, w8a8_findings
+    from kernels import reference
+
+    a_q, sa, w_q, sw = case["a_q"], case["sa"], case["w_q"], case["sw"]
+    want = reference.w8a8_matmul(a_q, sa, w_q, sw)
+    got = np.asarray(y)
+    if got.dtype != np.float32 or got.shape != want.shape:
+        raise AssertionError(f"y must be float32 of shape {want.shape}, got {got.dtype} {got.shape}")
+    unwritten = is_poison(got)
+    values = got.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        wrong = unwritten | ~(np.abs(values - want) <= W8A8_RTOL * np.abs(want))
+    if not wrong.any():
+        return
+    m, n = (int(i) for i in np.argwhere(wrong)[0])
+    sums = a_q.astype(np.int64) @ w_q.astype(np.int64).T
+    written = "the poison, never written" if unwritten[m, n] else f"{float(values[m, n]):.9g}"
+    lines = [f"{label or _w8a8_label(case)} differs from the reference (seed {seed})",
+             f"  wrong outputs: {int(wrong.sum())} of {wrong.size}, in {int(wrong.any(axis=1).sum())} tokens and "
+             f"{int(wrong.any(axis=0).sum())} channels",
+             f"  first wrong: token {m}, channel {n}: got {written}, expected {float(want[m, n]):.9g} = sa[{m}] sw[{n}] "
+             f"x the exact sum {int(sums[m, n])} (sa[{m}] = {float(sa[m]):.9g}, sw[{n}] = {float(sw[n]):.9g})"]
+    found = w8a8_findings(values, a_q, sa, w_q, sw, unwritten=unwritten)
+    if found:
+        lines += ["likely cause:"] + [f"  - {message}" for _, message in found]
+    else:
+        lines.append("  y[m, n] = sa[m] sw[n] sum_k a_q[m, k] w_q[n, k]: the sum exact in int32 over all K codes, "
+                     "then scaled once; each output within 2**-21 of its own size")
+    if seed is not None:
+        lines.append(f"Repeat it with random_inputs(seed={seed}).")
+    raise AssertionError("\n".join(lines))
+
+
+def w8a8_gemm_exact_sums(kernel) -> None:
+    """Every scale 1, so y is the exact integer sum: codes over int8's whole range with the extreme rows (-128 and 127
+    everywhere, y[0, 0] = 2**14 K), M = 5 tokens, N = 7 channels, K = 96 (three steps of 32 codes)."""
+    rng, seed = random_inputs()
+    case = w8a8_gemm_case(rng, 5, 7, 96, kind="extreme")
+    check_w8a8_gemm(w8a8_gemm_run(kernel, case), case, seed=seed)
+    _passed("exact sums of 96 codes over int8's whole range, -128 and 127 included (M = 5, N = 7)")
+
+
+def w8a8_gemm_scaled_epilogue(kernel) -> None:
+    """A scale per token and per channel, no two alike: M = N = 6, K = 64; then M = 5, N = 7, K = 64 with sums whose
+    products cancel (the second half of each row undoes the first), where scales applied inside the sum leave their
+    rounding in y."""
+    rng, seed = random_inputs()
+    case = w8a8_gemm_case(rng, 6, 6, 64, kind="scaled")
+    check_w8a8_gemm(w8a8_gemm_run(kernel, case), case, seed=seed)
+    case = w8a8_gemm_case(rng, 5, 7, 64, kind="cancelling")
+    check_w8a8_gemm(w8a8_gemm_run(kernel, case), case, seed=seed)
+    _passed("y = sa[m] sw[n] x the exact sum, scaled once (6 x 6, then 5 x 7 with cancelling sums)")
+
+
+def w8a8_gemm_edges(kernel) -> None:
+    """Tiles past the end of y: M = 20 tokens, N = 3 channels, K = 32 (one step); then M = 2, N = 70 (a second
+    column of tiles, 6 channels in it). Every output written once, nothing past M or N."""
+    rng, seed = random_inputs()
+    for M, N in ((20, 3), (2, 70)):
+        case = w8a8_gemm_case(rng, M, N, 32, kind="small")
+        check_w8a8_gemm(w8a8_gemm_run(kernel, case), case, seed=seed)
+    _passed("M = 20, N = 3 and M = 2, N = 70 (two tiles along N): every output written, none past the end")

@@ -9,6 +9,21 @@ _CODE = "codes[row, b * QK + lane] = round_half_away(v * inverse)"
 _DOT = "dot += float32(byte & 0x0F) * low + float32(byte >> 4) * high"
 _D_M = ("d = half_from_bytes(w[row, b, 0], w[row, b, 1])\n"
         "            m = half_from_bytes(w[row, b, 2], w[row, b, 3])")
+_GEMM = dict(cell="gemm_kernel", kernel="quantized_gemm.w8a8_gemm_v1_dp4a_kernel")
+_ACC = "acc = cuda.local.array((THREAD_M, THREAD_N), int32)"
+_STORE = "y[row, col] = float32(acc[i, j]) * row_scale[i] * col_scale[j]"
+_SCALES = ("    # The epilogue: the exact int32 sum to float32, times the token's scale, times the channel's.\n"
+           "    row_scale = cuda.local.array(THREAD_M, float32)\n"
+           "    col_scale = cuda.local.array(THREAD_N, float32)\n"
+           "    for i in range(THREAD_M):\n"
+           "        if row0 + ty + i * THREADS_Y < m:\n"
+           "            row_scale[i] = sa[row0 + ty + i * THREADS_Y]\n"
+           "    for j in range(THREAD_N):\n"
+           "        if col0 + tx + j * THREADS_X < n:\n"
+           "            col_scale[j] = sw[col0 + tx + j * THREADS_X]\n")
+_K_LOOP = "    for k0 in range(0, a_q.shape[1], K_WORDS):\n"
+# the written-differently GEMM of the samples
+_ALT_ACC = "sums = cuda.local.array((THREAD_M, THREAD_N), int32)"
 
 TABLE = (
     # the Q8_0 quantizer
@@ -125,6 +140,56 @@ TABLE = (
             edits=(("if row < w.shape[0]:", "if True:"),),
             why="no guard for the warps past the last row",
             feedback=(("q4_1_gemv_matches_reference", ("a warp past the last row",)),)),
+    # the W8A8 GEMM
+    Mistake("w8a8_int16_accumulator", **_GEMM,
+            edits=((_ACC, "acc = cuda.local.array((THREAD_M, THREAD_N), np.int16)"),),
+            why="int16 accumulators: an int8 product fits one, a sum of K of them does not",
+            hidden_fails="w8a8_exact_sums", wrong_answer=True,
+            feedback=(("w8a8_gemm_exact_sums", ("past int16's range", "wrapped around as an int16",
+                                                "keep the accumulators in int32")),)),
+    Mistake("w8a8_int8_accumulator", **_GEMM,
+            edits=((_ACC, "acc = cuda.local.array((THREAD_M, THREAD_N), np.int8)"),),
+            why="int8 accumulators, the codes' own type",
+            feedback=(("w8a8_gemm_exact_sums", ("wrapped around as an int8", "keep the accumulators in int32")),)),
+    Mistake("w8a8_scales_swapped", **_GEMM,
+            edits=(("row_scale[i] = sa[row0 + ty + i * THREADS_Y]", "row_scale[i] = sw[row0 + ty + i * THREADS_Y]"),
+                   ("col_scale[j] = sw[col0 + tx + j * THREADS_X]", "col_scale[j] = sa[col0 + tx + j * THREADS_X]")),
+            why="the per-token scale sa indexed by the channel, the per-channel scale sw by the token",
+            hidden_fails="w8a8_scaled_epilogue",
+            feedback=(("w8a8_gemm_scaled_epilogue", ("the scales the other way round", "sa[m] sw[n]")),
+                      # where M != N the swapped indices run past sa or sw
+                      ("w8a8_gemm_edges", ("a scale past the end of sa or sw", "sa takes the row index")))),
+    Mistake("w8a8_scale_per_dp4a", **_GEMM,
+            edits=((_ACC, "acc = cuda.local.array((THREAD_M, THREAD_N), float32)"),
+                   (_SCALES, ""),
+                   (_K_LOOP, _SCALES.split("\n", 1)[1] + _K_LOOP),
+                   ("acc[i, j] = dp4a(a_frag[i], w_frag[j], acc[i, j])",
+                    "acc[i, j] += float32(dp4a(a_frag[i], w_frag[j], 0)) * row_scale[i] * col_scale[j]"),
+                   (_STORE, "y[row, col] = acc[i, j]")),
+            why="the scales applied to each dp4a's 4 products and the sum kept in float32, instead of once after "
+                "an exact int32 sum: float32 rounds every partial sum",
+            feedback=(("w8a8_gemm_scaled_epilogue", ("more float32 rounding than one scaling of an exact sum",
+                                                     "once per output")),)),
+    Mistake("w8a8_token_scale_forgotten", **_GEMM,
+            edits=((_STORE, "y[row, col] = float32(acc[i, j]) * col_scale[j]"),),
+            why="the per-token scale sa left out of the epilogue",
+            feedback=(("w8a8_gemm_scaled_epilogue", ("leaves out the token's scale sa[m]",)),)),
+    Mistake("w8a8_last_k_step_missing", **_GEMM,
+            edits=(("for k0 in range(0, a_q.shape[1], K_WORDS):",
+                    "for k0 in range(0, a_q.shape[1] - K_WORDS, K_WORDS):"),),
+            why="the k loop stops a step early: the last 32 codes never enter the sum",
+            feedback=(("w8a8_gemm_exact_sums", ("never entered the sum", "the last step included")),)),
+    Mistake("w8a8_channels_past_the_end_written", **_GEMM,
+            edits=(("if row < m and col < n:", "if row < m:"),),
+            why="the store guarded by the token only: a tile's channels past N are written",
+            hidden_fails="w8a8_edges",
+            feedback=(("w8a8_gemm_edges", ("wrote y past its last token or channel", "col < N")),)),
+    Mistake("w8a8_tokens_from_words", **_GEMM,
+            edits=(("m = a_q.shape[0]", "m = a_q.shape[1]"),), replace_all=True,
+            why="the number of tokens taken from a_q.shape[1], the words of a row (K / 4): tokens past K / 4 are "
+                "skipped, or rows past M read",
+            feedback=(("w8a8_gemm_edges", ("were never written", "the number of tokens is a_q.shape[0]")),
+                      ("w8a8_gemm_exact_sums", ("a row of a_q or w_q past the last token or channel",)))),
     # the written-differently kernels of the samples (the course's, edited, would still paste its device functions)
     Mistake("q8_0_ties_to_even_written_differently", cell="quantize_kernel", kernel=None,
             sample_base="correct_alternative",
@@ -151,4 +216,18 @@ TABLE = (
                     "                total += (scale * float32(nibble) + low) * x[base + i]\n"),),
             why="the written-differently GEMV loops over the 32 weights and loads a byte of codes for each nibble",
             samples=("wrong_reads_each_byte_twice",)),
+    Mistake("w8a8_int16_accumulator_written_differently", cell="gemm_kernel", kernel=None,
+            sample_base="correct_alternative",
+            edits=((_ALT_ACC, "sums = cuda.local.array((THREAD_M, THREAD_N), np.int16)"),),
+            why="the written-differently GEMM keeps its sums in int16",
+            samples=("wrong_int16_accumulator",)),
+    Mistake("w8a8_scale_per_product_written_differently", cell="gemm_kernel", kernel=None,
+            sample_base="correct_alternative",
+            edits=((_ALT_ACC, "sums = cuda.local.array((THREAD_M, THREAD_N), float32)"),
+                   ("sums[i, j] += code_a * code_w",
+                    "sums[i, j] += float32(code_a * code_w) * sa[first_m + i] * sw[first_n + j]"),
+                   ("y[first_m + i, first_n + j] = float32(sums[i, j]) * (sa[first_m + i] * sw[first_n + j])",
+                    "y[first_m + i, first_n + j] = sums[i, j]")),
+            why="the written-differently GEMM scales every product and sums in float32",
+            samples=("wrong_scale_per_product",)),
 )

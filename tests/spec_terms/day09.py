@@ -1,6 +1,7 @@
 """Day 9's bounds: the Q8_0 quantizer (the warps past the last block, the blocks whose 1 / d overflows, the ties of
-its rounding) and the Q4_1 GEMV (the warps past the last row, lanes with two blocks, fp16's subnormals and
-sign). No answer cell has a ``min(...)``: every row is written by hand."""
+its rounding), the Q4_1 GEMV (the warps past the last row, lanes with two blocks, fp16's subnormals and sign) and
+the W8A8 GEMM (the last step of K, the rows and columns of a tile past M and N, in its loads, its scales and its
+store). No answer cell has a ``min(...)``: every row is written by hand."""
 
 from . import Term
 
@@ -42,4 +43,35 @@ _GEMV = (
          why="a block of negative values (m < 0) and a row of raw bytes under random signs"),
 )
 
-TABLE = _QUANTIZE + _GEMV
+_GEMM = (
+    Term("gemm_kernel", "the steps of K", "the last step (k0 up to a_q.shape[1], in words)",
+         edits=(("for k0 in range(0, a_q.shape[1], K_WORDS):", "for k0 in range(0, a_q.shape[1] - K_WORDS, K_WORDS):"),),
+         hidden="w8a8_exact_sums", visible="w8a8_exact_sums",
+         why="K of 32 (one step: nothing summed), 160 and 256 (hidden), 96 (visible)"),
+    Term("gemm_kernel", "the guard of a tile's store", "col < N",
+         edits=(("if row < m and col < n:", "if row < m:"),),
+         hidden="w8a8_edges", visible="w8a8_edges",
+         why="N not a multiple of 64: 5, 1 and 66 channels (hidden), 3 and 70 (visible)"),
+    Term("gemm_kernel", "the guard of a tile's store", "row < M",
+         edits=(("if row < m and col < n:", "if col < n:"),),
+         hidden="w8a8_edges", visible="w8a8_edges",
+         why="M not a multiple of 64: 70, 1 and 17 tokens (hidden), 20 and 2 (visible)"),
+    Term("gemm_kernel", "the load of a step's rows of A", "row0 + r < M (zeros past it)",
+         edits=(("if row0 + r < m:", "if True:"),),
+         hidden="w8a8_edges", visible="w8a8_edges",
+         why="fewer than 64 tokens in a tile: every case; 70 tokens give a second, partial row of tiles"),
+    Term("gemm_kernel", "the load of a step's rows of W", "col0 + r < N (zeros past it)",
+         edits=(("if col0 + r < n:", "if True:"),),
+         hidden="w8a8_edges", visible="w8a8_edges",
+         why="fewer than 64 channels in a tile: every case; 66 and 70 channels give a second, partial column"),
+    Term("gemm_kernel", "the token scales a thread loads", "row < M",
+         edits=(("if row0 + ty + i * THREADS_Y < m:", "if True:"),),
+         hidden="w8a8_edges", visible="w8a8_edges",
+         why="a thread's rows ty + 16 i past M: M of 70, 1, 17 (hidden), 20 and 2 (visible)"),
+    Term("gemm_kernel", "the channel scales a thread loads", "col < N",
+         edits=(("if col0 + tx + j * THREADS_X < n:", "if True:"),),
+         hidden="w8a8_edges", visible="w8a8_edges",
+         why="a thread's columns tx + 16 j past N: N of 5, 1, 66 (hidden), 3 and 70 (visible)"),
+)
+
+TABLE = _QUANTIZE + _GEMV + _GEMM

@@ -1,17 +1,21 @@
 """Cheating: the GEMV cell leaves its kernel empty and replaces the course's launcher with host NumPy (the
 dequantized W times x, from kernels.reference), so the notebook's own test cell and Validate see right values.
 When graded only kernels run from an answer cell: the lines that rebind the launcher are skipped, the hidden
-tests launch the empty kernel, and y stays the poison. The quantizer is the written-differently one. 4/10."""
+tests launch the empty kernel, and y stays the poison. The quantizer and the GEMM are the written-differently
+ones. 6/10."""
 
 EXPECT = {
     "status": "graded",
     "points": {
-        "quantize_rounds_like_the_reference": 2,
+        "quantize_rounds_like_the_reference": 1,
         "quantize_edge_blocks": 1,
         "quantize_scales_per_block": 1,
         "gemv_matches_reference": 0,
         "gemv_position_coded": 0,
         "gemv_traffic": 0,
+        "w8a8_exact_sums": 1,
+        "w8a8_scaled_epilogue": 1,
+        "w8a8_edges": 1,
     },
 }
 
