@@ -35,7 +35,10 @@ from kernels.kv_cache import kv_cache_write
 from kernels.quantized_gemv import q4_1_gemv_warp_per_row, q8_0_gemv_warp_per_row
 from kernels.reference import rope_table
 
-__all__ = ["KernelModel"]
+__all__ = ["KernelModel", "KERNELS_PER_LAUNCH"]
+
+# Kernels one call of a launcher launches, where it is more than one (split-K attention and its merge).
+KERNELS_PER_LAUNCH = {"gqa_decode_split_k": 2}
 
 _MATRICES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 _GEMV = {"Q4_1": q4_1_gemv_warp_per_row, "Q8_0": q8_0_gemv_warp_per_row}
@@ -66,6 +69,7 @@ class KernelModel:
         self.k_cache = [cuda.to_device(np.zeros(shape, np.float32)) for _ in range(c.layers)]
         self.v_cache = [cuda.to_device(np.zeros(shape, np.float32)) for _ in range(c.layers)]
         self.blocks = BlockManager(num_blocks, block_size)
+        self.launches: list[str] = []        # the launcher calls of the last step, in order
 
     @staticmethod
     def _to_device(gguf_file, name):
@@ -96,11 +100,20 @@ class KernelModel:
 
     # ------------------------------------------------------------------ the forward pass
 
+    def _call(self, launcher, *args, **kwargs):
+        self.launches.append(launcher.__name__)
+        return launcher(*args, **kwargs)
+
     def _gemv(self, name, w, x, out):
         gemv = _GEMV[self._formats[name]]
         for t in range(x.shape[0]):
-            gemv(w, x[t], out=out[t])
+            self._call(gemv, w, x[t], out=out[t])
         return out
+
+    @property
+    def kernels_launched(self) -> int:
+        """Kernels the last step launched (``launches`` holds its launcher calls, in order)."""
+        return sum(KERNELS_PER_LAUNCH.get(name, 1) for name in self.launches)
 
     def step(self, items, logits_for=None) -> np.ndarray:
         """Run one step over ``items``, a list of (sequence, position, token): each token's keys and values go
@@ -123,12 +136,13 @@ class KernelModel:
         block_tables = np.zeros((t, width), np.int32)
         for row, table in enumerate(tables):
             block_tables[row, :len(table)] = table
+        self.launches = []
         d_tables, d_positions = cuda.to_device(block_tables), cuda.to_device(positions)
         d_rows = cuda.to_device(np.arange(t, dtype=np.int32))
         d_context = cuda.to_device(positions + 1)
         longest = int(positions.max()) + 1
 
-        x = layers.embedding_q8_0_rows(self.embedding, cuda.to_device(np.array([k for _, _, k in items], np.int32)))
+        x = self._call(layers.embedding_q8_0_rows, self.embedding, cuda.to_device(np.array([k for _, _, k in items], np.int32)))
         h = cuda.device_array((t, c.hidden), np.float32)
         q = cuda.device_array((t, c.heads * c.head_dim), np.float32)
         k = cuda.device_array((t, c.kv_heads * c.head_dim), np.float32)
@@ -140,31 +154,31 @@ class KernelModel:
         q3 = q.reshape(t, c.heads, c.head_dim)
         k3, v3 = k.reshape(t, c.kv_heads, c.head_dim), v.reshape(t, c.kv_heads, c.head_dim)
         for i, w in enumerate(self.weights):
-            layers.rmsnorm_block_per_row(x, w["attn_norm"], eps=c.eps, out=h)
+            self._call(layers.rmsnorm_block_per_row, x, w["attn_norm"], eps=c.eps, out=h)
             self._gemv("attn_q", w["attn_q"], h, q)
             self._gemv("attn_k", w["attn_k"], h, k)
             self._gemv("attn_v", w["attn_v"], h, v)
-            layers.rope_pairs_from_table(q3, d_positions, self.rope, out=q3)
-            layers.rope_pairs_from_table(k3, d_positions, self.rope, out=k3)
-            kv_cache_write(k3, v3, d_rows, d_positions, d_tables, self.k_cache[i], self.v_cache[i])
-            gqa_decode_split_k(q3, self.k_cache[i], self.v_cache[i], d_tables, d_context, out=o,
+            self._call(layers.rope_pairs_from_table, q3, d_positions, self.rope, out=q3)
+            self._call(layers.rope_pairs_from_table, k3, d_positions, self.rope, out=k3)
+            self._call(kv_cache_write, k3, v3, d_rows, d_positions, d_tables, self.k_cache[i], self.v_cache[i])
+            self._call(gqa_decode_split_k, q3, self.k_cache[i], self.v_cache[i], d_tables, d_context, out=o,
                                max_context=longest)
             self._gemv("attn_output", w["attn_output"], o.reshape(t, c.heads * c.head_dim), y)
-            layers.add_elementwise(x, y, out=x)
-            layers.rmsnorm_block_per_row(x, w["ffn_norm"], eps=c.eps, out=h)
+            self._call(layers.add_elementwise, x, y, out=x)
+            self._call(layers.rmsnorm_block_per_row, x, w["ffn_norm"], eps=c.eps, out=h)
             self._gemv("ffn_gate", w["ffn_gate"], h, gate)
             self._gemv("ffn_up", w["ffn_up"], h, up)
-            layers.swiglu_elementwise(gate, up, out=gate)
+            self._call(layers.swiglu_elementwise, gate, up, out=gate)
             self._gemv("ffn_down", w["ffn_down"], gate, y)
-            layers.add_elementwise(x, y, out=x)
+            self._call(layers.add_elementwise, x, y, out=x)
         wanted = [t - 1] if logits_for is None else list(logits_for)
         rows = cuda.device_array((len(wanted), c.hidden), np.float32)
         logits = cuda.device_array((len(wanted), c.vocab), np.float32)
         for n, index in enumerate(wanted):
             rows[n].copy_to_device(x[index])
-        layers.rmsnorm_block_per_row(rows, self.output_norm, eps=c.eps, out=rows)
+        self._call(layers.rmsnorm_block_per_row, rows, self.output_norm, eps=c.eps, out=rows)
         for n in range(len(wanted)):
-            q8_0_gemv_warp_per_row(self.embedding, rows[n], out=logits[n])
+            self._call(q8_0_gemv_warp_per_row, self.embedding, rows[n], out=logits[n])
         return logits.copy_to_host()
 
     def prefill(self, tokens) -> tuple[int, np.ndarray]:

@@ -1,0 +1,106 @@
+"""Day 10's lesson (lessons/day10_lesson_a_model_talks.ipynb) runs top to bottom on the simulator, and every number
+its prose states is the one its run printed.
+
+The lesson runs once (``test_lesson_figures.run_lesson``): as committed, with the recordings ``course/data`` ships,
+then the cell that reads a recording again without them (it must say what is missing).
+"""
+
+import pathlib
+import re
+
+import pytest
+
+from test_lesson_figures import run_lesson
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+LESSON = ROOT / "lessons" / "day10_lesson_a_model_talks.ipynb"
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def _table(shown: str, header: str) -> dict:
+    lines = shown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {header}"))
+    rows = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        rows[cells[0]] = cells[1:]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return run_lesson(LESSON, fake_dir=tmp_path_factory.mktemp("fake"))
+
+
+def test_the_model_s_numbers_are_the_file_s(run):
+    from inference import files, gguf
+    from inference.config import ModelConfig
+
+    shown = run.shipped_text
+    f = gguf.read(files.model_path())
+    c = ModelConfig.from_metadata(f.metadata)
+    rows = _table(shown, "what | value")
+    assert rows["blocks"] == ["30"] and rows["query heads / KV heads (group)"] == ["9 / 3 (3)"]
+    step = _number(rows["bytes one decode step reads (every tensor once)"][0])
+    assert step == sum(i.nbytes for i in f.tensors.values()) and round(step / 1e6) == 97      # the prose's 97 MB
+    kv = _number(rows["key and value bytes one token adds (float32 cache)"][0])
+    assert kv == 2 * c.layers * c.kv_heads * c.head_dim * 4 == 46_080
+    assert re.search(r"holds [\d,]+ MB of keys and values in float32, ([\d.]+) times", shown)
+    assert float(re.search(r"in float32, ([\d.]+) times the weights", shown).group(1)) > 1     # "outweighs"
+    text = " ".join(c.source for c in run.shipped.cells if c.cell_type == "markdown")
+    assert f"${2} \\cdot 30 \\cdot 3 \\cdot 64 \\cdot 4 = 46{{,}}080$" in text and "138{,}240" in text
+
+
+def test_the_model_answers_and_rotating_halves_stops_it(run):
+    shown = run.shipped_text
+    assert re.search(r"'What is the capital of France\?' -> '.*Paris.*'", shown)
+    found = re.search(r"next token, adjacent pairs: '(.*)'; halves: '(.*)'; the logits differ", shown)
+    assert found.group(1) != found.group(2) and found.group(2) == "<|im_end|>"        # the model stops at once
+    assert "decoded back: the same" in shown
+
+
+def test_the_kernels_agree_with_numpy_and_the_launch_counts_hold(run):
+    shown = run.shipped_text
+    kernels, numpy_tokens = re.search(r"greedy tokens: kernels (\[.*?\]), NumPy (\[.*?\])", shown).groups()
+    assert kernels == numpy_tokens
+    worst, largest = (float(v) for v in re.search(r"differ by at most ([\d.e+-]+) \(their largest: ([\d.]+)\)",
+                                                   shown).groups())
+    assert worst < 1e-5 * largest * 10
+    per_step, per_block = (int(v) for v in re.search(r"(\d+) per decode step \((\d+) per block, 3 outside them\)",
+                                                     shown).groups())
+    assert per_step == 3 + 2 * per_block
+    assert re.search(r"positions to compute: \[4\] \(the first block is request 1's", shown)
+    both = re.search(r"one step for both requests, (\d+) kernels; against NumPy run alone on each: (.*)", shown)
+    assert int(both.group(1)) > per_step                      # "launched more kernels than a decode step for one"
+    assert all(float(v) < 1e-4 for v in both.group(2).split(", "))
+    launches = int(re.search(r"its (\d+) launches at", shown).group(1))
+    assert launches == 3 + 30 * per_block
+
+
+def test_the_bounds_are_the_recordings_and_the_prose_says_what_they_show(run):
+    from course.records import load_recording
+
+    shown = run.shipped_text
+    pitfalls, other = load_recording("day01_timing_pitfalls"), load_recording("day08_decode_timing_other_gpu")
+    launch_ms = min(row["ms"] for row in pitfalls.where(launch_overhead="only"))
+    rows = _table(shown, "what bounds a decode step")
+    (bytes_row,) = [v for k, v in rows.items() if k.startswith("its 96.6 MB")]
+    (launch_row,) = [v for k, v in rows.items() if "launches at" in k]
+    assert _number(launch_row[0]) == pytest.approx(round(513 * launch_ms, 1), abs=0.051)
+    assert _number(bytes_row[0]) == pytest.approx(96_576_768 / (other.ceilings["copy_gbps"] * 1e9) * 1e3, abs=5e-4)
+    ratio = int(re.search(r"the launches cost (\d+) times the bytes", shown).group(1))
+    assert 500 < ratio < 2000                                  # "about a thousand times larger"
+    assert 10 < _number(bytes_row[0]) * 1e3 < 100              # "tens of microseconds"
+    assert run.rerun == ['pitfalls = live_else_recorded("day01_timing_pitfalls")'], run.rerun
+    assert "the recordings day01_timing_pitfalls and day08_decode_timing_other_gpu are needed here" in run.fake_text
+
+
+def test_the_conversation_remembers(run):
+    shown = run.shipped_text
+    assert re.search(r"> What is the capital of France\?\s+[^>]*Paris", shown)
+    assert re.search(r"> And of Italy\?\s+[^>]*Rome", shown)
