@@ -527,6 +527,10 @@ def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
                 print(f"   {row['rung']:<26} {row['fmt']:<8} N={row['N']:>5} K={row['K']} kernel "
                       f"{row['kernel_ms'] * 1e3:8.1f} us ({row['kernel_gbps']:6.0f} GB/s), L2 warm "
                       f"{row['warm_kernel_ms'] * 1e3:8.1f} us  {row['kernel_speedup_over_fp16']:.2f}x fp16", flush=True)
+        elif rec.name == "day09_gemm_timing":
+            for row in rec.rows:
+                print(f"   {row['rung']:<26} M=N=K={row['M']:>5} kernel {row['kernel_ms']:8.3f} ms "
+                      f"({row['tops']:6.1f} TOP/s)  {row['kernel_speedup_over_int_mm']:.3f}x torch._int_mm", flush=True)
         elif rec.name == "day09_batched_timing":
             for row in rec.rows:
                 print(f"   {row['rung']:<26} N={row['N']:>5} K={row['K']} T={row['T']:>2} kernel "
@@ -534,6 +538,7 @@ def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
                       f"{row['kernel_speedup_over_fp16']:.2f}x fp16", flush=True)
         elif rec.name == "day09_full_size_checks":
             for row in rec.rows:
-                print(f"   {row['rung']:<26} N={row['N']:>5} rel_err {row['rel_err']:.1e}  quantization "
-                      f"{row['quantization_rel_err']:.1e}", flush=True)
+                what = (f"quantization {row['quantization_rel_err']:.1e}" if "quantization_rel_err" in row
+                        else "against the exact integer sums")
+                print(f"   {row['rung']:<26} N={row['N']:>5} rel_err {row['rel_err']:.1e}  {what}", flush=True)
     return paths
