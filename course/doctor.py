@@ -70,9 +70,9 @@ def diagnose(numba_imported_early: bool = False) -> tuple[list[tuple[str, str]],
     from inference import files
 
     try:
-        facts.append(("model (days 9, 10)", str(files.model_path())))
+        facts.append(("model", f"{files.model_path()} (days 9 and 10)"))
     except FileNotFoundError as missing:
-        facts.append(("model (days 9, 10)", "NOT INSTALLED"))
+        facts.append(("model", "NOT INSTALLED (days 9 and 10 need it)"))
         problems.append(f"{missing}.")
     if target == "gpu" and _numpy_too_new(versions["numpy"]):
         problems.append(f"numpy {versions['numpy']} breaks numba-cuda 0.30 kernels on a real GPU "

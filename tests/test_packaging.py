@@ -55,3 +55,17 @@ def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     assert "make test" in readme
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_kernels_is_the_course_s_package_from_any_folder(tmp_path):
+    """No installed package shadows the course's ``kernels`` (transformers requires one of that name, which
+    ``make install-test`` removes): a lesson's kernel runs in lessons/, where the checkout is not on sys.path."""
+    import subprocess
+    import sys
+
+    for where in (ROOT / "lessons", tmp_path):
+        found = subprocess.run([sys.executable, "-c", "import kernels, inference; print(kernels.__file__); "
+                                "print(inference.__file__)"], cwd=where, capture_output=True, text=True)
+        assert found.returncode == 0, found.stderr
+        assert [pathlib.Path(line).parent for line in found.stdout.split()] == [ROOT / "kernels", ROOT / "inference"], \
+            found.stdout
