@@ -187,9 +187,11 @@ class KernelModel:
         tokens = list(tokens)
         if not tokens:
             raise ValueError("tokens must hold at least one token")
-        seq, positions = self.add_sequence(tokens)
-        if not positions:                                # every block shared: recompute the last token
-            positions = [len(tokens) - 1]
+        # All but the last token through the block manager's prefix sharing, then the last one appended: its
+        # logits are the answer, so it is always computed, and never into a block another sequence shares (a
+        # shared block is full; a partly filled one is this sequence's own).
+        seq, positions = self.add_sequence(tokens[:-1])
+        positions.append(self.append(seq, tokens[-1]))
         return seq, self.step([(seq, p, tokens[p]) for p in positions])[0]
 
     def decode(self, seq: int, token: int) -> np.ndarray:

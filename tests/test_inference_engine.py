@@ -58,6 +58,16 @@ def test_two_sequences_in_one_step_and_a_shared_prefix(models):
     _close(both[1], ref.forward(other + [8])[-1])
 
 
+def test_a_prompt_whose_blocks_are_all_shared_computes_only_its_last_token(models):
+    ref, f = models
+    engine = KernelModel(f, num_blocks=8, block_size=4, context=32)
+    engine.prefill(PROMPT[:4] + [41, 42, 43, 44, 45])
+    seq, logits = engine.prefill(PROMPT[:4] + [41, 42, 43, 44, 45])      # 9 tokens: two full blocks shared
+    assert engine.launches.count("embedding_q8_0_rows") == 1 and engine.kernels_launched < 40
+    _close(logits, ref.forward(PROMPT[:4] + [41, 42, 43, 44, 45])[-1])
+    assert engine.blocks.refcount(engine.blocks.block_table(seq)[0]) == 2
+
+
 def test_steps_refuse_positions_the_block_manager_has_not_registered(models):
     _, f = models
     engine = KernelModel(f, num_blocks=4, block_size=4, context=32)
