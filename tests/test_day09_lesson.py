@@ -176,7 +176,9 @@ def test_lesson_runs_and_its_prose_holds(tmp_path):
     for line in ALWAYS:
         assert line in shipped, f"the lesson no longer prints {line!r}"
     assert run.rerun == [f'roofs = live_else_recorded("{ROOFS}")',
-                         'hierarchy = live_else_recorded("day01_memory_hierarchy")'], run.rerun
+                         'hierarchy = live_else_recorded("day01_memory_hierarchy")',
+                         'gemm_timing = live_else_recorded("day09_gemm_timing")'], run.rerun
+    assert "the recording day09_gemm_timing is missing" in run.fake_text
     assert "the day 1 recording day01_memory_hierarchy is missing" in run.fake_text
     model_claims(shipped)
     byte_claims(shipped)
@@ -446,6 +448,15 @@ def beyond_claims(shown: str) -> None:
     assert len(re.findall(r"bytes counted, the model agrees", shown)) >= 4 and "DISAGREES" not in shown
     sums = [int(v.replace(",", "")) for v in re.findall(r"\(the sum ([\d,]+) times its scales\)", shown)]
     assert len(sums) == 2 and min(sums) > 32_767
+    recorded = load_recording("day09_gemm_timing")
+    rows = _table(shown, "rung | M = N = K | kernel ms")
+    assert len(rows) == len(recorded.rows)
+    for row, r in zip(rows, recorded.rows):
+        assert row[0].strip("`") == r["rung"] and row[3] == f"{r['tops']:,.1f}"
+    ratios = [float(v) for v in re.findall(r"([\d.]+) at [\d,]+", re.search(r"tensor cores over dp4a: .*", shown).group(0))]
+    assert ratios and all(1.2 < v < 2.0 for v in ratios)                   # "about one and a half times as fast"
+    assert all(float(row[4]) < 0.2 for row in rows if not row[0].startswith("`torch"))      # "far from cuBLAS"
+    assert len(re.findall(r"w8a8_gemm_v\d_\w+ at M = N = K = 4,096 on NVIDIA H200: rel_err", shown)) == 2
 
 
 def ladder_claims(shown: str) -> None:
