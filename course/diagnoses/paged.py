@@ -300,7 +300,9 @@ def cache_write_findings(got_k, got_v, want_k, want_v, before_k, before_v, ctx: 
         if not np.array_equal(got_k[block, :, slot], k_new[t]):
             misplaced.append((t, s, pos, page, block, slot, _where(got_k, k_new[t, 0], 0)))
     if misplaced:
-        t, s, pos, page, block, slot, landed = misplaced[0]
+        # Lead with a misplaced token whose key is somewhere: two tokens written to one wrong slot leave only the
+        # later one's key there (sequences whose table is ignored collide at the same page and offset).
+        t, s, pos, page, block, slot, landed = next((m for m in misplaced if m[-1]), misplaced[0])
         where = (", ".join(f"block {b} slot {o}" for b, o in landed[:3]) if landed else "nowhere in k_cache")
         place = ("the last slot" if slot == block_size - 1 else "the first slot" if slot == 0 else f"slot {slot}")
         head = (f"token {t} (sequence {s}, position {pos}: {place} of page {page}) belongs in slot {slot} of block "
@@ -313,7 +315,7 @@ def cache_write_findings(got_k, got_v, want_k, want_v, before_k, before_v, ctx: 
                 f"wrong slot at a block boundary: {head}. Only tokens in the first or last slot of a page are "
                 f"misplaced ({len(misplaced)} of {len(seqs)}): is the page position // block_size and the offset "
                 "position % block_size?")))
-        elif landed and all(b == page for b, _ in landed) and block != page:
+        elif landed and all(all(b == m[3] for b, _ in m[-1]) for m in misplaced) and block != page:
             found.append(("slot_table_ignored", (
                 f"the block table was not used: {head}. Block {page} is the page number itself; the page of a "
                 f"position is position // block_size, and block_tables[seq, page] names the physical block")))
