@@ -21,10 +21,6 @@ test_kernels_pattern.py checks each rung once on float32 against the reference a
 """
 
 import functools
-import json
-import pathlib
-import subprocess
-import sys
 import textwrap
 import types
 from fractions import Fraction
@@ -32,6 +28,8 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 import pytest
+
+from ptx_in_background import compiling
 from numba import cuda
 
 from course.checking import CheckFailure, check, poison, random_inputs
@@ -46,7 +44,6 @@ from kernels.paged_attention import PARTITION_SIZE
 from kernels.low_precision_attention import (FP8_THREADS, TOKENS_IN_FLIGHT, decode_tiling, fp8_dequantize, fp8_quantize,
                                              gqa_decode_mixed_precision, gqa_prefill_mixed_precision)
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 DIMS = ("batch", "head", "row", "col")
 DECODE_DIMS = ("seq", "head", "channel")
 BF16 = ml_dtypes.bfloat16
@@ -124,22 +121,7 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
 def compiled():
     """Compile the day's kernels at fp16, bf16 and fp8 for sm_90 in a fresh process without
     the simulator; the records are read when a test asks for them."""
-    process = subprocess.Popen([sys.executable, "-c", COMPILE_PROGRAM], cwd=ROOT, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               env={**__import__("os").environ, "NUMBA_ENABLE_CUDASIM": "0", "COURSE_DEVICE": "gpu"})
-    records = []
-
-    def wait():
-        if not records:
-            stdout, stderr = process.communicate(timeout=600)
-            assert process.returncode == 0, stderr[-3000:]
-            records.extend(json.loads(line) for line in stdout.splitlines())
-        return records
-
-    yield wait
-    if process.poll() is None:
-        process.kill()
-        process.communicate()
+    yield from compiling(COMPILE_PROGRAM)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -8,15 +8,12 @@ quantizer bit for bit against ``reference.quantize_int8``, halves included; bad 
 reads their PTX. Sizes stay small: the file runs in a few seconds of simulator time.
 """
 
-import json
-import os
-import pathlib
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
+
+from ptx_in_background import compiling
 from numba import cuda
 
 import course
@@ -27,7 +24,6 @@ from kernels import quantized_gemm as qg
 from kernels import reference
 from kernels.intrinsics import mma_m16n8k32_s8
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 RUNGS = list(qg.RUNGS)
 # (M, N, K): one token of one channel; two block rows, the second with 3 rows; two block columns, the second
 # with 6 columns, two k steps.
@@ -73,24 +69,7 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
 @pytest.fixture(scope="module")
 def compiled():
     """Compile the day's GEMM kernels for sm_80 and sm_90 in a fresh process without the simulator."""
-    process = subprocess.Popen([sys.executable, "-c", COMPILE_PROGRAM], cwd=ROOT, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               env={**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "COURSE_DEVICE": "gpu",
-                                    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
-                                                                               os.environ.get("PYTHONPATH")]))})
-    records = []
-
-    def wait():
-        if not records:
-            stdout, stderr = process.communicate(timeout=600)
-            assert process.returncode == 0, stderr[-3000:]
-            records.extend(json.loads(line) for line in stdout.splitlines())
-        return records
-
-    yield wait
-    if process.poll() is None:
-        process.kill()
-        process.communicate()
+    yield from compiling(COMPILE_PROGRAM)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -11,15 +11,12 @@ sm_80 and sm_90 and reads their PTX (dp4a, the fp16 conversions, word loads, the
 Sizes stay small: the whole file runs in well under a minute of simulator time.
 """
 
-import json
-import os
-import pathlib
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
+
+from ptx_in_background import compiling
 from numba import cuda
 
 from course.checking import check, poison, random_inputs
@@ -31,7 +28,6 @@ from kernels import quantized_gemv_repacked as qgr
 from kernels import reference
 from kernels.launching import WARP, cdiv
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 FORMATS = {"q8_0": (reference.quantize_q8_0, reference.dequantize_q8_0),
            "q4_0": (reference.quantize_q4_0, reference.dequantize_q4_0),
            "q4_1": (reference.quantize_q4_1, reference.dequantize_q4_1)}
@@ -132,24 +128,7 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
 @pytest.fixture(scope="module")
 def compiled():
     """Compile the day's kernels for sm_80 and sm_90 in a fresh process without the simulator."""
-    process = subprocess.Popen([sys.executable, "-c", COMPILE_PROGRAM], cwd=ROOT, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               env={**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "COURSE_DEVICE": "gpu",
-                                    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
-                                                                               os.environ.get("PYTHONPATH")]))})
-    records = []
-
-    def wait():
-        if not records:
-            stdout, stderr = process.communicate(timeout=600)
-            assert process.returncode == 0, stderr[-3000:]
-            records.extend(json.loads(line) for line in stdout.splitlines())
-        return records
-
-    yield wait
-    if process.poll() is None:
-        process.kill()
-        process.communicate()
+    yield from compiling(COMPILE_PROGRAM)
 
 
 @pytest.fixture(scope="module", autouse=True)
