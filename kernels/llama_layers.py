@@ -4,6 +4,8 @@ Shapes: T tokens of a step (a prompt's positions at prefill, one per sequence at
 
 - ``embedding_q8_0_rows``: the rows ``ids`` of a Q8_0 embedding table, dequantized: out[t] = d q of row ids[t].
 - ``rmsnorm_block_per_row``: out = x / sqrt(mean(x^2) + eps) * weight, a block per row, a shuffle sum of squares.
+- ``rmsnorm_q8_1_block_per_row``: the same norm, its output quantized to q8_1 blocks in the same kernel (codes, a
+  scale and a sum per 32 values): the input of day 9's integer GEMV, never written in float32.
 - ``rope_pairs_from_table``: (x[2i], x[2i + 1]) of every head turned by the angle of its position, from a table.
 - ``swiglu_elementwise``: out = silu(gate) * up, elementwise.
 - ``add_elementwise``: out = x + y, elementwise (the residual stream).
@@ -17,6 +19,9 @@ bytes), and none holds more than a row in registers.
 - rmsnorm: block t, ``NORM_THREADS`` threads; each sums the squares of its columns j, j + 128, ..., the warps add
   their lanes with shuffles and the block its warps through shared memory, then every thread scales its columns.
   Float32 throughout, as the NumPy model's forward pass.
+- rmsnorm_q8_1: the same sum of squares; then warp w quantizes blocks w, w + 4, ... of the row, lane j holding
+  value j of its block (``reference.quantize_q8_1``'s rule: d = amax / 127, code = round(y / d) halves away from
+  zero, s the block's sum of y). It reads x once and writes 1 + 8 / 32 bytes a value instead of 4.
 - rope: one thread per pair (t, head, i); cos and sin come from ``rope_table`` (``kernels.reference.rope_table``:
   the angles computed once, in float64, on the host), so the kernel does 4 multiplies and 2 adds per pair and the
   rotation equals the float32 NumPy model's bit for bit. GGUF's pairs are adjacent: llama.cpp's converter
@@ -36,13 +41,14 @@ from numba import cuda, float32, int32
 
 from kernels.launching import (FULL_MASK, WARP, cdiv, output_array, require_array, require_float32, require_int32,
                                require_same_kind)
-from kernels.quantized_gemv import BLOCK_BYTES, QK, half_from_bytes
+from kernels.quantized_gemv import BLOCK_BYTES, NO_INVERSE, QK, half_from_bytes, round_half_away, warp_max, warp_sum
 from kernels.reference.llama import rope_table
 from kernels.registry import Rung, ladder
 
 __all__ = ["NORM_THREADS", "NORM_WARPS", "ELEMENT_THREADS", "RUNGS", "rope_table", "embedding_q8_0_rows_kernel",
            "embedding_q8_0_rows",
-           "rmsnorm_block_per_row_kernel", "rmsnorm_block_per_row", "rope_pairs_from_table_kernel",
+           "rmsnorm_block_per_row_kernel", "rmsnorm_block_per_row", "rmsnorm_q8_1_block_per_row_kernel",
+           "rmsnorm_q8_1_block_per_row", "rope_pairs_from_table_kernel",
            "rope_pairs_from_table", "swiglu_elementwise_kernel", "swiglu_elementwise", "add_elementwise_kernel",
            "add_elementwise"]
 
@@ -131,6 +137,59 @@ def rmsnorm_block_per_row(x, weight, *, eps, out=None, kernel=rmsnorm_block_per_
     return out
 
 
+@cuda.jit
+def rmsnorm_q8_1_block_per_row_kernel(x, weight, eps, x_q, x_scale, x_sum):
+    """Block t: y = x[t] / sqrt(mean(x[t]^2) + eps) * weight quantized to q8_1, NORM_THREADS threads. Warp w
+    takes the blocks w, w + NORM_WARPS, ... of the row: x_scale[t, b] = amax / 127, x_q[t, 32 b + j] =
+    round(y_j / d) (0 in a block whose 1 / d overflows), x_sum[t, b] = the block's sum of y."""
+    t = cuda.blockIdx.x
+    tid = cuda.threadIdx.x
+    lane = tid % WARP
+    partial = cuda.shared.array(NORM_WARPS, float32)
+    k = x.shape[1]
+    total = float32(0.0)
+    for j in range(tid, k, NORM_THREADS):
+        total += x[t, j] * x[t, j]
+    total = warp_sum(total)
+    if lane == 0:
+        partial[tid // WARP] = total
+    cuda.syncthreads()
+    total = float32(0.0)
+    for w in range(NORM_WARPS):
+        total += partial[w]
+    inverse = float32(1.0) / math.sqrt(total / float32(k) + eps)
+    for b in range(tid // WARP, k // QK, NORM_WARPS):          # the same for the whole warp
+        j = b * QK + lane
+        y = x[t, j] * inverse * weight[j]
+        d = warp_max(abs(y)) / float32(127.0)
+        s = warp_sum(y)
+        scale = float32(1.0) / d if d > float32(NO_INVERSE) else float32(0.0)
+        x_q[t, j] = round_half_away(y * scale)
+        if lane == 0:
+            x_scale[t, b] = d
+            x_sum[t, b] = s
+
+
+def rmsnorm_q8_1_block_per_row(x, weight, *, eps, out=None, out_scales=None, out_sums=None,
+                               kernel=rmsnorm_q8_1_block_per_row_kernel):
+    """RMSNorm of each row of x (T, K), K a multiple of 32, quantized to q8_1: returns (x_q (T, K) int8, x_scale
+    (T, K / 32) float32, x_sum (T, K / 32) float32), what ``reference.quantize_q8_1`` gives for
+    ``reference.rmsnorm(x, weight, eps)`` up to float32 rounding. weight (K,) float32; eps > 0."""
+    t, k = require_float32("x", x, (None, None), dims=("T", "K"))
+    if k % QK:
+        raise ValueError(f"x must have a multiple of {QK} columns (q8_1 blocks of {QK}), got shape {tuple(x.shape)}")
+    require_float32("weight", weight, (k,), dims=("K",))
+    require_same_kind(x=x, weight=weight)
+    if not (isinstance(eps, (int, float, np.floating)) and eps > 0):
+        raise ValueError(f"eps must be a positive number, got {eps!r}")
+    x_q = output_array("out", out, (t, k), like=x, dtype=np.int8)
+    x_scale = output_array("out_scales", out_scales, (t, k // QK), like=x)
+    x_sum = output_array("out_sums", out_sums, (t, k // QK), like=x)
+    if t and k:
+        kernel[t, NORM_THREADS](x, weight, np.float32(eps), x_q, x_scale, x_sum)
+    return x_q, x_scale, x_sum
+
+
 # ----------------------------------------------------------------------------------------------
 # RoPE on adjacent pairs, from a table of cosines and sines
 # ----------------------------------------------------------------------------------------------
@@ -216,6 +275,8 @@ RUNGS = ladder(
     Rung("embedding_q8_0_rows", embedding_q8_0_rows, "the rows of a Q8_0 table, dequantized: a block per token"),
     Rung("rmsnorm_block_per_row", rmsnorm_block_per_row,
          "a block per row: a warp-shuffle sum of squares, then every column scaled"),
+    Rung("rmsnorm_q8_1_block_per_row", rmsnorm_q8_1_block_per_row,
+         "the same norm quantized to q8_1 blocks in the same kernel: a warp per block, max and sum by shuffles"),
     Rung("rope_pairs_from_table", rope_pairs_from_table,
          "adjacent pairs turned by the angle of their position, from a table"),
     Rung("swiglu_elementwise", swiglu_elementwise, "silu(gate) * up, a thread per element"),

@@ -240,6 +240,26 @@ DAYS = (
         constants={"quantize_constants": "quantized_gemv", "gemv_constants": "quantized_gemv",
                    "gemm_constants": "quantized_gemm"},
     ),
+    Day(
+        assignment="day10_a_model_talks",
+        points=6,
+        solution_code={"norm_kernel": ("quantized_gemv.warp_sum", "quantized_gemv.warp_max",
+                                       "quantized_gemv.round_half_away",
+                                       "llama_layers.rmsnorm_q8_1_block_per_row_kernel"),
+                       "rope_kernel": "llama_layers.rope_pairs_from_table_kernel",
+                       "swiglu_kernel": "llama_layers.swiglu_elementwise_kernel"},
+        launchers=(
+            Launcher("norm_launcher", "rmsnorm_q8_1", "llama_layers", "rmsnorm_q8_1_block_per_row",
+                     {"kernel": "rmsnorm_q8_1_block_per_row_kernel"}),
+            Launcher("rope_launcher", "rope_pairs", "llama_layers", "rope_pairs_from_table",
+                     {"kernel": "rope_pairs_from_table_kernel"}),
+            Launcher("swiglu_launcher", "swiglu", "llama_layers", "swiglu_elementwise",
+                     {"kernel": "swiglu_elementwise_kernel"}),
+        ),
+        wrong=wrong_answer("day10_a_model_talks"),
+        wrong_fails=None,
+        constants={"norm_constants": "llama_layers"},
+    ),
 )
 
 BY_NAME = {day.assignment: day for day in DAYS}

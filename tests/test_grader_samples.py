@@ -83,7 +83,7 @@ def test_correct_samples_are_the_kernels_of_the_course(case):
     sources = {}
     for name in ("elementwise", "reduction", "attention", "softmax", "gemm", "flash_attention", "kv_cache",
                  "paged_attention", "gqa_attention", "low_precision_attention", "low_precision_attention.fp8",
-                 "quantized_gemv", "quantized_gemm"):
+                 "quantized_gemv", "quantized_gemm", "llama_layers"):
         module = importlib.import_module(f"kernels.{name}")
         sources.update({kernel_cell(obj): name for obj in vars(module).values() if hasattr(obj, "py_func")})
 

@@ -25,9 +25,10 @@ load that reached past the matrix). Their runners
 (``*_run``) and budgets (``*_traffic_problems``, and days 2 and 3's ``check_*_traffic``) are what the
 hidden tests call too, on more cases. Mixed precision (day 8) is judged by the precision rule of
 ``docs/design-notes.md`` §5; day 9's quantizer bit for bit, its GEMV against the dequantized weights, its
-W8A8 GEMM within the rounding of one scaling of an exact integer sum.
+W8A8 GEMM within the rounding of one scaling of an exact integer sum; day 10's fused norm by what any q8_1 quantizer
+of the float64 norm gives (its codes may move at a tie), its RoPE and SwiGLU against the float64 references.
 
-One module per day, ``day01`` ... ``day09`` (day 6's allocator in ``day06_allocator``), over ``_common``;
+One module per day, ``day01`` ... ``day10`` (day 6's allocator in ``day06_allocator``), over ``_common``;
 this package holds every name of theirs. Hidden tests load a private copy of it,
 ``grader.hidden.pristine("course.exercise_checks")``, which executes this file again: so the day modules
 are imported here, and import each other, relatively, and the copy gets private copies of them too,
@@ -89,6 +90,11 @@ from .day09 import (
     q8_0_quantize_edge_blocks, q8_0_quantize_matches_reference, q8_0_quantize_run, q8_0_quantize_scales_per_block,
     check_w8a8_gemm, w8a8_gemm_case, w8a8_gemm_edges, w8a8_gemm_exact_sums, w8a8_gemm_run, w8a8_gemm_scaled_epilogue,
 )
+from .day10 import (
+    RMSNORM_EPS, check_rmsnorm_q8_1, check_rope, check_swiglu, rmsnorm_q8_1_case, rmsnorm_q8_1_edge_rows,
+    rmsnorm_q8_1_matches_reference, rmsnorm_q8_1_run, rmsnorm_q8_1_scales_and_sums, rope_case, rope_matches_reference,
+    rope_pairs_and_positions, rope_run, swiglu_case, swiglu_matches_reference, swiglu_run,
+)
 
 __all__ = [
     "axpb_matches_reference", "axpb_traffic_fits",
@@ -130,4 +136,8 @@ __all__ = [
     "q4_1_gemv_case", "q4_1_gemv_run", "check_q4_1_gemv", "q4_1_gemv_traffic_problems",
     "w8a8_gemm_exact_sums", "w8a8_gemm_scaled_epilogue", "w8a8_gemm_edges", "w8a8_gemm_case", "w8a8_gemm_run",
     "check_w8a8_gemm",
+    "rmsnorm_q8_1_matches_reference", "rmsnorm_q8_1_edge_rows", "rmsnorm_q8_1_scales_and_sums",
+    "RMSNORM_EPS", "rmsnorm_q8_1_case", "rmsnorm_q8_1_run", "check_rmsnorm_q8_1",
+    "rope_matches_reference", "rope_pairs_and_positions", "rope_case", "rope_run", "check_rope",
+    "swiglu_matches_reference", "swiglu_case", "swiglu_run", "check_swiglu",
 ]

@@ -1,0 +1,99 @@
+"""Day 10's classic mistakes (see ``tests/mistakes/__init__.py`` for the fields)."""
+
+from . import Mistake
+
+ASSIGNMENT = "day10_a_model_talks"
+_NORM = dict(cell="norm_kernel", kernel="llama_layers.rmsnorm_q8_1_block_per_row_kernel")
+_ROPE = dict(cell="rope_kernel", kernel="llama_layers.rope_pairs_from_table_kernel")
+_SWIGLU = dict(cell="swiglu_kernel", kernel="llama_layers.swiglu_elementwise_kernel")
+_ANGLE = "cos, sin = table[positions[t], i, 0], table[positions[t], i, 1]"
+
+TABLE = (
+    # RMSNorm fused with q8_1
+    Mistake("norm_mean_not_square", **_NORM,
+            edits=(("total += x[t, j] * x[t, j]", "total += x[t, j]"),),
+            why="the mean of the values instead of the mean of their squares",
+            hidden_fails="norm_matches_reference",
+            feedback=(("rmsnorm_q8_1_matches_reference", ("sqrt(mean(x) + eps)", "SQUARES")),)),
+    Mistake("norm_no_eps", **_NORM,
+            edits=(("math.sqrt(total / float32(k) + eps)", "math.sqrt(total / float32(k))"),),
+            why="eps left out of the root: a row of zeros gives 0 / 0",
+            hidden_fails="norm_edge_rows", wrong_answer=True,
+            feedback=(("rmsnorm_q8_1_edge_rows", ("left out of the root", "row of zeros")),)),
+    Mistake("norm_no_weight", **_NORM,
+            edits=(("y = x[t, j] * inverse * weight[j]", "y = x[t, j] * inverse"),),
+            why="the norm's weight never multiplied in",
+            feedback=(("rmsnorm_q8_1_matches_reference", ("without the weight",)),)),
+    Mistake("norm_one_warp", **_NORM,
+            edits=(("    for w in range(NORM_WARPS):\n        total += partial[w]\n", "    total = partial[0]\n"),),
+            why="the sum of squares of warp 0's columns only, the other warps' partials never added",
+            feedback=(("rmsnorm_q8_1_matches_reference", ("warp 0's columns", "shared memory")),)),
+    Mistake("norm_scale_per_row", **_NORM,
+            edits=(("d = warp_max(abs(y)) / float32(127.0)",
+                    "amax = float32(0.0)\n"
+                    "        for i in range(lane, k, WARP):\n"
+                    "            amax = max(amax, abs(x[t, i] * inverse * weight[i]))\n"
+                    "        d = warp_max(amax) / float32(127.0)"),),
+            why="one scale per row (its largest |y|) instead of one per block of 32",
+            hidden_fails="norm_scales_and_sums",
+            feedback=(("rmsnorm_q8_1_scales_and_sums", ("one amax per ROW",)),)),
+    Mistake("norm_truncated", **_NORM,
+            edits=(("x_q[t, j] = round_half_away(y * scale)", "x_q[t, j] = int32(y * scale)"),),
+            why="the codes truncated toward zero instead of rounded",
+            feedback=(("rmsnorm_q8_1_matches_reference", ("truncated toward zero",)),)),
+    # RoPE
+    Mistake("rope_rotate_half", **_ROPE,
+            edits=(("even, odd = x[t, head, 2 * i], x[t, head, 2 * i + 1]",
+                    "even, odd = x[t, head, i], x[t, head, i + half]"),
+                   ("out[t, head, 2 * i] = even", "out[t, head, i] = even"),
+                   ("out[t, head, 2 * i + 1] = even", "out[t, head, i + half] = even")),
+            why="Hugging Face's rotate-half pairs (i, i + d / 2) on the GGUF file's permuted weights",
+            hidden_fails="rope_pairs_and_positions", wrong_answer=True,
+            feedback=(("rope_pairs_and_positions", ("rotate-half", "adjacent")),
+                      ("rope_matches_reference", ("rotate-half",)))),
+    Mistake("rope_token_index", **_ROPE,
+            edits=((_ANGLE, "cos, sin = table[t, i, 0], table[t, i, 1]"),),
+            why="the token's index in the step taken for its position",
+            hidden_fails="rope_matches_reference",
+            feedback=(("rope_matches_reference", ("INDEX", "positions[t]")),)),
+    Mistake("rope_angle_sign", **_ROPE,
+            edits=(("out[t, head, 2 * i] = even * cos - odd * sin", "out[t, head, 2 * i] = even * cos + odd * sin"),
+                   ("out[t, head, 2 * i + 1] = even * sin + odd * cos",
+                    "out[t, head, 2 * i + 1] = odd * cos - even * sin")),
+            why="the pairs turned by minus the angle",
+            feedback=(("rope_matches_reference", ("opposite angle",)),)),
+    Mistake("rope_cos_sin_swapped", **_ROPE,
+            edits=((_ANGLE, "sin, cos = table[positions[t], i, 0], table[positions[t], i, 1]"),),
+            why="the table's cosine and sine taken the other way round",
+            feedback=(("rope_matches_reference", ("cos and sin swapped",)),)),
+    # SwiGLU
+    Mistake("swiglu_sigmoid", **_SWIGLU,
+            edits=(("o[n] = z / (float32(1.0) + math.exp(-z)) * u[n]",
+                    "o[n] = float32(1.0) / (float32(1.0) + math.exp(-z)) * u[n]"),),
+            why="sigmoid(gate) instead of silu(gate) = gate * sigmoid(gate)",
+            hidden_fails="swiglu_matches_reference",
+            feedback=(("swiglu_matches_reference", ("sigmoid(gate) * up",)),)),
+    Mistake("swiglu_swapped", **_SWIGLU,
+            edits=(("z = g[n]", "z = u[n]"), ("* u[n]", "* g[n]")),
+            why="silu of up times gate: the two matrices' outputs swapped",
+            wrong_answer=True,
+            feedback=(("swiglu_matches_reference", ("silu(up) * gate",)),)),
+)
+
+# the written-differently kernels of the samples (the course's, edited, would still paste its device functions)
+TABLE += (
+    Mistake("rope_rotate_half_written_differently", cell="rope_kernel", kernel=None, sample_base="correct_alternative",
+            edits=(("a = x[t, h, 2 * i]", "a = x[t, h, i]"), ("b = x[t, h, 2 * i + 1]", "b = x[t, h, i + pairs_per_head]"),
+                   ("out[t, h, 2 * i] = a * c - b * s", "out[t, h, i] = a * c - b * s"),
+                   ("out[t, h, 2 * i + 1] = b * c + a * s", "out[t, h, i + pairs_per_head] = b * c + a * s")),
+            why="the written-differently RoPE pairs channel i with i + d / 2",
+            samples=("wrong_rotate_half",)),
+    Mistake("norm_no_eps_written_differently", cell="norm_kernel", kernel=None, sample_base="correct_alternative",
+            edits=(("rms = math.sqrt(squares[0] / float32(k) + eps)", "rms = math.sqrt(squares[0] / float32(k))"),),
+            why="the written-differently norm leaves eps out of the root",
+            samples=("wrong_norm_without_eps",)),
+    Mistake("swiglu_sigmoid_written_differently", cell="swiglu_kernel", kernel=None, sample_base="correct_alternative",
+            edits=(("out[r, c] = g * sigmoid * up[r, c]", "out[r, c] = sigmoid * up[r, c]"),),
+            why="the written-differently SwiGLU multiplies up by sigmoid(gate)",
+            samples=("wrong_swiglu_sigmoid",)),
+)
