@@ -28,8 +28,8 @@ import numpy as np
 from numba import cuda
 
 from inference.config import ModelConfig
+from inference.paged import PagedModel
 from kernels import llama_layers as layers
-from kernels.block_manager import BlockManager
 from kernels.gqa_attention import gqa_decode_split_k
 from kernels.kv_cache import kv_cache_write
 from kernels.quantized_gemv import q4_1_gemv_warp_per_row, q8_0_gemv_warp_per_row
@@ -44,13 +44,14 @@ _MATRICES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", 
 _GEMV = {"Q4_1": q4_1_gemv_warp_per_row, "Q8_0": q8_0_gemv_warp_per_row}
 
 
-class KernelModel:
+class KernelModel(PagedModel):
     """The llama model of ``gguf_file`` on the device, with a paged KV cache of ``num_blocks`` blocks of
     ``block_size`` positions per layer (float32) and day 6's block manager over it (``blocks``)."""
 
     def __init__(self, gguf_file, *, num_blocks: int = 256, block_size: int = 16, context: int | None = None):
-        self.config = c = ModelConfig.from_metadata(gguf_file.metadata)
-        self.context = min(context or c.context, c.context)
+        super().__init__(ModelConfig.from_metadata(gguf_file.metadata), num_blocks=num_blocks, block_size=block_size,
+                         context=context)
+        c = self.config
         self._formats = {}
         self.weights = []
         for i in range(c.layers):
@@ -68,35 +69,15 @@ class KernelModel:
         shape = (num_blocks, c.kv_heads, block_size, c.head_dim)
         self.k_cache = [cuda.to_device(np.zeros(shape, np.float32)) for _ in range(c.layers)]
         self.v_cache = [cuda.to_device(np.zeros(shape, np.float32)) for _ in range(c.layers)]
-        self.blocks = BlockManager(num_blocks, block_size)
         self.launches: list[str] = []        # the launcher calls of the last step, in order
 
     @staticmethod
     def _to_device(gguf_file, name):
         return cuda.to_device(np.ascontiguousarray(gguf_file.tensor(name)))
 
-    # ------------------------------------------------------------------ sequences in the paged cache
-
-    def add_sequence(self, tokens) -> tuple[int, list[int]]:
-        """Register a prompt with the block manager: returns (the sequence's id, the positions to compute),
-        the positions of its leading full blocks shared with a live sequence left out."""
-        seq, step = self.blocks.add_sequence(list(tokens))
-        self._copy(step)
-        return seq, sorted(position for position, _ in step.writes)
-
-    def append(self, seq: int, token: int) -> int:
-        """Register ``token`` at the end of ``seq``; returns its position."""
-        step = self.blocks.append(seq, token)
-        self._copy(step)
-        return step.writes[0][0]
-
-    def free(self, seq: int) -> None:
-        self.blocks.free(seq)
-
-    def _copy(self, step) -> None:
-        for source, destination in step.copies:          # copy-on-write of a shared, partly filled block
-            for cache in (*self.k_cache, *self.v_cache):
-                cache[destination].copy_to_device(cache[source])
+    def _copy_block(self, source: int, destination: int) -> None:
+        for cache in (*self.k_cache, *self.v_cache):
+            cache[destination].copy_to_device(cache[source])
 
     # ------------------------------------------------------------------ the forward pass
 
@@ -121,21 +102,8 @@ class KernelModel:
         and each attends to positions 0 ... position of its sequence. Returns the logits (len(logits_for), vocab)
         float32 of the items at the indices ``logits_for`` (default: the last one), on the host."""
         c = self.config
+        positions, block_tables = self._step_tables(items)
         t = len(items)
-        if not t:
-            raise ValueError("items must hold at least one (sequence, position, token)")
-        seqs = [s for s, _, _ in items]
-        positions = np.array([p for _, p, _ in items], np.int32)
-        if positions.max() >= self.context:
-            raise ValueError(f"position {positions.max()} is past the engine's context of {self.context}")
-        for s, p, _ in items:
-            if p >= self.blocks.context_len(s):
-                raise ValueError(f"position {p} of sequence {s} is not registered: add_sequence or append it first")
-        tables = [self.blocks.block_table(s) for s in seqs]
-        width = max(len(table) for table in tables)
-        block_tables = np.zeros((t, width), np.int32)
-        for row, table in enumerate(tables):
-            block_tables[row, :len(table)] = table
         self.launches = []
         d_tables, d_positions = cuda.to_device(block_tables), cuda.to_device(positions)
         d_rows = cuda.to_device(np.arange(t, dtype=np.int32))
@@ -180,21 +148,3 @@ class KernelModel:
         for n in range(len(wanted)):
             self._call(q8_0_gemv_warp_per_row, self.embedding, rows[n], out=logits[n])
         return logits.copy_to_host()
-
-    def prefill(self, tokens) -> tuple[int, np.ndarray]:
-        """A new sequence holding ``tokens``: computes the positions not shared with a live sequence; returns
-        (its id, the logits (vocab,) of its last token)."""
-        tokens = list(tokens)
-        if not tokens:
-            raise ValueError("tokens must hold at least one token")
-        # All but the last token through the block manager's prefix sharing, then the last one appended: its
-        # logits are the answer, so it is always computed, and never into a block another sequence shares (a
-        # shared block is full; a partly filled one is this sequence's own).
-        seq, positions = self.add_sequence(tokens[:-1])
-        positions.append(self.append(seq, tokens[-1]))
-        return seq, self.step([(seq, p, tokens[p]) for p in positions])[0]
-
-    def decode(self, seq: int, token: int) -> np.ndarray:
-        """Append ``token`` to ``seq`` and return the logits (vocab,) of the next one."""
-        position = self.append(seq, token)
-        return self.step([(seq, position, token)])[0]

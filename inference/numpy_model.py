@@ -27,9 +27,10 @@ from __future__ import annotations
 import numpy as np
 
 from inference.config import ModelConfig
+from inference.paged import PagedModel
 from kernels import reference
 
-__all__ = ["Cache", "NumpyModel", "rmsnorm", "rope", "silu"]
+__all__ = ["Cache", "NumpyModel", "NumpyPagedModel", "rmsnorm", "rope", "silu"]
 
 _MATRICES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 
@@ -168,3 +169,61 @@ class NumpyModel:
         cache when None); ``keep`` as for :meth:`residual`."""
         x = rmsnorm(self.residual(tokens, cache, keep=keep), self.weight("output_norm.weight"), self.config.eps)
         return x @ self.weight("token_embd.weight").T
+
+
+class NumpyPagedModel(PagedModel):
+    """The NumPy forward pass over a paged KV cache, on the host: the kernel engine's cache layout
+    ((num_blocks, kv_heads, block_size, head_dim) per layer), block manager and steps
+    (``inference.engine.KernelModel``), computed as :class:`NumpyModel` computes. A laptop serves several requests
+    with it (``inference.serving``); ``model`` reuses a :class:`NumpyModel`'s dequantized weights."""
+
+    def __init__(self, gguf_file, *, num_blocks: int = 256, block_size: int = 16, context: int | None = None,
+                 model: NumpyModel | None = None):
+        self.model = model or NumpyModel(gguf_file)
+        super().__init__(self.model.config, num_blocks=num_blocks, block_size=block_size, context=context)
+        c = self.config
+        shape = (c.layers, num_blocks, c.kv_heads, block_size, c.head_dim)
+        self.k_cache, self.v_cache = np.zeros(shape, np.float32), np.zeros(shape, np.float32)
+
+    def _copy_block(self, source: int, destination: int) -> None:
+        self.k_cache[:, destination] = self.k_cache[:, source]
+        self.v_cache[:, destination] = self.v_cache[:, source]
+
+    def _attention(self, i: int, q: np.ndarray, positions: np.ndarray, tables: np.ndarray) -> np.ndarray:
+        """Token t's query heads (heads, d) over positions 0 ... positions[t] of its sequence, read through its
+        block table; (T, heads * d)."""
+        c, size = self.config, self.blocks.block_size
+        out = np.empty((q.shape[0], c.heads, c.head_dim), np.float32)
+        for row, p in enumerate(positions):
+            pages = tables[row, :p // size + 1]
+            keys = self.k_cache[i, pages].transpose(0, 2, 1, 3).reshape(-1, c.kv_heads, c.head_dim)[:p + 1]
+            values = self.v_cache[i, pages].transpose(0, 2, 1, 3).reshape(-1, c.kv_heads, c.head_dim)[:p + 1]
+            keys, values = np.repeat(keys, c.group, axis=1), np.repeat(values, c.group, axis=1)
+            scores = np.einsum("hd,phd->hp", q[row], keys) / np.float32(np.sqrt(c.head_dim))
+            weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+            out[row] = np.einsum("hp,phd->hd", weights / weights.sum(axis=1, keepdims=True), values)
+        return out.reshape(q.shape[0], c.heads * c.head_dim)
+
+    def step(self, items, logits_for=None) -> np.ndarray:
+        """As ``KernelModel.step``: each item's keys and values go to its slot, then each attends to positions
+        0 ... position of its sequence; returns the logits (len(logits_for), vocab) of the items at ``logits_for``
+        (default: the last one)."""
+        c, m = self.config, self.model
+        positions, tables = self._step_tables(items)
+        t, size = len(items), self.blocks.block_size
+        rows = np.arange(t)
+        blocks, offsets = tables[rows, positions // size], positions % size
+        x = m.embed([token for _, _, token in items])
+        for i in range(c.layers):
+            w = m.layer(i)
+            h = rmsnorm(x, w["attn_norm"], c.eps)
+            q = rope((h @ w["attn_q"].T).reshape(t, c.heads, c.head_dim), positions, c.rope_base)
+            k = rope((h @ w["attn_k"].T).reshape(t, c.kv_heads, c.head_dim), positions, c.rope_base)
+            v = (h @ w["attn_v"].T).reshape(t, c.kv_heads, c.head_dim)
+            self.k_cache[i, blocks, :, offsets] = k
+            self.v_cache[i, blocks, :, offsets] = v
+            x = x + self._attention(i, q, positions, tables) @ w["attn_output"].T
+            x = x + m.mlp(i, rmsnorm(x, w["ffn_norm"], c.eps))
+        wanted = [t - 1] if logits_for is None else list(logits_for)
+        return rmsnorm(x[wanted], m.weight("output_norm.weight"), c.eps) @ m.weight("token_embd.weight").T
+
