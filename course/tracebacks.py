@@ -28,7 +28,7 @@ import traceback
 __all__ = ["install", "short_traceback", "course_file", "wrapped"]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGES = ("course", "kernels", "grader")
+PACKAGES = ("course", "kernels", "grader", "inference")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _RED, _BOLD, _RESET = "\x1b[31m", "\x1b[1m", "\x1b[0m"
 _installed = False

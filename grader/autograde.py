@@ -99,7 +99,7 @@ def _guard_policy(task: dict, paths: dict) -> dict:
                  pathlib.Path(task["out_dir"])]
     deny_read += [pathlib.Path(p) for p in task.get("secret_dirs", [])]
     deny_write = [root, PROJECT_ROOT, pathlib.Path(task["out_dir"])]
-    for package in ("course", "kernels", "grader"):       # wherever they are installed
+    for package in ("course", "kernels", "grader", "inference"):       # wherever they are installed
         spec = importlib.util.find_spec(package)
         if spec is not None and spec.submodule_search_locations:
             deny_write.extend(pathlib.Path(p) for p in spec.submodule_search_locations)

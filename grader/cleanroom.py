@@ -66,7 +66,7 @@ from course.graded_code import MARK, MODULES, Cleaned, Scope  # noqa: F401  (the
 
 HOST_MARK = "# [run in a process of its own when graded] "
 COPY_MARK = "# [the course's kernel: not graded] "
-HOST_BASES = ("kernels.block_pool",)     # what of the course a host answer may import: its base class
+HOST_BASES = ("kernels.block_pool", "kernels.step_ops")   # what of the course a host answer may import: its base
 HOST_COURSE_CODE = ("kernels/block_manager.py",)   # the course's host code a host answer may not paste
 COPY_MIN_NODES = 150
 # A long device function carries an idea of its own (an encoder, a merge of two softmax states): pasted

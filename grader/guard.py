@@ -203,7 +203,7 @@ def readable_folders() -> list[str]:
 
     folders = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix), *map(os.path.realpath,
                                                                                     site.getsitepackages())}
-    for package in ("course", "kernels", "grader"):
+    for package in ("course", "kernels", "grader", "inference"):
         spec = importlib.util.find_spec(package)
         if spec is not None and spec.submodule_search_locations:
             folders.update(os.path.realpath(p) for p in spec.submodule_search_locations)
@@ -228,12 +228,12 @@ def course_folders() -> list[str]:
     import importlib.util
 
     found = set()
-    for package in ("course", "kernels", "grader"):
+    for package in ("course", "kernels", "grader", "inference"):
         spec = importlib.util.find_spec(package)
         if spec is not None and spec.submodule_search_locations:
             found.update(os.path.realpath(p) for p in spec.submodule_search_locations)
     root = pathlib.Path(__file__).resolve().parent.parent
-    for name in ("course", "kernels", "grader", "solutions", "exercises", "lessons", "tests", ".git"):
+    for name in ("course", "kernels", "grader", "inference", "solutions", "exercises", "lessons", "tests", ".git"):
         found.add(str(root / name))
     return sorted(found)
 

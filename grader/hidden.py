@@ -44,7 +44,7 @@ import sys
 import types
 
 # The project's packages whose modules can be loaded pristine; nothing else is looked up.
-PROJECT_PACKAGES = ("course", "kernels", "grader")
+PROJECT_PACKAGES = ("course", "kernels", "grader", "inference")
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 _counter = itertools.count()

@@ -40,7 +40,8 @@ HERE = pathlib.Path(__file__).resolve()
 PROJECT_ROOT = HERE.parent.parent
 GUARD = HERE.with_name("guard.py")
 # What the answer's process may not read (the guard's deny_read): the course, its solutions and tests.
-PRIVATE_FOLDERS = ("kernels", "course", "grader", "solutions", "exercises", "lessons", "tests", ".git")
+PRIVATE_FOLDERS = ("kernels", "course", "grader", "inference", "solutions", "exercises", "lessons", "tests",
+                   ".git")
 # Where a request's base module and driver module may come from.
 BASE_PACKAGES = ("kernels",)
 DRIVER_PACKAGES = ("course", "kernels")

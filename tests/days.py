@@ -242,12 +242,14 @@ DAYS = (
     ),
     Day(
         assignment="day10_a_model_talks",
-        points=6,
+        points=10,
         solution_code={"norm_kernel": ("quantized_gemv.warp_sum", "quantized_gemv.warp_max",
                                        "quantized_gemv.round_half_away",
                                        "llama_layers.rmsnorm_q8_1_block_per_row_kernel"),
                        "rope_kernel": "llama_layers.rope_pairs_from_table_kernel",
-                       "swiglu_kernel": "llama_layers.swiglu_elementwise_kernel"},
+                       "swiglu_kernel": "llama_layers.swiglu_elementwise_kernel",
+                       # the course's step itself: a host answer, over kernels.step_ops's operations
+                       "decode_step": "decode_step.decode_step"},
         launchers=(
             Launcher("norm_launcher", "rmsnorm_q8_1", "llama_layers", "rmsnorm_q8_1_block_per_row",
                      {"kernel": "rmsnorm_q8_1_block_per_row_kernel"}),

@@ -20,7 +20,7 @@ from solution_cells import SolutionCells
 
 NOTEBOOK = SolutionCells("day10_a_model_talks", (
     "setup_device", "norm_constants", "norm_kernel", "norm_launcher", "rope_kernel", "rope_launcher",
-    "swiglu_kernel", "swiglu_launcher"))
+    "swiglu_kernel", "swiglu_launcher", "decode_step"))
 
 TABLE = of_day("day10_a_model_talks")      # the day's mistakes: tests/mistakes/day10.py
 WRONG = {m.hidden_fails: (m.cell, list(m.edits), m.why, m.visible_misses) for m in TABLE if m.hidden_fails}
@@ -38,7 +38,7 @@ def test_hidden_tests_fail_a_wrong_kernel(grade_id):
 
 
 KERNEL_OF = {"norm_kernel": "rmsnorm_q8_1_block_per_row_kernel", "rope_kernel": "rope_pairs_from_table_kernel",
-             "swiglu_kernel": "swiglu_elementwise_kernel"}
+             "swiglu_kernel": "swiglu_elementwise_kernel", "decode_step": "decode_step"}
 
 FEEDBACK = [pytest.param(check, m.cell, list(m.edits), list(words), id=f"{m.label}-{check}")
             for m in TABLE for check, words in m.feedback]

@@ -210,9 +210,14 @@ def test_without_the_graders_runner_a_host_code_is_refused():
         exercise_checks.fork_shares_blocks(object())
 
 
-def test_the_driver_and_the_base_import_only_the_standard_library():
-    """The answer's process loads them by their files before the guard: they may need nothing of the project."""
-    for name in (ALLOCATOR.driver_module, ALLOCATOR.base):
+@pytest.mark.parametrize("exercise", ["allocator", "decode_step"])
+def test_the_driver_and_the_base_import_only_the_standard_library(exercise):
+    """The answer's process loads them by their files before the guard: they may need nothing of the project
+    (day 6's allocator, day 10's decode step)."""
+    from course.exercise_checks.day10_step import DECODE_STEP
+
+    declared = {"allocator": ALLOCATOR, "decode_step": DECODE_STEP}[exercise]
+    for name in (declared.driver_module, declared.base):
         path = host_answers.module_file(name, ("course", "kernels"))
         tree = ast.parse(path.read_text(encoding="utf-8"))
         roots = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)

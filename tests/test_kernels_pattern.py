@@ -42,7 +42,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOT_LADDERS = {"probes": "day-1 measurement probes, not rungs to learn from"}
 # Helpers of the kernel modules, not kernel modules: block_manager, block_pool and paging are host Python,
 # intrinsics the device helpers that numba cannot write.
-NOT_KERNEL_MODULES = ("launching", "registry", "reference", "block_manager", "block_pool", "paging", "intrinsics")
+# host Python: the block manager and its pool (day 6), the operations of day 10's decode step and the step itself
+NOT_KERNEL_MODULES = ("launching", "registry", "reference", "block_manager", "block_pool", "paging", "intrinsics",
+                      "step_ops", "decode_step")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,7 +28,8 @@ hidden tests call too, on more cases. Mixed precision (day 8) is judged by the p
 W8A8 GEMM within the rounding of one scaling of an exact integer sum; day 10's fused norm by what any q8_1 quantizer
 of the float64 norm gives (its codes may move at a tie), its RoPE and SwiGLU against the float64 references.
 
-One module per day, ``day01`` ... ``day10`` (day 6's allocator in ``day06_allocator``), over ``_common``;
+One module per day, ``day01`` ... ``day10`` (day 6's allocator in ``day06_allocator``, day 10's decode step in
+``day10_step``), over ``_common``;
 this package holds every name of theirs. Hidden tests load a private copy of it,
 ``grader.hidden.pristine("course.exercise_checks")``, which executes this file again: so the day modules
 are imported here, and import each other, relatively, and the copy gets private copies of them too,
@@ -95,6 +96,11 @@ from .day10 import (
     rmsnorm_q8_1_matches_reference, rmsnorm_q8_1_run, rmsnorm_q8_1_scales_and_sums, rope_case, rope_matches_reference,
     rope_pairs_and_positions, rope_run, swiglu_case, swiglu_matches_reference, swiglu_run,
 )
+from .day10_step import (
+    check_decode_step, decode_step_case, decode_step_cases, decode_step_every_group, decode_step_first_token,
+    decode_step_generates_greedy_tokens, decode_step_matches_reference, decode_step_on_kernels, decode_step_problems,
+    replay_logits, step_data,
+)
 
 __all__ = [
     "axpb_matches_reference", "axpb_traffic_fits",
@@ -140,4 +146,7 @@ __all__ = [
     "RMSNORM_EPS", "rmsnorm_q8_1_case", "rmsnorm_q8_1_run", "check_rmsnorm_q8_1",
     "rope_matches_reference", "rope_pairs_and_positions", "rope_case", "rope_run", "check_rope",
     "swiglu_matches_reference", "swiglu_case", "swiglu_run", "check_swiglu",
+    "decode_step_first_token", "decode_step_matches_reference", "decode_step_every_group",
+    "decode_step_generates_greedy_tokens", "decode_step_case", "decode_step_cases", "check_decode_step",
+    "decode_step_problems", "replay_logits", "step_data", "decode_step_on_kernels",
 ]

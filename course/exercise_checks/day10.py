@@ -38,8 +38,8 @@ _NO_INVERSE = 2.0 ** -128
 def rmsnorm_q8_1_case(rng, rows: int, k: int, *, kind: str = "normal") -> tuple[np.ndarray, np.ndarray]:
     """(x (rows, k), weight (k,)) float32, k a multiple of 32.
 
-    kind "normal": rows of standard normal values at scales 0.1 to 30, a mean far from 0 in one row (so the mean and
-    the mean square differ); "edges": rows cycled through a row of zeros (eps keeps it 0), a row of values near 1e-3
+    kind "normal": rows of standard normal values at scales 0.1, 1 and 30 in turn (a row's mean square near 0.01 is
+    where eps = 1e-5 moves a scale by 5e-4), a mean far from 0 in row 1 (so the mean and the mean square differ); "edges": rows cycled through a row of zeros (eps keeps it 0), a row of values near 1e-3
     (its mean square, about 1e-6, is below eps, so eps sets its scale), a row with one outlier of 1000, a constant
     row, a row whose second block is all zeros, a row of 1e-20 (its squares underflow to 0 in float32, the norm
     of eps alone). The weight is near 1, a few channels at 5 and one negative."""
@@ -48,7 +48,7 @@ def rmsnorm_q8_1_case(rng, rows: int, k: int, *, kind: str = "normal") -> tuple[
     x = np.empty((rows, k))
     for r in range(rows):
         if kind == "normal":
-            x[r] = rng.standard_normal(k) * rng.choice([0.1, 1.0, 30.0])
+            x[r] = rng.standard_normal(k) * (0.1, 1.0, 30.0)[r % 3]
             if r == 1:
                 x[r] += 4.0
         elif kind == "edges":

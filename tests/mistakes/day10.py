@@ -7,6 +7,7 @@ _NORM = dict(cell="norm_kernel", kernel="llama_layers.rmsnorm_q8_1_block_per_row
 _ROPE = dict(cell="rope_kernel", kernel="llama_layers.rope_pairs_from_table_kernel")
 _SWIGLU = dict(cell="swiglu_kernel", kernel="llama_layers.swiglu_elementwise_kernel")
 _ANGLE = "cos, sin = table[positions[t], i, 0], table[positions[t], i, 1]"
+_STEP = dict(cell="decode_step", kernel="decode_step.decode_step")
 
 TABLE = (
     # RMSNorm fused with q8_1
@@ -80,6 +81,31 @@ TABLE = (
             feedback=(("swiglu_matches_reference", ("silu(up) * gate",)),)),
 )
 
+# the decode step (a host answer: its feedback is the judge's, from the record of the step's operations)
+TABLE += (
+    Mistake("step_no_final_norm", **_STEP,
+            edits=(("return ops.gemv(ops.embedding, ops.rmsnorm(x, ops.output_norm))",
+                    "return ops.gemv(ops.embedding, x)"),),
+            why="the logits from the residual stream without the final RMSNorm",
+            hidden_fails="decode_step_first_token", wrong_answer=True,
+            feedback=(("decode_step_first_token", ("final",)),)),
+    Mistake("step_rope_at_position_0", **_STEP,
+            edits=(("q, k = ops.rope(q, position), ops.rope(k, position)", "q, k = ops.rope(q, 0), ops.rope(k, 0)"),),
+            why="q and k turned to position 0 whatever the token's position: right on a first token only",
+            hidden_fails="decode_step_sequence",
+            feedback=(("decode_step_matches_reference", ("position 0", "rope")),)),
+    Mistake("step_context_one_short", **_STEP,
+            edits=(("ops.attention(i, q, position + 1)", "ops.attention(i, q, position)"),),
+            why="attention over positions 0 ... position - 1: the token's own key and value left out",
+            hidden_fails="decode_step_groups",
+            feedback=(("decode_step_every_group", ("context",)),)),
+    Mistake("step_attention_norm_for_the_mlp", **_STEP,
+            edits=(("h = ops.rmsnorm(x, w.ffn_norm)", "h = ops.rmsnorm(x, w.attn_norm)"),),
+            why="the MLP's input normalized with the attention's norm weight",
+            hidden_fails="decode_step_long",
+            feedback=(("decode_step_generates_greedy_tokens", ("attn_norm", "ffn_norm")),)),
+)
+
 # the written-differently kernels of the samples (the course's, edited, would still paste its device functions)
 TABLE += (
     Mistake("rope_rotate_half_written_differently", cell="rope_kernel", kernel=None, sample_base="correct_alternative",
@@ -96,4 +122,12 @@ TABLE += (
             edits=(("out[r, c] = g * sigmoid * up[r, c]", "out[r, c] = sigmoid * up[r, c]"),),
             why="the written-differently SwiGLU multiplies up by sigmoid(gate)",
             samples=("wrong_swiglu_sigmoid",)),
+    Mistake("step_rope_at_position_0_written_differently", cell="decode_step", kernel=None,
+            sample_base="correct_alternative",
+            edits=(("k = ops.rope(x=ops.gemv(matrix=w.attn_k, x=h), position=position)",
+                    "k = ops.rope(x=ops.gemv(matrix=w.attn_k, x=h), position=0)"),
+                   ("q = ops.rope(x=ops.gemv(matrix=w.attn_q, x=h), position=position)",
+                    "q = ops.rope(x=ops.gemv(matrix=w.attn_q, x=h), position=0)")),
+            why="the written-differently step turns q and k to position 0",
+            samples=("wrong_step_rope_at_position_0",)),
 )

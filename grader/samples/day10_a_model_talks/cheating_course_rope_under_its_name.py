@@ -14,6 +14,10 @@ EXPECT = {
         "rope_matches_reference": 0,
         "rope_pairs_and_positions": 0,
         "swiglu_matches_reference": 1,
+        "decode_step_first_token": 1,
+        "decode_step_sequence": 1,
+        "decode_step_groups": 1,
+        "decode_step_long": 1,
     },
     "details": ["uses the course's own kernels", "kernels.llama_layers.rope_pairs_from_table_kernel"],
 }

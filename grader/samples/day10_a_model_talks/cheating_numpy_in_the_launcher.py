@@ -12,6 +12,10 @@ EXPECT = {
         "rope_matches_reference": 1,
         "rope_pairs_and_positions": 1,
         "swiglu_matches_reference": 1,
+        "decode_step_first_token": 1,
+        "decode_step_sequence": 1,
+        "decode_step_groups": 1,
+        "decode_step_long": 1,
     },
 }
 
