@@ -104,3 +104,25 @@ def test_the_conversation_remembers(run):
     shown = run.shipped_text
     assert re.search(r"> What is the capital of France\?\s+[^>]*Paris", shown)
     assert re.search(r"> And of Italy\?\s+[^>]*Rome", shown)
+
+
+def test_the_server_s_steps_agree_with_its_sentence(run):
+    """Section 5's serving loop: the step table's joins and leaves are what the sentence under it says, requests 2
+    and 3 read the shared system message instead of computing it, and every block comes back."""
+    shown = run.shipped_text
+    steps = _table(shown, "step")
+    joined = {int(step): int(cells[2]) for step, cells in steps.items()}
+    left = {int(step): int(cells[3]) for step, cells in steps.items()}
+    said = re.search(r"Requests 1 and 2 joined at step (\d+), request 3 at step (\d+), (.*?)\. Requests 2 and 3 read "
+                     r"the first (\d+) and (\d+) positions", shown)
+    assert said, shown
+    first, third = int(said.group(1)), int(said.group(2))
+    assert joined[first] == 2 and joined[third] == 1 and sum(joined.values()) == 3
+    first_left = min(step for step, n in left.items() if n)
+    assert (third == first_left + 1) == said.group(3).startswith("the step after")
+    answers = _table(shown, "request")
+    for request, shared in (("2", said.group(4)), ("3", said.group(5))):
+        prompt, computed = int(answers[request][0]), int(answers[request][1])
+        assert prompt - computed == int(shared) >= 16
+    assert "Paris" in answers["1"][3]
+    assert "every block is free again, 64 of 64" in shown
