@@ -6,7 +6,7 @@
 - ``course release [dayNN ...] [--check]``: instructors: generate ``exercises/`` and verify it
 - ``course chat [--path auto|numpy|kernels] [--temperature T] [--top-p P] [--seed S] [--max-tokens N]``: talk to
   SmolLM2-135M, the model of days 9 and 10, streamed token by token (on a GPU through the course's kernels)
-- ``course grade SUBMISSIONS [--out DIR] [--jobs N] [--gpu] [--timeout S] [--force] [--no-isolation]``: instructors:
+- ``course grade SUBMISSIONS [--out DIR] [--jobs N] [--scheduler ADDRESS] [--gpu] [--timeout S] [--force] [--no-isolation]``: instructors:
   autograde a class, write feedback, a grades CSV and a summary
 """
 
@@ -52,7 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
                                            "files dayNN_slug_<student>_<anything>.ipynb")
     grade.add_argument("--out", default="grading", help="output folder (default: ./grading); it holds "
                                                         "secrets (gradebook, autograded notebooks)")
-    grade.add_argument("--jobs", type=int, default=1, help="parallel grading processes (default 1)")
+    grade.add_argument("--jobs", type=int, default=1, help="parallel grading processes (default 1); with "
+                                                           "--scheduler local, the cluster's worker processes")
+    grade.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                       help="grade on the workers of a Dask cluster: its scheduler's address (tcp://host:8786), "
+                            "its scheduler file, or 'local' for a cluster of --jobs processes on this machine "
+                            "(see grader/README.md)")
     grade.add_argument("--gpu", action="store_true", help="run the kernels on the GPU (default: the simulator)")
     grade.add_argument("--timeout", type=_positive_int, default=120, help="seconds allowed per cell (default 120)")
     grade.add_argument("--no-isolation", action="store_true",

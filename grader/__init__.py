@@ -9,6 +9,7 @@ The commands:
 
 - ``grader.release``: ``course release``, generate ``exercises/`` from ``solutions/`` and verify it
 - ``grader.grade``: ``course grade``, parallel autograding with statuses, feedback, CSVs, a summary
+- ``grader.distributed``: ``course grade --scheduler``, the same on the workers of a Dask cluster
 - ``grader.check``: ``course check``, a student's visible tests, headless
 
 Their parts:

@@ -12,15 +12,19 @@ Output folder (``--out``, default ``./grading``), what is secret marked (*)::
     results/ (*), work/ (*), template/ (*)   per-submission records and course folders
 
 Each submission is graded by its own process (``grader.autograde``) with its own gradebook,
-``--jobs`` at a time; the gradebooks are merged at the end. A run can be interrupted and run
-again: submissions already graded are skipped unless ``--force``, the submitted file changed, or
-the solutions changed.
+``--jobs`` at a time on this machine, or by the workers of a Dask cluster (``--scheduler``,
+``grader.distributed``); the gradebooks are merged at the end. Both take the same path: one task
+per submission (``grading_task``), run by a ``GradingMachine``, its result written into the run's
+folder, then the same rows, merge, CSVs and summary. A run can be interrupted and run again:
+submissions already graded are skipped unless ``--force``, the submitted file changed, or the
+solutions changed.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import csv
+import dataclasses
 import json
 import os
 import pathlib
@@ -56,7 +60,7 @@ def _folder_hash(folder: pathlib.Path) -> str:
     return digest.hexdigest()
 
 
-def _prepare_template(root: pathlib.Path, names: list[str], out: pathlib.Path) -> dict[str, str]:
+def prepare_template(root: pathlib.Path, names: list[str], out: pathlib.Path) -> dict[str, str]:
     """Release ``names`` into ``out/template`` with its own gradebook; return each solution's hash.
 
     The release depends only on the solution folders: one already built by this process from the
@@ -79,6 +83,9 @@ def _prepare_template(root: pathlib.Path, names: list[str], out: pathlib.Path) -
     return {name: file_hash(root / "solutions" / name / f"{name}.ipynb") for name in names}
 
 
+_prepare_template = prepare_template       # its earlier name
+
+
 def _submissions_folder(path: pathlib.Path, out: pathlib.Path, assignments: list[str]) -> pathlib.Path:
     """A folder of submissions: ``path`` itself, or a zip extracted under ``out/collected``.
 
@@ -99,7 +106,9 @@ def _submissions_folder(path: pathlib.Path, out: pathlib.Path, assignments: list
     return folder
 
 
-def _task(sub: Submission, *, root, out, timeout, hashes, secret_dirs, isolation=True) -> dict:
+def grading_task(sub: Submission, *, root, out, timeout, hashes, secret_dirs, isolation=True) -> dict:
+    """What a grading process needs to grade ``sub`` of the course at ``root`` into the run's folder ``out``
+    (``grader.autograde``); hashes: each assignment's solution hash (``prepare_template``)."""
     key = f"{sub.student}/{sub.assignment}"
     return {
         "student": sub.student, "assignment": sub.assignment,
@@ -112,7 +121,8 @@ def _task(sub: Submission, *, root, out, timeout, hashes, secret_dirs, isolation
     }
 
 
-def _is_done(task: dict) -> bool:
+def is_done(task: dict) -> bool:
+    """Whether the run's folder holds a final result of ``task`` for the same submission and solution."""
     path = pathlib.Path(task["result_path"])
     if not path.is_file():
         return False
@@ -331,9 +341,87 @@ class IsolationUnavailable(RuntimeError):
     """Grading kernels cannot be isolated here, and running without isolation was not asked for."""
 
 
+class ClusterUnavailable(RuntimeError):
+    """The cluster of ``--scheduler`` cannot grade: not reached, no worker, or every worker refused
+    (``grader.distributed``)."""
+
+
+class GradingMachine:
+    """What the grading processes of one machine share, started on first need and stopped by ``close``:
+    their environment, the warm process they are forked from (``_Forks``), the GPU compile service
+    (``grader.compile_service``, on the simulator with isolation) and matplotlib's font list.
+
+    ``course grade`` runs one for the run on this machine (``--jobs`` threads call ``grade`` at once);
+    a worker of a cluster runs one for the run it takes part in (``grader.distributed``).
+    forks: start grading processes as forks of a warm process (worth it from the second notebook on).
+    compile_limit_s: the longest one compile may take (the run's longest per-cell timeout).
+    """
+
+    def __init__(self, device: str = "simulator", *, isolation: bool = True, forks: bool = True,
+                 compile_limit_s: float = 120):
+        self.device = device
+        self.isolation = isolation
+        self.env = _worker_env(device)
+        self.compile_limit_s = compile_limit_s
+        self.shared: dict = {}
+        self.forks: _Forks | None = None
+        self.service = None
+        self._want_forks = forks
+        self._started = False
+        self._lock = threading.Lock()
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+            if self.isolation:
+                from grader.guard import matplotlib_font_cache
+
+                # Built once for the machine (not once per grading process), bound read-only into every sandbox.
+                self.shared["font_cache"] = matplotlib_font_cache()
+                if self.device == "simulator":
+                    from grader.compile_service import CompileService
+
+                    try:
+                        self.service = CompileService(limit_s=self.compile_limit_s)
+                        self.shared["compile_service"] = self.service.path
+                    except OSError:     # no socket here: every grading kernel starts a compiler helper of its own
+                        self.service = None
+            if self._want_forks:
+                self.forks = _Forks(self.env)
+
+    def grade(self, task: dict) -> dict:
+        """Grade ``task`` (``grading_task`` with ``limit_s``) in a grading process; return its result."""
+        if task["notebook"] is not None:
+            self._start()
+            task.update(self.shared)
+        return run_task(task, env=self.env, limit_s=task["limit_s"], forks=self.forks)
+
+    def close(self) -> None:
+        with self._lock:
+            forks, service, self.forks, self.service = self.forks, self.service, None, None
+        if forks is not None:
+            forks.close()
+        if service is not None:
+            service.close()
+
+
+@dataclasses.dataclass
+class GradingRun:
+    """One run of ``course grade``: the course, the run's folder and a task per (student, assignment)."""
+
+    root: pathlib.Path
+    out: pathlib.Path
+    names: list[str]                 # the assignments graded
+    tasks: list[dict]                # one per row, in the order of the rows
+    todo: list[dict]                 # those graded now: the others were graded by an earlier run
+    max_points: dict[str, float]     # per assignment
+
+
 def grade(submissions, out, *, jobs: int = 1, device: str = "simulator", timeout: int = 120,
           force: bool = False, only: list[str] | None = None, root=None, progress: bool = True,
-          isolation: bool = True, timeouts: dict[str, int] | None = None) -> list[dict]:
+          isolation: bool = True, timeouts: dict[str, int] | None = None, scheduler=None) -> list[dict]:
     """Grade every submission found in ``submissions`` (folder or zip) into ``out``; return the rows.
 
     Writes the files listed in the module docstring. Rows are result dicts (``grader.autograde``).
@@ -346,6 +434,10 @@ def grade(submissions, out, *, jobs: int = 1, device: str = "simulator", timeout
     With isolation, on the simulator, the run's grading kernels share one GPU compile service
     (``grader.compile_service``): a kernel's compile check already answered for one submission is
     not compiled again for another.
+
+    scheduler: grade on the workers of a Dask cluster instead of here (``grader.distributed``): the
+    scheduler's address, its scheduler file, ``"local"`` (a cluster of ``jobs`` worker processes on
+    this machine) or a ``distributed.Client``. Each worker checks isolation and the course itself.
     """
     if not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
@@ -356,13 +448,41 @@ def grade(submissions, out, *, jobs: int = 1, device: str = "simulator", timeout
             raise ValueError(f"timeout must be a positive number of seconds, got {value!r}")
     if not isinstance(isolation, bool):
         raise TypeError(f"isolation must be True or False, got {isolation!r}")
-    if isolation:
+    if isolation and scheduler is None:
         from grader.guard import ISOLATION_HELP, isolation_problem
 
         problem = isolation_problem()
         if problem:
             raise IsolationUnavailable(f"grading needs student code isolated from the grader's files, and {problem}. "
                                        f"To get it, {ISOLATION_HELP}.")
+    run = plan_run(submissions, out, root=root, only=only, timeout=timeout, timeouts=timeouts,
+                   isolation=isolation, force=force)
+    skipped = len(run.tasks) - len(run.todo)
+    if skipped and progress:
+        print(f"course grade: {skipped} submission(s) already graded; skipping them (--force grades again)",
+              file=sys.stderr)
+    if scheduler is None:
+        machine = GradingMachine(device, isolation=isolation, forks=sum(1 for t in run.todo if t["notebook"]) > 1,
+                                 compile_limit_s=max((t["timeout"] for t in run.todo), default=timeout))
+        try:
+            _run_all(run.todo, machine=machine, jobs=jobs, progress=progress)
+        finally:
+            machine.close()
+    else:
+        try:
+            from grader.distributed import grade_on_cluster
+        except ModuleNotFoundError as exc:
+            if exc.name not in ("distributed", "dask"):
+                raise
+            raise ClusterUnavailable("grading on a cluster needs Dask's distributed scheduler: "
+                                     "pip install -e '.[cluster]' in the course's folder") from None
+        grade_on_cluster(run, scheduler, device=device, progress=progress, local_workers=jobs)
+    return finish_run(run)
+
+
+def plan_run(submissions, out, *, root=None, only=None, timeout: int = 120, timeouts=None, isolation: bool = True,
+             force: bool = False) -> GradingRun:
+    """Find the submissions, write ``not_graded.csv``, release the run's template and make its tasks."""
     root = pathlib.Path(root) if root else course_root()
     out = pathlib.Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -374,83 +494,69 @@ def grade(submissions, out, *, jobs: int = 1, device: str = "simulator", timeout
     found = find_submissions(folder, known, expected=only, not_graded=not_graded)
     write_not_graded(not_graded, out)
     names = sorted({s.assignment for s in found})
-    hashes = _prepare_template(root, names, out) if names else {}
+    hashes = prepare_template(root, names, out) if names else {}
     secret_dirs = [str(pathlib.Path(submissions).resolve()), str(folder)]
     timeouts = dict(timeouts or {})
-    tasks = [_task(s, root=root, out=out, timeout=timeouts.get(s.student, timeout), hashes=hashes,
-                   secret_dirs=secret_dirs, isolation=isolation) for s in found]
-    todo = [t for t in tasks if force or not _is_done(t)]
-    env = _worker_env(device)
+    tasks = [grading_task(s, root=root, out=out, timeout=timeouts.get(s.student, timeout), hashes=hashes,
+                          secret_dirs=secret_dirs, isolation=isolation) for s in found]
+    todo = [t for t in tasks if force or not is_done(t)]
     released = {n: json.loads((out / "template" / "release" / n / f"{n}.ipynb").read_text(encoding="utf-8"))
                 for n in names}
     for task in todo:
-        nb = released[task["assignment"]]
-        task["limit_s"] = task["timeout"] * (_code_cells(nb) + 4) + STARTUP_ALLOWANCE_S
+        task["limit_s"] = limit_s(task["timeout"], released[task["assignment"]])
     max_points = {n: sum(float(c["metadata"].get("nbgrader", {}).get("points", 0)) for c in nb["cells"]
                          if c["metadata"].get("nbgrader", {}).get("grade")) for n, nb in released.items()}
-    service = None
-    if isolation and any(t["notebook"] for t in todo):
-        from grader.guard import matplotlib_font_cache
+    return GradingRun(root=root, out=out, names=names, tasks=tasks, todo=todo, max_points=max_points)
 
-        # Built once for the run (not once per grading process), bound read-only into every sandbox.
-        shared = {"font_cache": matplotlib_font_cache()}
-        if device == "simulator":
-            from grader.compile_service import CompileService
 
-            try:
-                service = CompileService(limit_s=max(t["timeout"] for t in todo))
-                shared["compile_service"] = service.path
-            except OSError:           # no socket here: every grading kernel starts a compiler helper of its own
-                service = None
-        for task in todo:
-            task.update(shared)
-    try:
-        _run_all(todo, env=env, jobs=jobs, progress=progress, skipped=len(tasks) - len(todo))
-    finally:
-        if service is not None:
-            service.close()
+def limit_s(timeout: int, released: dict) -> float:
+    """How long a whole submission may take: its cells' timeouts plus ``STARTUP_ALLOWANCE_S``."""
+    return timeout * (_code_cells(released) + 4) + STARTUP_ALLOWANCE_S
+
+
+def finish_run(run: GradingRun) -> list[dict]:
+    """The rows of every task from the run's results; the merged gradebook and the CSVs written."""
     rows = []
-    for task in tasks:
+    for task in run.tasks:
         row = json.loads(pathlib.Path(task["result_path"]).read_text(encoding="utf-8"))
         row["work_dir"] = task["work_dir"]
         if not row["max_points"]:          # a grading process that died wrote no cells
-            row["max_points"] = max_points[task["assignment"]]
+            row["max_points"] = run.max_points[task["assignment"]]
         rows.append(row)
-    if names:
+    if run.names:
         from grader.merge import merge_gradebooks
 
-        merge_gradebooks(out / "template" / "gradebook.db", rows, out / "gradebook.db")
-    write_csvs(rows, out)
+        merge_gradebooks(run.out / "template" / "gradebook.db", rows, run.out / "gradebook.db")
+    write_csvs(rows, run.out)
     return rows
 
 
-def _run_all(todo: list[dict], *, env, jobs, progress, skipped) -> None:
+def _run_all(todo: list[dict], *, machine: GradingMachine, jobs, progress) -> None:
     from tqdm import tqdm
 
-    if skipped and progress:
-        print(f"course grade: {skipped} submission(s) already graded; skipping them (--force grades again)",
-              file=sys.stderr)
     bar = tqdm(total=len(todo), desc="grading", unit="notebook", disable=not progress or not todo,
                file=sys.stderr)
-    forks = _Forks(env) if sum(1 for t in todo if t["notebook"]) > 1 else None
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
     try:
-        futures = {pool.submit(run_task, t, env=env, limit_s=t["limit_s"], forks=forks): t for t in todo}
+        futures = {pool.submit(machine.grade, t): t for t in todo}
         for future in concurrent.futures.as_completed(futures):
             row = future.result()
             bar.set_postfix_str(f"{row['student']}/{row['assignment']}: {row['status']}", refresh=False)
             bar.update(1)
     except KeyboardInterrupt:
         pool.shutdown(wait=False, cancel_futures=True)
-        for proc in list(_RUNNING):
-            _kill_tree(proc.pid)
+        stop_grading_processes()
         print("\ncourse grade: interrupted; run the same command again to resume", file=sys.stderr)
         raise
     finally:
         pool.shutdown(wait=True)
-        if forks is not None:
-            forks.close()
         bar.close()
+
+
+def stop_grading_processes() -> None:
+    """Kill every grading process this process runs now, with what it started."""
+    for proc in list(_RUNNING):
+        _kill_tree(proc.pid)
 
 
 NOT_GRADED_CSV = "not_graded.csv"
@@ -505,8 +611,10 @@ def _fmt(x: float) -> str:
 
 
 def summary_table(rows: list[dict], not_graded: list[dict] | None = None) -> str:
-    """Text table: per assignment, submissions by status and the mean score; then every problem row
-    and every submitted file that was not graded (``read_not_graded``), with the reason."""
+    """Text table: per assignment, submissions by status and the mean score; then every problem row,
+    every submission graded again because a worker of a cluster was lost while it held it (a row's
+    ``regraded``, ``grader.distributed``) and every submitted file that was not graded
+    (``read_not_graded``), with the reason."""
     lines = []
     assignments = sorted({r["assignment"] for r in rows})
     header = f"{'assignment':28s} {'n':>4s} " + " ".join(f"{s[:12]:>12s}" for s in STATUSES) + f" {'mean':>7s} {'max':>5s}"
@@ -519,6 +627,7 @@ def summary_table(rows: list[dict], not_graded: list[dict] | None = None) -> str
         mean = sum(r["points"] for r in mine) / len(mine) if mine else 0.0
         lines.append(f"{a:28s} {len(mine):4d} {counts} {mean:7.2f} {max_points:5g}")
     problems = [r for r in rows if r["status"] != "graded" or r["flags"]]
+    regraded = [r for r in rows if r.get("regraded")]
     if problems:
         lines.append("")
         lines.append("needs a look:")
@@ -526,6 +635,11 @@ def summary_table(rows: list[dict], not_graded: list[dict] | None = None) -> str
             what = "; ".join(r["details"] + [f"review: {f}" for f in r["flags"]])
             lines.append(f"  {r['student']}/{r['assignment']}: {r['status']} ({_fmt(r['points'])}/"
                          f"{_fmt(r['max_points'])}) {what[:300]}")
+    if regraded:
+        lines.append("")
+        lines.append(f"graded again ({len(regraded)}): a worker of the cluster was lost while it held them:")
+        for r in regraded:
+            lines.append(f"  {r['student']}/{r['assignment']}: {'; '.join(r['regraded'])}")
     if not_graded:
         lines.append("")
         lines.append(f"files not graded ({len(not_graded)}, also in {NOT_GRADED_CSV}):")
@@ -567,13 +681,18 @@ def main_grade(args) -> int:
         print("course grade: warning: --no-isolation: student code runs with access to every file this user can "
               "read (solutions, gradebooks, other submissions); only the Python guard stands in the way.",
               file=sys.stderr)
+    scheduler = getattr(args, "scheduler", None)
     try:
         rows = grade(args.submissions, args.out, jobs=args.jobs, device="gpu" if args.gpu else "simulator",
-                     timeout=args.timeout, force=args.force, only=only, root=root, isolation=isolation)
+                     timeout=args.timeout, force=args.force, only=only, root=root, isolation=isolation,
+                     scheduler=scheduler)
     except IsolationUnavailable as exc:
         print(f"course grade: {exc}", file=sys.stderr)
         return 2
     except ValueError as exc:
+        print(f"course grade: {exc}", file=sys.stderr)
+        return 2
+    except ClusterUnavailable as exc:
         print(f"course grade: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
