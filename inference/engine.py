@@ -24,6 +24,8 @@ The GEMVs use day 9's float-activation Q4_1 rung, so the engine computes what th
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from numba import cuda
 
@@ -70,6 +72,9 @@ class KernelModel(PagedModel):
         self.k_cache = [cuda.to_device(np.zeros(shape, np.float32)) for _ in range(c.layers)]
         self.v_cache = [cuda.to_device(np.zeros(shape, np.float32)) for _ in range(c.layers)]
         self.launches: list[str] = []        # the launcher calls of the last step, in order
+        # Set to a dict to time every launcher call ({name: [calls, seconds]}, accumulated over steps): the device is
+        # synchronized before and after each, so the seconds are each call's own (launch and kernel), not a step's.
+        self.timings: dict | None = None
 
     @staticmethod
     def _to_device(gguf_file, name):
@@ -83,7 +88,16 @@ class KernelModel(PagedModel):
 
     def _call(self, launcher, *args, **kwargs):
         self.launches.append(launcher.__name__)
-        return launcher(*args, **kwargs)
+        if self.timings is None:
+            return launcher(*args, **kwargs)
+        cuda.synchronize()
+        start = time.perf_counter()
+        out = launcher(*args, **kwargs)
+        cuda.synchronize()
+        entry = self.timings.setdefault(launcher.__name__, [0, 0.0])
+        entry[0] += 1
+        entry[1] += time.perf_counter() - start
+        return out
 
     def _gemv(self, name, w, x, out):
         gemv = _GEMV[self._formats[name]]

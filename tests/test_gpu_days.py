@@ -181,8 +181,9 @@ DAYS = (
 # Ladders of kernels/ that no row holds, and why.
 NOT_IN_TABLE = {"kernels.elementwise": "day 1: the table starts at day 2; day 1 joins with a row",
                 "kernels.reduction": "day 1: the table starts at day 2; day 1 joins with a row",
-                "kernels.llama_layers": "day 10: its row comes with day 10's recorder (tests/test_inference_engine.py "
-                                        "runs the layers on a GPU meanwhile)"}
+                "kernels.llama_layers": "day 10: its recorder measures the whole model's step, not a ladder "
+                                        "(course/record/day10.py); tests/test_inference_engine.py runs the layers and "
+                                        "the recorder on a GPU"}
 
 ROWS = [pytest.param(row, id=row.day, marks=getattr(pytest.mark, row.day)) for row in DAYS]
 

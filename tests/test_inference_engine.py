@@ -150,3 +150,16 @@ def test_a_random_model_of_smollm2_s_shape_decodes_the_numpy_model_s_tokens_on_t
     rate = len(tokens) / (time.perf_counter() - start)
     print(f"\nlargest logit difference {worst:.2e} of {np.abs(expected).max():.1f}; {rate:.1f} tokens/s at batch 1")
     assert worst < 1e-3 * np.abs(expected).max()
+
+
+@pytest.mark.gpu
+def test_day10_s_recorder_runs_quick_on_the_gpu(tmp_path):
+    """``python -m course.record day10 --quick``'s path on the real model: its checks agree, its rows are there."""
+    import json
+
+    from course.record import day10
+
+    paths = day10.record(tmp_path, quick=True)
+    checks, decode, serving = (json.loads(p.read_text()) for p in paths)
+    assert all(r["tokens_equal"] for r in checks["rows"]), checks["rows"]
+    assert any(r["what"] == "launcher" for r in decode["rows"]) and serving["rows"]

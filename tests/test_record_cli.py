@@ -284,7 +284,18 @@ def test_dram_bytes_recording_carries_the_shape_of_each_case(tmp_path):
     assert profiled == ["v1_naive", "v1_naive", "v4_flash:causal=True,H=8"]
 
 
-@pytest.mark.parametrize("day", course.record.DAYS)
+# Days whose unit of measure is a whole model's step, not a ladder of rungs: their module has record() and sanitize()
+# but no Recorder of sweeps.
+MODEL_DAYS = ("day10",)
+
+
+def test_the_model_days_record_and_sanitize():
+    for day in MODEL_DAYS:
+        module = course.record.day_module(day)
+        assert callable(module.record) and callable(module.sanitize) and not hasattr(module, "recorder")
+
+
+@pytest.mark.parametrize("day", [d for d in course.record.DAYS if d not in MODEL_DAYS])
 def test_every_day_declares_a_recorder_with_labelled_ncu_cases(day):
     module = course.record.day_module(day)
     recorder = module.recorder()
@@ -490,3 +501,37 @@ def test_day09_reference_is_the_same_in_chunks_of_rows():
     codes, d, m = day09.q4_1_parts(w)
     np.testing.assert_array_equal((codes.reshape(n, -1, 32) * d[..., None] + m[..., None]).reshape(n, k),
                                   day09.reference.dequantize_q4_1(w.reshape(n, -1)))
+
+
+def test_day10_records_its_checks_decode_and_serving_on_any_engine(tmp_path):
+    """Day 10's recorder measures the model's step, not a ladder: on the NumPy engine over the paged cache (the
+    kernel engine's interface) and a tiny model, its three recordings have the rows and columns the module's
+    docstring promises, the decode step's bytes are the file's, and the bytes limit is those bytes at the copy
+    bandwidth given."""
+    import json
+
+    from course.record import day10
+    from inference.numpy_model import NumpyPagedModel
+    from inference.tiny import tiny_model
+
+    model = tiny_model(0)
+
+    def engine(model_file, num_blocks, context):
+        return NumpyPagedModel(model_file, num_blocks=num_blocks, block_size=day10.BLOCK_SIZE, context=context)
+
+    paths = day10.record(tmp_path, quick=True, model_file=model, engine=engine, ceilings={"copy_gbps": 1000.0})
+    assert [p.name for p in paths] == ["day10_full_size_checks.json", "day10_decode_timing.json",
+                                       "day10_serving.json"]
+    checks, decode, serving = (json.loads(p.read_text()) for p in paths)
+    assert [r["prompt"] for r in checks["rows"]] == list(day10.PROMPTS)
+    assert all(r["tokens_equal"] and r["first_divergence"] == -1 and r["max_logit_err"] < 1e-5 for r in checks["rows"])
+    step = next(r for r in decode["rows"] if r["what"] == "decode_step")
+    assert step["bytes"] == sum(info.nbytes for info in model.tensors.values())
+    assert step["bytes_limit_ms"] == pytest.approx(step["bytes"] / 1e12 * 1e3)
+    assert step["tokens_per_s"] == pytest.approx(1e3 / step["median_ms"])
+    assert "transformers not measured" in decode["notes"]          # no GPU here
+    rows = serving["rows"]
+    assert [r["concurrency"] for r in rows if r["what"] == "decode"] == list(day10.QUICK_CONCURRENCY)
+    assert all(r["tokens"] == r["requests"] * 8 and r["max_ttft_ms"] >= r["mean_ttft_ms"] > 0
+               for r in rows if r["what"] == "decode")
+    assert [r["prompt_tokens"] for r in rows if r["what"] == "prefill"] == [32]

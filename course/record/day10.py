@@ -1,0 +1,232 @@
+"""GPU recordings of day 10: SmolLM2-135M-Instruct on the course's kernels (``inference.engine.KernelModel``), checked
+against the NumPy forward pass and timed as a whole model, one request and many.
+
+Not a sweep of rungs: the unit measured is the model's step. ``record(out_dir)`` writes, in this order (each saved
+as soon as it is made):
+
+- ``day10_full_size_checks``: greedy decoding of ``CHECK_TOKENS`` tokens after each of ``PROMPTS`` (a question,
+  one with digits and code, one in French) on the kernels and on the NumPy model (``inference.numpy_model``), each
+  fed the kernels' tokens: ``tokens_equal`` (the two greedy choices agree at every position), ``first_divergence``
+  (-1 if none), ``max_logit_err`` (the largest |kernels - NumPy| of a position's logits over that position's largest
+  |logit|), ``prompt_tokens`` and ``tokens``.
+- ``day10_decode_timing``: one request decoding at batch 1. Row ``what="decode_step"``: ``median_ms`` of a decode
+  step (the host's wall time of ``KernelModel.decode``, which returns the logits on the host: the whole step a chat
+  waits for), ``tokens_per_s``, ``kernels_launched`` per step, ``bytes`` (every tensor of the file read once),
+  ``bytes_limit_ms`` (those bytes at the copy bandwidth measured in the same run). Rows ``what="launcher"``: one per
+  launcher of the step, ``calls`` and ``ms_per_step`` from a run with ``KernelModel.timings`` (the device
+  synchronized around each call, so each is its launch and its kernel alone; their sum is larger than an unsynchronized
+  step). Row ``what="transformers"``: the same weights in transformers (fp16 on the GPU, eager, its greedy
+  ``generate``), ``tokens_per_s``, where transformers and the model's GGUF loader are installed (the notes say so
+  otherwise).
+- ``day10_serving``: ``inference.serving.Server`` over the kernels with ``CONCURRENCY`` requests submitted at once
+  (chat prompts of ``QUESTIONS`` in turn, ``SERVING_TOKENS`` answer tokens each, no stop token): ``tokens_per_s``
+  (answer tokens over the wall time), ``mean_ttft_ms`` and ``max_ttft_ms`` (submit to first token), ``steps``;
+  and ``what="prefill"``: a prompt of ``PREFILL_TOKENS`` tokens prefilled in one step, ``tokens_per_s``.
+
+``sanitize()`` runs a tiny random model of the same architecture (``inference.tiny``) for two steps, every launcher
+once, small, under compute-sanitizer.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import statistics
+import time
+
+import numpy as np
+
+CHECK_TOKENS = 64
+PROMPTS = ("What is the capital of France?",
+           "Write a Python function that returns the sum of the digits of 90210.",
+           "Traduis en français : « The weather is nice today. »")
+QUESTIONS = ("What is the capital of France?", "Name three colors.", "What is 2 + 2?", "Write a haiku about the sea.",
+             "Why is the sky blue?", "Give me a synonym for happy.", "How many legs does a spider have?",
+             "What is a GPU?")
+CONCURRENCY = (1, 8, 32, 64)
+QUICK_CONCURRENCY = (1, 8)
+SERVING_TOKENS = 32
+DECODE_STEPS = 64
+PREFILL_TOKENS = 256
+BLOCK_SIZE = 16
+
+
+def _model_file(model_file=None):
+    from inference import files, gguf
+
+    return model_file if model_file is not None else gguf.read(files.model_path())
+
+
+def _kernel_engine(model_file, *, num_blocks: int, context: int):
+    from inference.engine import KernelModel
+
+    return KernelModel(model_file, num_blocks=num_blocks, block_size=BLOCK_SIZE, context=context)
+
+
+def _prompt_ids(model_file, question: str) -> list[int]:
+    from inference.tokenizer import Tokenizer, chat_prompt
+
+    if "tokenizer.ggml.merges" not in model_file.metadata:       # a tiny random model has no tokenizer
+        return [1 + (ord(ch) % (len(model_file.metadata["tokenizer.ggml.tokens"]) - 1)) for ch in question[:12]]
+    return Tokenizer(model_file.metadata).encode(chat_prompt([{"role": "user", "content": question}]))
+
+
+def checks_recording(model_file, *, tokens: int = CHECK_TOKENS, engine=_kernel_engine):
+    """Greedy decoding on the kernels against the NumPy model, prompt by prompt (see the module's docstring)."""
+    from course.records import new_recording
+    from inference.numpy_model import Cache, NumpyModel
+
+    reference = NumpyModel(model_file)
+    rec = new_recording("day10_full_size_checks", notes=(
+        f"greedy decoding of {tokens} tokens after each prompt on the course's kernels (inference.engine) and the "
+        "float32 NumPy model fed the same tokens; max_logit_err is relative to each position's largest |logit|"))
+    for question in PROMPTS:
+        ids = _prompt_ids(model_file, question)
+        kernels = engine(model_file, num_blocks=-(-(len(ids) + tokens) // BLOCK_SIZE), context=len(ids) + tokens)
+        cache = Cache(reference.config)
+        seq, got = kernels.prefill(ids)
+        want = reference.forward(ids, cache)[-1]
+        divergence, worst, produced = -1, 0.0, []
+        for step in range(tokens):
+            worst = max(worst, float(np.abs(got - want).max() / max(1.0, np.abs(want).max())))
+            token = int(np.argmax(got))
+            if divergence < 0 and token != int(np.argmax(want)):
+                divergence = step
+            produced.append(token)
+            if step + 1 < tokens:
+                got, want = kernels.decode(seq, token), reference.forward([token], cache)[-1]
+        rec.add(prompt=question, prompt_tokens=len(ids), tokens=tokens, tokens_equal=divergence < 0,
+                first_divergence=divergence, max_logit_err=worst)
+    return rec
+
+
+def decode_recording(model_file, *, steps: int = DECODE_STEPS, ceilings: dict | None = None,
+                     engine=_kernel_engine):
+    """One request decoding at batch 1: the step's time, its launchers' times, and transformers beside it."""
+    from course.records import new_recording
+
+    ids = _prompt_ids(model_file, PROMPTS[0])
+    context = len(ids) + steps + 10           # the timed steps, then up to 8 profiled ones
+    kernels = engine(model_file, num_blocks=-(-context // BLOCK_SIZE), context=context)
+    seq, logits = kernels.prefill(ids)
+    token, times = int(np.argmax(logits)), []
+    for _ in range(steps):
+        start = time.perf_counter()
+        logits = kernels.decode(seq, token)
+        times.append(time.perf_counter() - start)
+        token = int(np.argmax(logits))
+    step_bytes = sum(info.nbytes for info in model_file.tensors.values())
+    copy_gbps = (ceilings or {}).get("copy_gbps")
+    median_ms = 1e3 * statistics.median(times[1:] or times)
+    rec = new_recording("day10_decode_timing", ceilings=ceilings or {}, notes=(
+        f"batch-1 decode of {steps} steps after the prompt {PROMPTS[0]!r}; median_ms is the host's wall time of a "
+        "step (logits back on the host); launcher rows: each call synchronized, so each is its own launch and kernel"))
+    rec.add(what="decode_step", batch=1, steps=steps, median_ms=median_ms, tokens_per_s=1e3 / median_ms,
+            kernels_launched=getattr(kernels, "kernels_launched", None), bytes=step_bytes,
+            bytes_limit_ms=step_bytes / (copy_gbps * 1e9) * 1e3 if copy_gbps else None)
+    if hasattr(kernels, "timings"):
+        kernels.timings = {}
+        profiled = max(1, min(steps, 8))
+        for _ in range(profiled):
+            token = int(np.argmax(kernels.decode(seq, token)))
+        for name, (calls, seconds) in sorted(kernels.timings.items(), key=lambda item: -item[1][1]):
+            rec.add(what="launcher", launcher=name, calls=calls // profiled, ms_per_step=1e3 * seconds / profiled)
+        kernels.timings = None
+    tps, why = _transformers_tokens_per_s(steps)
+    if tps is not None:
+        rec.add(what="transformers", batch=1, steps=steps, tokens_per_s=tps, dtype="float16")
+    else:
+        rec.notes += f"; transformers not measured: {why}"
+    return rec
+
+
+def _transformers_tokens_per_s(steps: int):
+    """(tokens per second of transformers' greedy generate on the same GGUF weights, fp16 on the GPU, or None, why)."""
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM
+    except ImportError as exc:
+        return None, f"{exc.name} is not installed"
+    if not torch.cuda.is_available():
+        return None, "torch sees no CUDA device"
+    from inference import files
+
+    path = pathlib.Path(files.model_path())
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, torch_dtype=torch.float16)
+    except Exception as exc:                 # the GGUF loader needs the gguf package and accelerate
+        return None, f"transformers could not load the file ({type(exc).__name__}: {exc})"
+    model = model.to("cuda").eval()
+    ids = torch.tensor([[1, 2, 3, 4]], device="cuda")
+    with torch.no_grad():
+        model.generate(ids, max_new_tokens=8, do_sample=False, min_new_tokens=8)
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        model.generate(ids, max_new_tokens=steps, do_sample=False, min_new_tokens=steps)
+        torch.cuda.synchronize()
+    return steps / (time.perf_counter() - start), ""
+
+
+def serving_recording(model_file, *, concurrency=CONCURRENCY, tokens: int = SERVING_TOKENS,
+                      prefill_tokens: int = PREFILL_TOKENS, engine=_kernel_engine):
+    """The server over the kernels with many requests at once, and one long prompt's prefill."""
+    from course.records import new_recording
+    from inference.serving import Request, Server
+
+    rec = new_recording("day10_serving", notes=(
+        f"inference.serving.Server on the course's kernels: the requests submitted at once, {tokens} answer tokens "
+        f"each (no stop token), chat prompts of {len(QUESTIONS)} questions in turn; prefill: one prompt of "
+        f"{prefill_tokens} tokens in one step"))
+    prompts = [_prompt_ids(model_file, q) for q in QUESTIONS]
+    longest = max(len(p) for p in prompts) + tokens
+    for n in concurrency:
+        kernels = engine(model_file, num_blocks=n * -(-longest // BLOCK_SIZE), context=longest)
+        server = Server(kernels, max_batch=n, max_prefill_tokens=n * longest)
+        for i in range(n):
+            server.submit(Request(prompts[i % len(prompts)], max_tokens=tokens))
+        start = time.perf_counter()
+        done = server.run()
+        wall = time.perf_counter() - start
+        ttft = [r.first_token_s for r in done]
+        rec.add(what="decode", concurrency=n, requests=n, tokens=sum(len(r.output) for r in done), seconds=wall,
+                tokens_per_s=sum(len(r.output) for r in done) / wall, mean_ttft_ms=1e3 * statistics.mean(ttft),
+                max_ttft_ms=1e3 * max(ttft), steps=len(server.stats))
+    vocab = len(model_file.metadata["tokenizer.ggml.tokens"])
+    ids = [int(t) for t in np.random.default_rng(10).integers(1, vocab, prefill_tokens)]
+    kernels = engine(model_file, num_blocks=-(-prefill_tokens // BLOCK_SIZE), context=prefill_tokens)
+    warm, _ = kernels.prefill(ids[:8])        # compiled, warm
+    kernels.free(warm)
+    start = time.perf_counter()
+    kernels.prefill(ids)
+    seconds = time.perf_counter() - start
+    rec.add(what="prefill", prompt_tokens=prefill_tokens, seconds=seconds, tokens_per_s=prefill_tokens / seconds)
+    return rec
+
+
+def record(out_dir, quick: bool = False, *, model_file=None, engine=_kernel_engine, ceilings=None) -> list[pathlib.Path]:
+    """The day's three recordings (see the module's docstring), each saved in ``out_dir`` as it is made."""
+    model_file = _model_file(model_file)
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if ceilings is None:
+        from course.timing import measure_ceilings
+
+        ceilings = measure_ceilings()
+    paths = []
+    for make in (lambda: checks_recording(model_file, tokens=8 if quick else CHECK_TOKENS, engine=engine),
+                 lambda: decode_recording(model_file, steps=8 if quick else DECODE_STEPS, ceilings=ceilings,
+                                          engine=engine),
+                 lambda: serving_recording(model_file, concurrency=QUICK_CONCURRENCY if quick else CONCURRENCY,
+                                           tokens=8 if quick else SERVING_TOKENS,
+                                           prefill_tokens=32 if quick else PREFILL_TOKENS, engine=engine)):
+        rec = make()
+        paths.append(rec.save(out_dir / f"{rec.name}.json"))
+    return paths
+
+
+def sanitize() -> None:
+    """Every launcher of a step once, small: a tiny random model's prefill of 5 tokens and one decode step."""
+    from inference.tiny import tiny_model
+
+    kernels = _kernel_engine(tiny_model(0), num_blocks=4, context=16)
+    seq, logits = kernels.prefill([3, 17, 5, 60, 2])
+    kernels.decode(seq, int(np.argmax(logits)))
