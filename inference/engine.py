@@ -5,7 +5,8 @@ A step takes T new tokens, each of some sequence at some position (a prompt's to
 sequence at decode, or both at once: the engine does not tell them apart), and for each layer launches:
 
     rmsnorm_block_per_row                       h = rmsnorm(x) * attn_norm               (kernels.llama_layers)
-    q4_1_gemv_warp_per_row, per token           q, k, v = Wq h, Wk h, Wv h               (day 9)
+    q4_1_gemv_warp_per_row (one token)          q, k, v = Wq h, Wk h, Wv h               (day 9)
+    or q4_1_gemm_tokens_warp_per_row (several)  (kernels.token_gemv: one launch for the step's tokens)
     rope_pairs_from_table on q and k            adjacent pairs, the GGUF convention
     kv_cache_write                              k and v to their slots                   (day 6)
     gqa_decode_split_k                          token t's query over positions 0 ... p_t of its sequence (day 7)
@@ -13,13 +14,14 @@ sequence at decode, or both at once: the engine does not tell them apart), and f
     rmsnorm_block_per_row, 2 GEMVs, swiglu      a = silu(Wgate h) * (Wup h)
     q4_1_gemv_warp_per_row, add_elementwise     x += Wdown a
 
-then the final norm and the output head (the Q8_0 embedding, ``q8_0_gemv_warp_per_row``) for the tokens whose
-logits are asked for. Attention reads the paged cache for every token, so a prompt's token t is a query over the
+then the final norm and the output head (the Q8_0 embedding, ``q8_0_gemv_warp_per_row``, or the tokens rung for
+several) for the tokens whose logits are asked for. Attention reads the paged cache for every token, so a prompt's token t is a query over the
 t + 1 positions written so far (causal by construction), and a prompt whose first full blocks another sequence
 already holds (``kernels.block_manager``'s prefix sharing) computes only the tokens after them.
 
-The GEMVs use day 9's float-activation Q4_1 rung, so the engine computes what the NumPy model
-(``inference.numpy_model``) computes, up to the order of float32 sums: greedy decoding gives the same tokens.
+The GEMVs use day 9's float-activation Q4_1 rung (or ``kernels.token_gemv``'s, which sums each token as it does),
+so the engine computes what the NumPy model (``inference.numpy_model``) computes, up to the order of float32 sums:
+greedy decoding gives the same tokens.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from kernels.gqa_attention import gqa_decode_split_k
 from kernels.kv_cache import kv_cache_write
 from kernels.quantized_gemv import q4_1_gemv_warp_per_row, q8_0_gemv_warp_per_row
 from kernels.reference import rope_table
+from kernels.token_gemv import q4_1_gemm_tokens_warp_per_row, q8_0_gemm_tokens_warp_per_row
 
 __all__ = ["KernelModel", "KERNELS_PER_LAUNCH"]
 
@@ -44,6 +47,8 @@ KERNELS_PER_LAUNCH = {"gqa_decode_split_k": 2}
 
 _MATRICES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 _GEMV = {"Q4_1": q4_1_gemv_warp_per_row, "Q8_0": q8_0_gemv_warp_per_row}
+# A step of several tokens: one launch for all of them, each byte of W loaded once per 8 tokens.
+_GEMM_TOKENS = {"Q4_1": q4_1_gemm_tokens_warp_per_row, "Q8_0": q8_0_gemm_tokens_warp_per_row}
 
 
 class KernelModel(PagedModel):
@@ -99,10 +104,12 @@ class KernelModel(PagedModel):
         entry[1] += time.perf_counter() - start
         return out
 
-    def _gemv(self, name, w, x, out):
-        gemv = _GEMV[self._formats[name]]
-        for t in range(x.shape[0]):
-            self._call(gemv, w, x[t], out=out[t])
+    def _gemv(self, name, w, x, out, fmt=None):
+        """out (T, N) = x (T, K) W^T: day 9's one-token GEMV at T = 1, one launch for all the tokens otherwise."""
+        fmt = fmt or self._formats[name]
+        if x.shape[0] > 1:
+            return self._call(_GEMM_TOKENS[fmt], w, x, out=out)
+        self._call(_GEMV[fmt], w, x[0], out=out[0])
         return out
 
     @property
@@ -159,6 +166,5 @@ class KernelModel(PagedModel):
         for n, index in enumerate(wanted):
             rows[n].copy_to_device(x[index])
         self._call(layers.rmsnorm_block_per_row, rows, self.output_norm, eps=c.eps, out=rows)
-        for n in range(len(wanted)):
-            self._call(q8_0_gemv_warp_per_row, self.embedding, rows[n], out=logits[n])
+        self._gemv("output", self.embedding, rows, logits, fmt="Q8_0")
         return logits.copy_to_host()

@@ -76,7 +76,8 @@ def test_the_kernels_agree_with_numpy_and_the_launch_counts_hold(run):
     assert per_step == 3 + 2 * per_block
     assert re.search(r"positions to compute: \[4\] \(the first block is request 1's", shown)
     both = re.search(r"one step for both requests, (\d+) kernels; against NumPy run alone on each: (.*)", shown)
-    assert int(both.group(1)) > per_step                      # "launched more kernels than a decode step for one"
+    assert int(both.group(1)) == per_step                     # "launched as many kernels as a decode step for one"
+    assert f"a decode step for one request launched {per_step}: as many" in shown
     assert all(float(v) < 1e-4 for v in both.group(2).split(", "))
     launches = int(re.search(r"its (\d+) launches at", shown).group(1))
     assert launches == 3 + 30 * per_block

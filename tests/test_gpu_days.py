@@ -183,7 +183,9 @@ NOT_IN_TABLE = {"kernels.elementwise": "day 1: the table starts at day 2; day 1 
                 "kernels.reduction": "day 1: the table starts at day 2; day 1 joins with a row",
                 "kernels.llama_layers": "day 10: its recorder measures the whole model's step, not a ladder "
                                         "(course/record/day10.py); tests/test_inference_engine.py runs the layers and "
-                                        "the recorder on a GPU"}
+                                        "the recorder on a GPU",
+                "kernels.token_gemv": "day 10: the engine's GEMVs for a step's tokens, run on a GPU with the engine "
+                                      "(tests/test_inference_engine.py) and timed in day 10's recorder"}
 
 ROWS = [pytest.param(row, id=row.day, marks=getattr(pytest.mark, row.day)) for row in DAYS]
 

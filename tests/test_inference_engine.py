@@ -163,3 +163,20 @@ def test_day10_s_recorder_runs_quick_on_the_gpu(tmp_path):
     checks, decode, serving = (json.loads(p.read_text()) for p in paths)
     assert all(r["tokens_equal"] for r in checks["rows"]), checks["rows"]
     assert any(r["what"] == "launcher" for r in decode["rows"]) and serving["rows"]
+
+
+@pytest.mark.parametrize("fmt", ["q8_0", "q4_1"])
+def test_a_step_s_tokens_in_one_launch_equal_one_launch_per_token(fmt):
+    """kernels.token_gemv sums each token as day 9's warp-per-row rung does: on the simulator, bit for bit, for
+    T of 1, 8 (one pass) and 11 (two), rows not a multiple of the warps of a block and a row of 33 blocks (lane 0
+    takes two)."""
+    from kernels import quantized_gemv, reference, token_gemv
+
+    rng = np.random.default_rng(10)
+    one = getattr(quantized_gemv, f"{fmt}_gemv_warp_per_row")
+    many = getattr(token_gemv, f"{fmt}_gemm_tokens_warp_per_row")
+    for tokens, rows, k in ((1, 5, 64), (8, 3, 96), (11, 6, 33 * 32)):
+        w = getattr(reference, f"quantize_{fmt}")(rng.standard_normal((rows, k))).reshape(rows, k // 32, -1)
+        x = rng.standard_normal((tokens, k)).astype(np.float32)
+        together = many(w, x)
+        assert np.array_equal(together, np.stack([one(w, x[t]) for t in range(tokens)])), (tokens, rows, k)

@@ -243,6 +243,24 @@ def _quantized_gemv_reference(fmt):
     return reference_of
 
 
+def _tokens_gemm_inputs(rng, rung):
+    """11 tokens (a pass of 8 and one of 3) times 7 rows of K = 96 in the rung's format (``kernels.token_gemv``)."""
+    from kernels import reference
+
+    fmt = rung.launcher.__name__.split("_gemm")[0]
+    weights = _floats(rng, 7, 96)
+    weights[1] = 0.0
+    w = getattr(reference, f"quantize_{fmt}")(weights).reshape(7, 3, -1)
+    return (w, _floats(rng, 11, 96)), {"out": _nan(11, 7)}
+
+
+def _tokens_gemm_reference(fmt):
+    """x W^T in float64 for x (T, K) and the GGUF bytes w of format ``fmt``."""
+    def reference_of(w, x, **_):
+        return np.stack([_quantized_gemv_reference(fmt)(w, token) for token in x])
+    return reference_of
+
+
 def _q4_1_times_q8_1_reference(w, x, **_):
     """W x with x quantized to q8_1 in the codes' product, exact in the minimum's: sum over blocks of
     d sum_j q_j x^_j + m sum_j x_j, x^ the q8_1 values of x (``q4_1_gemv_q8_1_dp4a``)."""
@@ -360,6 +378,7 @@ OPERATIONS = {
     "gqa_decode_tensor": Operation(_tensor_cores_inputs, _paged_reference),  # gqa_decode_tensor_cores
     **{f"{fmt}_gemv": Operation(_quantized_gemv_inputs, _quantized_gemv_reference(fmt))
        for fmt in ("q8_0", "q4_0", "q4_1")},
+    **{f"{fmt}_gemm": Operation(_tokens_gemm_inputs, _tokens_gemm_reference(fmt)) for fmt in ("q8_0", "q4_1")},
     "q4_1_gemv_q8_1": Operation(_quantized_gemv_inputs, _q4_1_times_q8_1_reference),   # dp4a, repacked
     "q4_1_gemv_q8_1_small": Operation(_small_batch_inputs, _small_batch_reference),    # q4_1_gemv_q8_1_small_batch
     "w8a8_gemm": Operation(_w8a8_gemm_inputs, _w8a8_gemm_reference),
