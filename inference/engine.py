@@ -14,7 +14,11 @@ sequence at decode, or both at once: the engine does not tell them apart), and f
     rmsnorm_block_per_row, 2 GEMVs, swiglu      a = silu(Wgate h) * (Wup h)
     q4_1_gemv_warp_per_row, add_elementwise     x += Wdown a
 
-then the final norm and the output head (the Q8_0 embedding, ``q8_0_gemv_warp_per_row``, or the tokens rung for
+With ``fused=True`` a block is 9 launches instead of 17 (``kernels.fused_llama``): RMSNorm folded into the Q, K
+and V projections (one launch over their concatenated rows) and into gate and up, which also apply SwiGLU, and the
+residual adds in the epilogues of Wo and Wdown.
+
+Then the final norm and the output head (the Q8_0 embedding, ``q8_0_gemv_warp_per_row``, or the tokens rung for
 several) for the tokens whose logits are asked for. Attention reads the paged cache for every token, so a prompt's token t is a query over the
 t + 1 positions written so far (causal by construction), and a prompt whose first full blocks another sequence
 already holds (``kernels.block_manager``'s prefix sharing) computes only the tokens after them.
@@ -33,6 +37,7 @@ from numba import cuda
 
 from inference.config import ModelConfig
 from inference.paged import PagedModel
+from kernels import fused_llama as fused
 from kernels import llama_layers as layers
 from kernels.gqa_attention import gqa_decode_split_k
 from kernels.kv_cache import kv_cache_write
@@ -55,10 +60,12 @@ class KernelModel(PagedModel):
     """The llama model of ``gguf_file`` on the device, with a paged KV cache of ``num_blocks`` blocks of
     ``block_size`` positions per layer (float32) and day 6's block manager over it (``blocks``)."""
 
-    def __init__(self, gguf_file, *, num_blocks: int = 256, block_size: int = 16, context: int | None = None):
+    def __init__(self, gguf_file, *, num_blocks: int = 256, block_size: int = 16, context: int | None = None,
+                 fused: bool = False):
         super().__init__(ModelConfig.from_metadata(gguf_file.metadata), num_blocks=num_blocks, block_size=block_size,
                          context=context)
         c = self.config
+        self.fused = bool(fused)
         self._formats = {}
         self.weights = []
         for i in range(c.layers):
@@ -66,6 +73,12 @@ class KernelModel(PagedModel):
             self.weights.append({short: self._to_device(gguf_file, full) for short, full in names.items()})
             for short in _MATRICES:
                 self._formats[short] = gguf_file.tensors[names[short]].ggml_type.name
+            if self.fused and set(self._formats.values()) != {"Q4_1"}:
+                raise ValueError(f"fused=True runs Q4_1 layers (kernels.fused_llama); layer {i} has "
+                                 f"{sorted(set(self._formats.values()))}")
+            if self.fused:               # Wq, Wk and Wv as one matrix: one launch for the three projections
+                self.weights[-1]["attn_qkv"] = cuda.to_device(np.ascontiguousarray(np.concatenate(
+                    [gguf_file.tensor(names[short]) for short in ("attn_q", "attn_k", "attn_v")])))
         self.embedding = self._to_device(gguf_file, "token_embd.weight")
         self.output_norm = self._to_device(gguf_file, "output_norm.weight")
         head = gguf_file.tensors["token_embd.weight"].ggml_type.name
@@ -112,6 +125,23 @@ class KernelModel(PagedModel):
         self._call(_GEMV[fmt], w, x[0], out=out[0])
         return out
 
+    def _fused_block(self, i, w, x, q, k, v, o, a, positions, tables, rows, context, longest) -> None:
+        """Block i in 9 launches (``kernels.fused_llama``): the norms folded into the GEMVs that read them, gate and
+        up with SwiGLU, the residual adds in the GEMVs' epilogues."""
+        c, t = self.config, x.shape[0]
+        q3 = q.reshape(t, c.heads, c.head_dim)
+        k3, v3 = k.reshape(t, c.kv_heads, c.head_dim), v.reshape(t, c.kv_heads, c.head_dim)
+        self._call(fused.q4_1_norm_qkv_tokens, w["attn_qkv"], x, w["attn_norm"], eps=c.eps,
+                   rows=(q.shape[1], k.shape[1], v.shape[1]), out=(q, k, v))
+        self._call(layers.rope_pairs_from_table, q3, positions, self.rope, out=q3)
+        self._call(layers.rope_pairs_from_table, k3, positions, self.rope, out=k3)
+        self._call(kv_cache_write, k3, v3, rows, positions, tables, self.k_cache[i], self.v_cache[i])
+        self._call(gqa_decode_split_k, q3, self.k_cache[i], self.v_cache[i], tables, context, out=o,
+                   max_context=longest)
+        self._call(fused.q4_1_residual_gemm_tokens, w["attn_output"], o.reshape(t, c.heads * c.head_dim), x, out=x)
+        self._call(fused.q4_1_norm_swiglu_tokens, w["ffn_gate"], w["ffn_up"], x, w["ffn_norm"], eps=c.eps, out=a)
+        self._call(fused.q4_1_residual_gemm_tokens, w["ffn_down"], a, x, out=x)
+
     @property
     def kernels_launched(self) -> int:
         """Kernels the last step launched (``launches`` holds its launcher calls, in order)."""
@@ -143,6 +173,9 @@ class KernelModel(PagedModel):
         q3 = q.reshape(t, c.heads, c.head_dim)
         k3, v3 = k.reshape(t, c.kv_heads, c.head_dim), v.reshape(t, c.kv_heads, c.head_dim)
         for i, w in enumerate(self.weights):
+            if self.fused:
+                self._fused_block(i, w, x, q, k, v, o, gate, d_positions, d_tables, d_rows, d_context, longest)
+                continue
             self._call(layers.rmsnorm_block_per_row, x, w["attn_norm"], eps=c.eps, out=h)
             self._gemv("attn_q", w["attn_q"], h, q)
             self._gemv("attn_k", w["attn_k"], h, k)

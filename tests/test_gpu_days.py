@@ -185,7 +185,9 @@ NOT_IN_TABLE = {"kernels.elementwise": "day 1: the table starts at day 2; day 1 
                                         "(course/record/day10.py); tests/test_inference_engine.py runs the layers and "
                                         "the recorder on a GPU",
                 "kernels.token_gemv": "day 10: the engine's GEMVs for a step's tokens, run on a GPU with the engine "
-                                      "(tests/test_inference_engine.py) and timed in day 10's recorder"}
+                                      "(tests/test_inference_engine.py) and timed in day 10's recorder",
+                "kernels.fused_llama": "day 10: the fused engine's kernels, run on a GPU with it "
+                                       "(tests/test_inference_engine.py) and timed in day 10's recorder"}
 
 ROWS = [pytest.param(row, id=row.day, marks=getattr(pytest.mark, row.day)) for row in DAYS]
 

@@ -187,6 +187,24 @@ def _tensor_cores_inputs(rng, rung):
     return (q, k_cache.astype(np.float16), v_cache.astype(np.float16), tables, lens), {**kwargs, "partition_size": 16}
 
 
+def _wide_prefill_inputs(rng, rung):
+    """``_gqa_prefill_inputs`` at head_dim 131, past 128 and odd: rows of two threads (66 and 65 channels), blocks of
+    42 positions x 3 heads (45 positions: two blocks, the second with 3) and K and V tiles of 8 keys (17: three
+    tiles, the last with one key)."""
+    q, k, v = _floats(rng, 1, 6, 45, 131), _floats(rng, 1, 2, 17, 131), _floats(rng, 1, 2, 17, 131)
+    return (q, k, v), {"out": _nan(1, 6, 45, 131)}
+
+
+def _wide_decode_inputs(rng, rung):
+    """``_paged_inputs`` with 3 query heads on its one KV head at head_dim 136, past 128: a whole warp a token, its
+    lanes 17 to 31 without channels; partitions of 4 tokens (a multiple of a run, 2 tokens of a float32 cache)."""
+    (_, k_cache, _, tables, lens), kwargs = _paged_inputs(rng, rung)
+    shape = (*k_cache.shape[:3], 136)
+    q = _floats(rng, len(lens), 3, 136)
+    return (q, _floats(rng, *shape), _floats(rng, *shape), tables, lens), {**kwargs, "out": _nan(*q.shape),
+                                                                             "partition_size": 4}
+
+
 def _paged_reference(q, k_cache, v_cache, block_tables, context_lens, **_):
     from kernels import reference
 
@@ -259,6 +277,38 @@ def _tokens_gemm_reference(fmt):
     def reference_of(w, x, **_):
         return np.stack([_quantized_gemv_reference(fmt)(w, token) for token in x])
     return reference_of
+
+
+def _q4_1(rng, rows, k=96):
+    from kernels import reference
+
+    return reference.quantize_q4_1(_floats(rng, rows, k)).reshape(rows, k // 32, 20)
+
+
+def _dequantized(w):
+    from kernels import reference
+
+    return reference.dequantize_q4_1(w.reshape(w.shape[0], -1))
+
+
+def _norm_qkv_inputs(rng, rung):
+    """11 tokens (two passes) of K = 96 through the concatenated rows 5 + 3 + 2 (``kernels.fused_llama``)."""
+    return ((_q4_1(rng, 10), _floats(rng, 11, 96), 1 + _floats(rng, 96) / 10),
+            {"eps": 1e-5, "rows": (5, 3, 2), "out": (_nan(11, 5), _nan(11, 3), _nan(11, 2))})
+
+
+def _norm_qkv_reference(w, x, norm_weight, *, eps, rows, **_):
+    from kernels import reference
+
+    y = reference.rmsnorm(x, norm_weight, eps) @ _dequantized(w).T
+    return y[:, :rows[0]], y[:, rows[0]:rows[0] + rows[1]], y[:, rows[0] + rows[1]:]
+
+
+def _norm_swiglu_reference(w_gate, w_up, x, norm_weight, *, eps, **_):
+    from kernels import reference
+
+    h = reference.rmsnorm(x, norm_weight, eps)
+    return reference.swiglu(h @ _dequantized(w_gate).T, h @ _dequantized(w_up).T)
 
 
 def _q4_1_times_q8_1_reference(w, x, **_):
@@ -376,9 +426,18 @@ OPERATIONS = {
     "gqa_decode_page": Operation(_page_runs_inputs, _paged_reference),       # gqa_decode_page_runs
     "gqa_decode_half": Operation(_half_warps_inputs, _paged_reference),      # gqa_decode_half_warps
     "gqa_decode_tensor": Operation(_tensor_cores_inputs, _paged_reference),  # gqa_decode_tensor_cores
+    "gqa_prefill_wide": Operation(_wide_prefill_inputs, _attention_reference),   # gqa_prefill_wide_heads
+    "gqa_decode_wide": Operation(_wide_decode_inputs, _paged_reference),         # gqa_decode_wide_heads
     **{f"{fmt}_gemv": Operation(_quantized_gemv_inputs, _quantized_gemv_reference(fmt))
        for fmt in ("q8_0", "q4_0", "q4_1")},
     **{f"{fmt}_gemm": Operation(_tokens_gemm_inputs, _tokens_gemm_reference(fmt)) for fmt in ("q8_0", "q4_1")},
+    "q4_1_norm_qkv": Operation(_norm_qkv_inputs, _norm_qkv_reference),
+    "q4_1_residual": Operation(lambda rng, _: ((_q4_1(rng, 7), _floats(rng, 11, 96), _floats(rng, 11, 7)),
+                                               {"out": _nan(11, 7)}),
+                               lambda w, x, residual, **_: x.astype(np.float64) @ _dequantized(w).T + residual),
+    "q4_1_norm_swiglu": Operation(lambda rng, _: ((_q4_1(rng, 7), _q4_1(rng, 7), _floats(rng, 11, 96),
+                                                   1 + _floats(rng, 96) / 10), {"eps": 1e-5, "out": _nan(11, 7)}),
+                                  _norm_swiglu_reference),
     "q4_1_gemv_q8_1": Operation(_quantized_gemv_inputs, _q4_1_times_q8_1_reference),   # dp4a, repacked
     "q4_1_gemv_q8_1_small": Operation(_small_batch_inputs, _small_batch_reference),    # q4_1_gemv_q8_1_small_batch
     "w8a8_gemm": Operation(_w8a8_gemm_inputs, _w8a8_gemm_reference),

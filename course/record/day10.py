@@ -9,7 +9,9 @@ as soon as it is made):
   fed the kernels' tokens: ``tokens_equal`` (the two greedy choices agree at every position), ``first_divergence``
   (-1 if none), ``max_logit_err`` (the largest |kernels - NumPy| of a position's logits over that position's largest
   |logit|), ``prompt_tokens`` and ``tokens``.
-- ``day10_decode_timing``: one request decoding at batch 1. Row ``what="decode_step"``: ``median_ms`` of a decode
+- ``day10_decode_timing``: one request decoding at batch 1, on the plain engine and the fused one (column
+  ``engine``: "plain", 17 launches a block, or "fused", ``KernelModel(fused=True)``, 9). Row ``what="decode_step"``:
+  ``median_ms`` of a decode
   step (the host's wall time of ``KernelModel.decode``, which returns the logits on the host: the whole step a chat
   waits for), ``tokens_per_s``, ``kernels_launched`` per step, ``bytes`` (every tensor of the file read once),
   ``bytes_limit_ms`` (those bytes at the copy bandwidth measured in the same run). Rows ``what="launcher"``: one per
@@ -18,7 +20,8 @@ as soon as it is made):
   step). Row ``what="transformers"``: the same weights in transformers (fp16 on the GPU, eager, its greedy
   ``generate``), ``tokens_per_s``, where transformers and the model's GGUF loader are installed (the notes say so
   otherwise).
-- ``day10_serving``: ``inference.serving.Server`` over the kernels with ``CONCURRENCY`` requests submitted at once
+- ``day10_serving``: ``inference.serving.Server`` over the fused kernel engine with ``CONCURRENCY`` requests submitted
+  at once
   (chat prompts of ``QUESTIONS`` in turn, ``SERVING_TOKENS`` answer tokens each, no stop token): ``tokens_per_s``
   (answer tokens over the wall time), ``mean_ttft_ms`` and ``max_ttft_ms`` (submit to first token), ``steps``;
   and ``what="prefill"``: a prompt of ``PREFILL_TOKENS`` tokens prefilled in one step, ``tokens_per_s``.
@@ -56,10 +59,14 @@ def _model_file(model_file=None):
     return model_file if model_file is not None else gguf.read(files.model_path())
 
 
-def _kernel_engine(model_file, *, num_blocks: int, context: int):
+def _kernel_engine(model_file, *, num_blocks: int, context: int, fused: bool = False):
     from inference.engine import KernelModel
 
-    return KernelModel(model_file, num_blocks=num_blocks, block_size=BLOCK_SIZE, context=context)
+    return KernelModel(model_file, num_blocks=num_blocks, block_size=BLOCK_SIZE, context=context, fused=fused)
+
+
+def _fused_engine(model_file, *, num_blocks: int, context: int):
+    return _kernel_engine(model_file, num_blocks=num_blocks, context=context, fused=True)
 
 
 def _prompt_ids(model_file, question: str) -> list[int]:
@@ -101,36 +108,41 @@ def checks_recording(model_file, *, tokens: int = CHECK_TOKENS, engine=_kernel_e
 
 def decode_recording(model_file, *, steps: int = DECODE_STEPS, ceilings: dict | None = None,
                      engine=_kernel_engine):
-    """One request decoding at batch 1: the step's time, its launchers' times, and transformers beside it."""
+    """One request decoding at batch 1, on the plain engine and the fused one (``engine="fused"`` rows): the step's
+    time, its launchers' times, and transformers beside it."""
     from course.records import new_recording
 
-    ids = _prompt_ids(model_file, PROMPTS[0])
-    context = len(ids) + steps + 10           # the timed steps, then up to 8 profiled ones
-    kernels = engine(model_file, num_blocks=-(-context // BLOCK_SIZE), context=context)
-    seq, logits = kernels.prefill(ids)
-    token, times = int(np.argmax(logits)), []
-    for _ in range(steps):
-        start = time.perf_counter()
-        logits = kernels.decode(seq, token)
-        times.append(time.perf_counter() - start)
-        token = int(np.argmax(logits))
     step_bytes = sum(info.nbytes for info in model_file.tensors.values())
     copy_gbps = (ceilings or {}).get("copy_gbps")
-    median_ms = 1e3 * statistics.median(times[1:] or times)
     rec = new_recording("day10_decode_timing", ceilings=ceilings or {}, notes=(
         f"batch-1 decode of {steps} steps after the prompt {PROMPTS[0]!r}; median_ms is the host's wall time of a "
-        "step (logits back on the host); launcher rows: each call synchronized, so each is its own launch and kernel"))
-    rec.add(what="decode_step", batch=1, steps=steps, median_ms=median_ms, tokens_per_s=1e3 / median_ms,
-            kernels_launched=getattr(kernels, "kernels_launched", None), bytes=step_bytes,
-            bytes_limit_ms=step_bytes / (copy_gbps * 1e9) * 1e3 if copy_gbps else None)
-    if hasattr(kernels, "timings"):
-        kernels.timings = {}
-        profiled = max(1, min(steps, 8))
-        for _ in range(profiled):
-            token = int(np.argmax(kernels.decode(seq, token)))
-        for name, (calls, seconds) in sorted(kernels.timings.items(), key=lambda item: -item[1][1]):
-            rec.add(what="launcher", launcher=name, calls=calls // profiled, ms_per_step=1e3 * seconds / profiled)
-        kernels.timings = None
+        "step (logits back on the host); launcher rows: each call synchronized, so each is its own launch and kernel; "
+        "engine: plain (17 launches a block) or fused (KernelModel(fused=True), 9)"))
+    variants = (("plain", engine), ("fused", _fused_engine)) if engine is _kernel_engine else (("plain", engine),)
+    for name, make in variants:
+        ids = _prompt_ids(model_file, PROMPTS[0])
+        context = len(ids) + steps + 10           # the timed steps, then up to 8 profiled ones
+        kernels = make(model_file, num_blocks=-(-context // BLOCK_SIZE), context=context)
+        seq, logits = kernels.prefill(ids)
+        token, times = int(np.argmax(logits)), []
+        for _ in range(steps):
+            start = time.perf_counter()
+            logits = kernels.decode(seq, token)
+            times.append(time.perf_counter() - start)
+            token = int(np.argmax(logits))
+        median_ms = 1e3 * statistics.median(times[1:] or times)
+        rec.add(what="decode_step", engine=name, batch=1, steps=steps, median_ms=median_ms,
+                tokens_per_s=1e3 / median_ms, kernels_launched=getattr(kernels, "kernels_launched", None),
+                bytes=step_bytes, bytes_limit_ms=step_bytes / (copy_gbps * 1e9) * 1e3 if copy_gbps else None)
+        if hasattr(kernels, "timings"):
+            kernels.timings = {}
+            profiled = max(1, min(steps, 8))
+            for _ in range(profiled):
+                token = int(np.argmax(kernels.decode(seq, token)))
+            for launcher, (calls, seconds) in sorted(kernels.timings.items(), key=lambda item: -item[1][1]):
+                rec.add(what="launcher", engine=name, launcher=launcher, calls=calls // profiled,
+                        ms_per_step=1e3 * seconds / profiled)
+            kernels.timings = None
     tps, why = _transformers_tokens_per_s(steps)
     if tps is not None:
         rec.add(what="transformers", batch=1, steps=steps, tokens_per_s=tps, dtype="float16")
@@ -168,12 +180,14 @@ def _transformers_tokens_per_s(steps: int):
 
 def serving_recording(model_file, *, concurrency=CONCURRENCY, tokens: int = SERVING_TOKENS,
                       prefill_tokens: int = PREFILL_TOKENS, engine=_kernel_engine):
-    """The server over the kernels with many requests at once, and one long prompt's prefill."""
+    """The server over the fused kernel engine with many requests at once, and one long prompt's prefill."""
     from course.records import new_recording
     from inference.serving import Request, Server
 
+    engine = _fused_engine if engine is _kernel_engine else engine
+
     rec = new_recording("day10_serving", notes=(
-        f"inference.serving.Server on the course's kernels: the requests submitted at once, {tokens} answer tokens "
+        f"inference.serving.Server on the course's kernels (KernelModel(fused=True)): the requests submitted at once, {tokens} answer tokens "
         f"each (no stop token), chat prompts of {len(QUESTIONS)} questions in turn; prefill: one prompt of "
         f"{prefill_tokens} tokens in one step"))
     prompts = [_prompt_ids(model_file, q) for q in QUESTIONS]

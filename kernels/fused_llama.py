@@ -1,0 +1,274 @@
+"""A llama block in fewer launches (day 10): RMSNorm folded into the GEMV that reads it, gate and up with SwiGLU, the
+residual add in the GEMV's epilogue. Q4_1 weights in their GGUF bytes, float32 activations, a step's T tokens in
+one launch as ``kernels.token_gemv`` takes them (a warp per row of W, ``TOKENS_PER_PASS`` tokens a pass, a running
+sum per token in registers).
+
+For a model this small a decode step's time is its launches, not its bytes (day 10's lesson): the unfused block of
+``inference.engine`` launches RMSNorm, three GEMVs, RoPE twice, the cache write, attention (two kernels), a GEMV and
+an add, RMSNorm, two GEMVs, SwiGLU, a GEMV and an add: 17. With these rungs it launches 9:
+
+- ``q4_1_norm_qkv_tokens``: q, k, v = W_qkv rmsnorm(x) for the concatenated rows of Wq, Wk and Wv (the engine
+  concatenates them once, at load): each warp computes its tokens' inverse root mean square itself (K values from
+  L1 and L2, every warp the same), multiplies W by x * norm_weight and scales each token's sum once by it, then
+  writes the row into q, k or v by its index.
+- ``q4_1_residual_gemm_tokens``: y = x W^T + residual, the add in the epilogue (``out`` may be ``residual``: each
+  element is read and written by the one lane that owns it), for Wo and Wdown.
+- ``q4_1_norm_swiglu_tokens``: a = silu(Wgate rmsnorm(x)) * (Wup rmsnorm(x)): warp n computes row n of both
+  matrices, which share the normalized x and so its per-block sum (the minimum's term), then one silu and one
+  product; the (T, ffn) gate and up never reach memory.
+
+Numerics: the norm's scale multiplies a token's finished sum instead of every value, so the results differ from the
+unfused engine's in float32's last bits (the NumPy model's order is a third one); ``tests/test_fused_llama.py``
+holds each rung to its float64 reference and the fused engine's greedy tokens to the NumPy model's.
+
+Each is a ``<rung>_kernel`` plus its launcher, ``kernel=`` the kernel to launch (as every rung of the course).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda, float32, int32
+
+from kernels.launching import WARP, cdiv, output_array, require_array, require_float32, require_same_kind
+from kernels.quantized_gemv import BLOCK_BYTES, GEMV_WARPS, QK, half_from_bytes, warp_sum
+from kernels.registry import Rung, ladder
+from kernels.token_gemv import TOKENS_PER_PASS
+
+__all__ = ["RUNGS", "q4_1_norm_qkv_tokens_kernel", "q4_1_norm_qkv_tokens", "q4_1_residual_gemm_tokens_kernel",
+           "q4_1_residual_gemm_tokens", "q4_1_norm_swiglu_tokens_kernel", "q4_1_norm_swiglu_tokens"]
+
+
+@cuda.jit(device=True, inline=True)
+def _inverse_rms(x, t, eps):
+    """1 / sqrt(mean(x[t]^2) + eps), in every lane of the warp (the lanes sum the columns l, l + 32, ...)."""
+    lane = cuda.threadIdx.x % WARP
+    squares = float32(0.0)
+    for j in range(lane, x.shape[1], WARP):
+        squares += x[t, j] * x[t, j]
+    squares = warp_sum(squares)
+    return float32(1.0) / math.sqrt(squares / float32(x.shape[1]) + eps)
+
+
+# ----------------------------------------------------------------------------------------------
+# RMSNorm and the Q, K and V projections in one launch
+# ----------------------------------------------------------------------------------------------
+
+@cuda.jit
+def q4_1_norm_qkv_tokens_kernel(w, x, norm_weight, eps, q, k, v):
+    """Warp ``row`` of the concatenated W_qkv computes row ``row`` of rmsnorm(x) W_qkv^T for every token and writes
+    it to q, k or v (rows 0 ... Nq - 1, then Nk, then Nv)."""
+    lane = cuda.threadIdx.x % WARP
+    row = cuda.blockIdx.x * GEMV_WARPS + cuda.threadIdx.x // WARP
+    if row < w.shape[0]:                 # the same for the whole warp: its shuffles see all 32 lanes
+        tokens = x.shape[0]
+        inverse = cuda.local.array(TOKENS_PER_PASS, float32)
+        acc = cuda.local.array(TOKENS_PER_PASS, float32)
+        dot = cuda.local.array(TOKENS_PER_PASS, float32)
+        x_sum = cuda.local.array(TOKENS_PER_PASS, float32)
+        for t0 in range(0, tokens, TOKENS_PER_PASS):
+            for c in range(TOKENS_PER_PASS):
+                inverse[c] = float32(0.0)
+                if t0 + c < tokens:      # the same for the whole warp: every lane takes part in the shuffles
+                    inverse[c] = _inverse_rms(x, t0 + c, eps)
+                acc[c] = float32(0.0)
+            for b in range(lane, w.shape[1], WARP):
+                d = half_from_bytes(w[row, b, 0], w[row, b, 1])
+                m = half_from_bytes(w[row, b, 2], w[row, b, 3])
+                first = b * QK
+                for c in range(TOKENS_PER_PASS):
+                    dot[c] = float32(0.0)
+                    x_sum[c] = float32(0.0)
+                for j in range(QK // 2):
+                    byte = int32(w[row, b, 4 + j])
+                    q_low = float32(byte & 0x0F)
+                    q_high = float32(byte >> 4)
+                    g_low = norm_weight[first + j]
+                    g_high = norm_weight[first + QK // 2 + j]
+                    for c in range(TOKENS_PER_PASS):
+                        if t0 + c < tokens:
+                            low = x[t0 + c, first + j] * g_low
+                            high = x[t0 + c, first + QK // 2 + j] * g_high
+                            dot[c] += q_low * low + q_high * high
+                            x_sum[c] += low + high
+                for c in range(TOKENS_PER_PASS):
+                    acc[c] += d * dot[c] + m * x_sum[c]
+            for c in range(TOKENS_PER_PASS):
+                total = warp_sum(acc[c]) * inverse[c]
+                t = t0 + c
+                if lane == 0 and t < tokens:
+                    if row < q.shape[1]:
+                        q[t, row] = total
+                    elif row < q.shape[1] + k.shape[1]:
+                        k[t, row - q.shape[1]] = total
+                    else:
+                        v[t, row - q.shape[1] - k.shape[1]] = total
+
+
+def _q4_1_rows(name, w):
+    return require_array(name, w, (None, None, BLOCK_BYTES["q4_1"]), np.uint8, dims=("rows", "blocks",
+                                                                                     "q4_1_block_bytes"))
+
+
+def _eps(eps):
+    if not (isinstance(eps, (int, float, np.floating)) and eps > 0):
+        raise ValueError(f"eps must be a positive number, got {eps!r}")
+    return np.float32(eps)
+
+
+def q4_1_norm_qkv_tokens(w, x, norm_weight, *, eps, rows, out=None, kernel=q4_1_norm_qkv_tokens_kernel):
+    """(q, k, v) = the rows (Nq, Nk, Nv) = ``rows`` of rmsnorm(x) * norm_weight times the concatenated Q4_1 rows of
+    Wq, Wk and Wv, w (Nq + Nk + Nv, blocks, 20); x (T, K) float32, norm_weight (K,); each output (T, N_i) float32
+    (``out``: a tuple of the three arrays to write)."""
+    n, blocks, _ = _q4_1_rows("w", w)
+    t, _ = require_float32("x", x, (None, blocks * QK), dims=("T", "K"))
+    require_float32("norm_weight", norm_weight, (blocks * QK,), dims=("K",))
+    require_same_kind(w=w, x=x, norm_weight=norm_weight)
+    if not (isinstance(rows, tuple) and len(rows) == 3 and all(isinstance(r, int) and r > 0 for r in rows)
+            and sum(rows) == n):
+        raise ValueError(f"rows must be (Nq, Nk, Nv), three positive ints adding up to w's {n} rows, got {rows!r}")
+    outs = out if out is not None else (None, None, None)
+    if not (isinstance(outs, tuple) and len(outs) == 3):
+        raise ValueError(f"out must be a tuple (q, k, v) of three arrays, got {type(out).__name__}")
+    q, k, v = (output_array(name, o, (t, r), like=x) for name, o, r in zip(("out[0]", "out[1]", "out[2]"), outs, rows))
+    if t and n:
+        kernel[cdiv(n, GEMV_WARPS), GEMV_WARPS * WARP](w, x, norm_weight, _eps(eps), q, k, v)
+    return q, k, v
+
+
+# ----------------------------------------------------------------------------------------------
+# A GEMV with the residual add in its epilogue
+# ----------------------------------------------------------------------------------------------
+
+@cuda.jit
+def q4_1_residual_gemm_tokens_kernel(w, x, residual, y):
+    """Warp ``row`` computes y[t, row] = residual[t, row] + sum_k W[row, k] x[t, k] for every token t."""
+    lane = cuda.threadIdx.x % WARP
+    row = cuda.blockIdx.x * GEMV_WARPS + cuda.threadIdx.x // WARP
+    if row < w.shape[0]:
+        tokens = x.shape[0]
+        acc = cuda.local.array(TOKENS_PER_PASS, float32)
+        dot = cuda.local.array(TOKENS_PER_PASS, float32)
+        x_sum = cuda.local.array(TOKENS_PER_PASS, float32)
+        for t0 in range(0, tokens, TOKENS_PER_PASS):
+            for c in range(TOKENS_PER_PASS):
+                acc[c] = float32(0.0)
+            for b in range(lane, w.shape[1], WARP):
+                d = half_from_bytes(w[row, b, 0], w[row, b, 1])
+                m = half_from_bytes(w[row, b, 2], w[row, b, 3])
+                first = b * QK
+                for c in range(TOKENS_PER_PASS):
+                    dot[c] = float32(0.0)
+                    x_sum[c] = float32(0.0)
+                for j in range(QK // 2):
+                    byte = int32(w[row, b, 4 + j])
+                    q_low = float32(byte & 0x0F)
+                    q_high = float32(byte >> 4)
+                    for c in range(TOKENS_PER_PASS):
+                        if t0 + c < tokens:
+                            low = x[t0 + c, first + j]
+                            high = x[t0 + c, first + QK // 2 + j]
+                            dot[c] += q_low * low + q_high * high
+                            x_sum[c] += low + high
+                for c in range(TOKENS_PER_PASS):
+                    acc[c] += d * dot[c] + m * x_sum[c]
+            for c in range(TOKENS_PER_PASS):
+                total = warp_sum(acc[c])
+                if lane == 0 and t0 + c < tokens:
+                    y[t0 + c, row] = residual[t0 + c, row] + total
+
+
+def q4_1_residual_gemm_tokens(w, x, residual, *, out=None, kernel=q4_1_residual_gemm_tokens_kernel):
+    """y (T, N) = x W^T + residual for Q4_1 weights w (N, blocks, 20), x (T, K) and residual (T, N) float32;
+    ``out`` may be ``residual`` (the residual stream, added in place)."""
+    n, blocks, _ = _q4_1_rows("w", w)
+    t, _ = require_float32("x", x, (None, blocks * QK), dims=("T", "K"))
+    require_float32("residual", residual, (t, n), dims=("T", "rows"))
+    require_same_kind(w=w, x=x, residual=residual)
+    out = output_array("out", out, (t, n), like=x)
+    if t and n:
+        kernel[cdiv(n, GEMV_WARPS), GEMV_WARPS * WARP](w, x, residual, out)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# RMSNorm, the gate and up projections and SwiGLU in one launch
+# ----------------------------------------------------------------------------------------------
+
+@cuda.jit
+def q4_1_norm_swiglu_tokens_kernel(w_gate, w_up, x, norm_weight, eps, y):
+    """Warp ``row`` computes y[t, row] = silu(g) u, g and u row ``row`` of Wgate and Wup times rmsnorm(x[t]) *
+    norm_weight, for every token t; both matrices' blocks share the normalized x and its block sums."""
+    lane = cuda.threadIdx.x % WARP
+    row = cuda.blockIdx.x * GEMV_WARPS + cuda.threadIdx.x // WARP
+    if row < w_gate.shape[0]:
+        tokens = x.shape[0]
+        inverse = cuda.local.array(TOKENS_PER_PASS, float32)
+        acc_g = cuda.local.array(TOKENS_PER_PASS, float32)
+        acc_u = cuda.local.array(TOKENS_PER_PASS, float32)
+        dot_g = cuda.local.array(TOKENS_PER_PASS, float32)
+        dot_u = cuda.local.array(TOKENS_PER_PASS, float32)
+        x_sum = cuda.local.array(TOKENS_PER_PASS, float32)
+        for t0 in range(0, tokens, TOKENS_PER_PASS):
+            for c in range(TOKENS_PER_PASS):
+                inverse[c] = float32(0.0)
+                if t0 + c < tokens:      # the same for the whole warp: every lane takes part in the shuffles
+                    inverse[c] = _inverse_rms(x, t0 + c, eps)
+                acc_g[c] = float32(0.0)
+                acc_u[c] = float32(0.0)
+            for b in range(lane, w_gate.shape[1], WARP):
+                d_g = half_from_bytes(w_gate[row, b, 0], w_gate[row, b, 1])
+                m_g = half_from_bytes(w_gate[row, b, 2], w_gate[row, b, 3])
+                d_u = half_from_bytes(w_up[row, b, 0], w_up[row, b, 1])
+                m_u = half_from_bytes(w_up[row, b, 2], w_up[row, b, 3])
+                first = b * QK
+                for c in range(TOKENS_PER_PASS):
+                    dot_g[c] = float32(0.0)
+                    dot_u[c] = float32(0.0)
+                    x_sum[c] = float32(0.0)
+                for j in range(QK // 2):
+                    byte_g = int32(w_gate[row, b, 4 + j])
+                    byte_u = int32(w_up[row, b, 4 + j])
+                    g_low = norm_weight[first + j]
+                    g_high = norm_weight[first + QK // 2 + j]
+                    for c in range(TOKENS_PER_PASS):
+                        if t0 + c < tokens:
+                            low = x[t0 + c, first + j] * g_low
+                            high = x[t0 + c, first + QK // 2 + j] * g_high
+                            dot_g[c] += float32(byte_g & 0x0F) * low + float32(byte_g >> 4) * high
+                            dot_u[c] += float32(byte_u & 0x0F) * low + float32(byte_u >> 4) * high
+                            x_sum[c] += low + high
+                for c in range(TOKENS_PER_PASS):
+                    acc_g[c] += d_g * dot_g[c] + m_g * x_sum[c]
+                    acc_u[c] += d_u * dot_u[c] + m_u * x_sum[c]
+            for c in range(TOKENS_PER_PASS):
+                g = warp_sum(acc_g[c]) * inverse[c]
+                u = warp_sum(acc_u[c]) * inverse[c]
+                if lane == 0 and t0 + c < tokens:
+                    y[t0 + c, row] = g / (float32(1.0) + math.exp(-g)) * u
+
+
+def q4_1_norm_swiglu_tokens(w_gate, w_up, x, norm_weight, *, eps, out=None, kernel=q4_1_norm_swiglu_tokens_kernel):
+    """a (T, F) = silu(h Wgate^T) * (h Wup^T), h = rmsnorm(x) * norm_weight, for Q4_1 weights w_gate and w_up
+    (F, blocks, 20) each, x (T, K) float32, norm_weight (K,)."""
+    f, blocks, _ = _q4_1_rows("w_gate", w_gate)
+    require_array("w_up", w_up, (f, blocks, BLOCK_BYTES["q4_1"]), np.uint8, dims=("rows", "blocks",
+                                                                                 "q4_1_block_bytes"))
+    t, _ = require_float32("x", x, (None, blocks * QK), dims=("T", "K"))
+    require_float32("norm_weight", norm_weight, (blocks * QK,), dims=("K",))
+    require_same_kind(w_gate=w_gate, w_up=w_up, x=x, norm_weight=norm_weight)
+    out = output_array("out", out, (t, f), like=x)
+    if t and f:
+        kernel[cdiv(f, GEMV_WARPS), GEMV_WARPS * WARP](w_gate, w_up, x, norm_weight, _eps(eps), out)
+    return out
+
+
+RUNGS = ladder(
+    Rung("q4_1_norm_qkv_tokens", q4_1_norm_qkv_tokens,
+         "RMSNorm folded into the Q, K and V projections: one launch, each token's scale applied to its sums"),
+    Rung("q4_1_residual_gemm_tokens", q4_1_residual_gemm_tokens,
+         "the residual add in the GEMV's epilogue: y = x W^T + residual"),
+    Rung("q4_1_norm_swiglu_tokens", q4_1_norm_swiglu_tokens,
+         "RMSNorm, gate, up and SwiGLU in one launch: both matrices' rows per warp, silu(g) u written"),
+)
