@@ -34,7 +34,13 @@ def _table(shown: str, header: str) -> dict:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    return run_lesson(LESSON, fake_dir=tmp_path_factory.mktemp("fake"))
+    """The lesson as shipped, then its recording cells again with day 10's synthetic recordings (and none of the
+    recordings of days 1 and 8 that section 6's bounds read)."""
+    import day10_fake_recordings
+
+    fake = tmp_path_factory.mktemp("fake")
+    day10_fake_recordings.write(fake)
+    return run_lesson(LESSON, fake_dir=fake)
 
 
 def test_the_model_s_numbers_are_the_file_s(run):
@@ -101,7 +107,8 @@ def test_the_bounds_are_the_recordings_and_the_prose_says_what_they_show(run):
     ratio = int(re.search(r"the launches cost (\d+) times the bytes", shown).group(1))
     assert 500 < ratio < 2000                                  # "about a thousand times larger"
     assert 10 < _number(bytes_row[0]) * 1e3 < 100              # "tens of microseconds"
-    assert run.rerun == ['pitfalls = live_else_recorded("day01_timing_pitfalls")'], run.rerun
+    assert run.rerun == ['pitfalls = live_else_recorded("day01_timing_pitfalls")',
+                         'decode = live_else_recorded("day10_decode_timing")'], run.rerun
     assert "the recordings day01_timing_pitfalls and day08_decode_timing_other_gpu are needed here" in run.fake_text
 
 
@@ -131,3 +138,30 @@ def test_the_server_s_steps_agree_with_its_sentence(run):
         assert prompt - computed == int(shared) >= 16
     assert "Paris" in answers["1"][3]
     assert "every block is free again, 64 of 64" in shown
+
+
+def test_the_recorded_steps_and_the_server_are_read_from_the_recordings(run):
+    """Section 6's recorded table and sentences: what the recordings hold (the synthetic ones here, and the shipped
+    ones once a GPU has made them; until then the shipped run says they are missing)."""
+    import day10_fake_recordings as fake
+
+    from course.records import recorded_names
+
+    shipped = {"day10_decode_timing", "day10_serving"} <= set(recorded_names())
+    assert ("the recordings day10_decode_timing and day10_serving are needed here" in run.shipped_text) != shipped
+    text = run.fake_text
+    rows = _table(text, "engine")
+    assert _number(rows["plain"][0]) == fake.KERNELS["plain"] and _number(rows["fused"][2]) == pytest.approx(
+        1e3 / fake.STEP_MS["fused"], abs=0.5)
+    said = re.search(r"the fused engine launches ([\d.]+) times fewer kernels and decodes ([\d.]+) times as fast; "
+                     r"([\d.]+) times transformers' rate", text)
+    assert said, text
+    assert float(said.group(1)) == round(fake.KERNELS["plain"] / fake.KERNELS["fused"], 1)
+    assert float(said.group(2)) == round(fake.STEP_MS["plain"] / fake.STEP_MS["fused"], 2)
+    assert float(said.group(3)) == round(1e3 / fake.STEP_MS["fused"] / fake.TRANSFORMERS_TPS, 1)
+    served = re.search(r"64 requests at once: ([\d.]+) times the tokens per second of one, each waiting ([\d.]+) "
+                       r"times as long", text)
+    first_s, last_s = (32 * fake.STEP_MS["fused"] * (1 + n / 16) / 1e3 for n in (1, 64))
+    assert float(served.group(1)) == round((32 * 64 / last_s) / (32 / first_s), 1)
+    assert float(served.group(2)) == round((1 + 64 / 8) / (1 + 1 / 8), 1)
+
