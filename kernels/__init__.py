@@ -13,7 +13,8 @@ choose the device (``course.use_device()``) before a kernel module loads numba.
 - ``kernels.paging``: what the attention launchers of days 5 to 8 share: ``kv_lens``, block-table
   checks, split-K partial buffers, the SM count and the partitions' sizes
 - ``kernels.intrinsics``: the instructions numba cannot write (bit casts, fp8 conversions, byte
-  permutes, dp4a, the tensor-core mma), as llvmlite intrinsics and inline PTX, each with a simulator twin
+  permutes, dp4a, the tensor-core mma, ldmatrix, cp.async), as llvmlite intrinsics and inline PTX, each with a
+  simulator twin
 - ``kernels.registry``: ``Rung`` and ``ladder``, the registry every kernel module ends with
 - ``kernels.elementwise``: day 1, copy and elementwise kernels, bounds guards, grid-stride loops, 3D grids
 - ``kernels.reduction``: day 1, row max and row sum (shared-memory tree, warp shuffles)
@@ -38,14 +39,18 @@ choose the device (``course.use_device()``) before a kernel module loads numba.
   and its decode rungs one module each
 - ``kernels.low_precision_attention``: day 8, day 7's prefill and decode over tensors stored in
   fp16, bf16 or fp8 (e4m3 codes with a scale per page) and computed in float32, then decode rungs
-  that spend fewer instructions on each byte, up to tensor cores, and the kernels that quantize a
-  cache to fp8 and back; a package, one module per family of rungs
+  that spend fewer instructions on each byte, up to tensor cores, a prefill and a decode rung for head
+  sizes up to 256 and a bf16 cache, and the kernels that quantize a cache to fp8 and back; a package, one
+  module per family of rungs
 - ``kernels.quantized_gemv``: day 9, y = W x with W in its GGUF bytes (Q8_0, Q4_0, Q4_1): a warp per row
   decoding the fp16 scales and the nibbles in registers, then x quantized to int8 blocks (q8_1) and dp4a
 - ``kernels.quantized_gemv_repacked``: day 9's ladder continued: Q4_1 weights repacked at load time for 8-byte
   loads and more bytes in flight per lane, then a decode batch of up to 16 tokens sharing each weight load
 - ``kernels.quantized_gemm``: day 9, the W8A8 prefill GEMM y = (A_q W_q^T) sa sw on int8 codes with a scale
   per token and per channel: shared tiles and dp4a, then the same tiles on int8 tensor cores (mma.sync m16n8k32)
+- ``kernels.tensor_core_gemm``: the tensor-core GEMM on fp16 or bf16 numbers with float32 sums, day 4's ladder
+  continued: mma.sync on fragments read from shared tiles, then loaded by ldmatrix, then the tiles filled by
+  16-byte cp.async copies into a ring of steps
 
 Each kernel module lists its rungs in its docstring, one line per rung, saying what the rung
 adds over the one before (``attention_v1_naive`` ... ``attention_v6_register_tiles``), and

@@ -26,12 +26,29 @@ and ``_twin`` picks one, once, when this module is imported. The helpers, by wha
   instruction, its results kept packed (the A and B fragments of an mma);
 - ``byte_perm(a, b, selector)``: PTX's ``prmt.b32``, any 4 of the 8 bytes of two words;
 - ``pack_halves(low, high)``: two float32 numbers rounded to fp16 and packed, PTX's ``cvt.rn.f16x2.f32``;
+- ``bfloat16_bits(x)``: a float32 number rounded to the nearest bf16, as its 16 bits (uint16), PTX's
+  ``cvt.rn.bf16.f32`` (sm_80 and later): what numba-cuda does for a store into a bf16 array by a call to a
+  linked function, one instruction;
+- ``bfloat16_value(bits)``: the float32 of a bf16 number's 16 bits (uint16): the bits moved to the top of a
+  32-bit register, read as float32 (a shift and a bit cast, exact);
 - ``dp4a(a, b, c)``: PTX's ``dp4a.s32.s32``, c plus the dot product of the 4 signed bytes of two words
   (sm_61 and later);
 - ``mma_m16n8k16(a0, ..., c3)``: PTX's ``mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32``, a warp's
   16 x 8 x 16 product of fp16 matrices into float32 (sm_80 and later). The simulator runs it as one
   exchange among the warp's lanes, ``cuda.simulator_collective_sync`` (``course.simulator``): every lane
   brings its fragments, and the product is computed once, exact in float64 and rounded to float32;
+- ``mma_m16n8k16_bf16(a0, ..., c3)``: the same instruction on bf16 inputs, PTX's
+  ``mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`` (sm_80 and later), the same fragments and twin;
+- ``ldmatrix_x4(tile, row, col)``: PTX's ``ldmatrix.sync.aligned.m8n8.x4.shared.b16``, four 8 x 8 matrices of
+  16-bit numbers read from shared memory by the warp, each lane getting the words of an mma fragment; lane l
+  names row l % 8 of matrix l // 8 by its position in a shared uint32 array ``tile``. Its twin is one exchange
+  among the warp's lanes, each bringing the 16 bytes of the row it names;
+- ``cp_async_16(tile, row, col, src, src_row, src_col, valid)``, ``cp_async_commit_group()``,
+  ``cp_async_wait_group(n)``: PTX's ``cp.async.cg.shared.global`` (16 bytes of a global array of 16-bit
+  numbers copied into a shared uint32 array without passing through registers, or 16 zero bytes when not
+  ``valid``), ``cp.async.commit_group`` and ``cp.async.wait_group n`` (sm_80 and later). The twins keep each
+  thread's copies pending, in the groups it committed, until its ``cp_async_wait_group`` lets them land: a
+  kernel that reads a tile before waiting for it reads the old bytes in the simulator too;
 - ``mma_m16n8k32_s8(a0, ..., c3)``: PTX's ``mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32``, a warp's
   16 x 8 x 32 product of int8 matrices into int32 (sm_80 and later); its twin is the same exchange, the
   product exact in int64 and wrapped to int32 as the register wraps it.
@@ -49,13 +66,16 @@ import math
 
 import numpy as np
 from llvmlite import ir
-from numba import config, cuda, float32, int32, types, uint32
+from numba import config, cuda, float32, int32, types, uint16, uint32
+from numba.cuda import cgutils
 from numba.cuda.extending import intrinsic
 
 from kernels.launching import FULL_MASK
 
 __all__ = ["four_halves", "two_floats", "unpack_halves", "eight_codes", "e4m3_pairs", "byte_perm", "pack_halves",
-           "dp4a", "mma_m16n8k16", "mma_m16n8k32_s8"]
+           "bfloat16_bits", "bfloat16_value",
+           "dp4a", "mma_m16n8k16", "mma_m16n8k16_bf16", "ldmatrix_x4", "cp_async_16", "cp_async_commit_group",
+           "cp_async_wait_group", "mma_m16n8k32_s8"]
 
 
 def _twin(simulated):
@@ -72,12 +92,14 @@ def _twin(simulated):
     return choose
 
 
-def _asm_call(builder, text, constraints, result_types, operands):
-    """The results of inline PTX ``text`` (LLVM wants one result as itself, several as a struct)."""
+def _asm_call(builder, text, constraints, result_types, operands, *, side_effect=False):
+    """The results of inline PTX ``text`` (LLVM wants one result as itself, several as a struct).
+    ``side_effect``: the instruction reads memory, so LLVM keeps it where it is (after the barrier that
+    makes the memory ready) and never drops or merges it."""
     single = len(result_types) == 1
     returns = result_types[0] if single else ir.LiteralStructType(result_types)
     function = ir.FunctionType(returns, [op.type for op in operands])
-    result = builder.call(ir.InlineAsm(function, text, constraints), operands)
+    result = builder.call(ir.InlineAsm(function, text, constraints, side_effect=side_effect), operands)
     return [result] if single else [builder.extract_value(result, i) for i in range(len(result_types))]
 
 
@@ -256,6 +278,44 @@ def pack_halves(typingctx, low, high):
     return types.uint32(types.float32, types.float32), codegen
 
 
+def _bfloat16_bits_simulated(x):
+    """A float32 number rounded to the nearest bf16 (ties to even), as its 16 bits."""
+    import ml_dtypes
+
+    return uint16(np.array([x], np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)[0])
+
+
+@_twin(_bfloat16_bits_simulated)
+def bfloat16_bits(typingctx, x):
+    """A float32 number rounded to the nearest bf16 (ties to even), as its 16 bits (uint16): PTX's
+    ``cvt.rn.bf16.f32`` (sm_80 and later), the instruction CUDA's ``__float2bfloat16`` holds."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return _asm_call(builder, "cvt.rn.bf16.f32 $0, $1;", "=h,f", [ir.IntType(16)], list(args))[0]
+    return types.uint16(types.float32), codegen
+
+
+def _bfloat16_value_simulated(bits):
+    """The float32 of a bf16 number given as its 16 bits."""
+    return np.array([int(bits) << 16], np.uint32).view(np.float32)[0]
+
+
+@_twin(_bfloat16_value_simulated)
+def bfloat16_value(typingctx, bits):
+    """The float32 of a bf16 number given as its 16 bits (uint16): a bf16 number is the upper half of the float32
+    of the same value, so its bits are widened, moved 16 places up and the register read as float32 (a shift and
+    a bit cast: exact, no conversion call)."""
+    if bits != types.uint16:
+        return None
+
+    def codegen(context, builder, signature, args):
+        wide = builder.shl(builder.zext(args[0], ir.IntType(32)), ir.Constant(ir.IntType(32), 16))
+        return builder.bitcast(wide, ir.FloatType())
+    return types.float32(types.uint16), codegen
+
+
 # ----------------------------------------------------------------------------------------------
 # Integer dot products: dp4a.s32.s32 (sm_61 and later)
 # ----------------------------------------------------------------------------------------------
@@ -291,20 +351,20 @@ def _halves_of(words) -> np.ndarray:
     return np.array(words, np.uint32).view(np.float16).astype(np.float64).reshape(-1, 2)
 
 
-def _mma_m16n8k16_of_warp(fragments):
+def _mma_m16n8k16_of_warp(fragments, halves_of=_halves_of):
     """D = A B + C of the whole warp, from ``fragments[lane] = (a, b, c)`` of all 32 lanes, laid out as PTX's
     ``mma.m16n8k16`` lays them (lane 4 g + t: a = A[g, 2t:2t+2], A[g+8, 2t:2t+2], A[g, 2t+8:2t+10],
     A[g+8, 2t+8:2t+10]; b = B[2t:2t+2, g], B[2t+8:2t+10, g]; c = C[g, 2t:2t+2], C[g+8, 2t:2t+2]; a and b
-    uint32 words of two fp16 numbers, the lower column or row in the low 16 bits). Returns each lane's 4
-    float32 of D, in the layout of c. The products are exact in float64 and D is rounded once to float32
-    (a tensor core rounds its sums its own way, within float32's error)."""
+    uint32 words of two fp16 numbers, the lower column or row in the low 16 bits; ``halves_of`` reads them, bf16
+    words too). Returns each lane's 4 float32 of D, in the layout of c. The products are exact in float64 and D
+    is rounded once to float32 (a tensor core rounds its sums its own way, within float32's error)."""
     A, B, C = np.zeros((16, 16)), np.zeros((16, 8)), np.zeros((16, 8))
     for lane, (a, b, c) in enumerate(fragments):
         g, t = lane >> 2, lane & 3
-        pairs = _halves_of(a)
+        pairs = halves_of(a)
         A[g, 2 * t:2 * t + 2], A[g + 8, 2 * t:2 * t + 2] = pairs[0], pairs[1]
         A[g, 2 * t + 8:2 * t + 10], A[g + 8, 2 * t + 8:2 * t + 10] = pairs[2], pairs[3]
-        pairs = _halves_of(b)
+        pairs = halves_of(b)
         B[2 * t:2 * t + 2, g], B[2 * t + 8:2 * t + 10, g] = pairs[0], pairs[1]
         C[g, 2 * t:2 * t + 2], C[g + 8, 2 * t:2 * t + 2] = c[:2], c[2:]
     D = (A @ B + C).astype(np.float32)
@@ -337,6 +397,234 @@ def mma_m16n8k16(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
                       "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", [ir.FloatType()] * 4, list(args))
         return context.make_tuple(builder, signature.return_type, d)
     return types.UniTuple(types.float32, 4)(*(types.uint32,) * 6, *(types.float32,) * 4), codegen
+
+
+def _bf16_halves_of(words) -> np.ndarray:
+    """uint32 words of two bf16 numbers each, as float64 pairs (low half first): a bf16 number is the upper
+    half of the float32 of the same value."""
+    halves = np.array(words, np.uint32).view(np.uint16).astype(np.uint32) << np.uint32(16)
+    return halves.view(np.float32).astype(np.float64).reshape(-1, 2)
+
+
+def _mma_m16n8k16_bf16_of_warp(fragments):
+    """``_mma_m16n8k16_of_warp`` with A and B bf16: the same fragments, each word two bf16 numbers."""
+    return _mma_m16n8k16_of_warp(fragments, _bf16_halves_of)
+
+
+def _mma_m16n8k16_bf16_simulated(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+    """D = A B + C for an m16n8k16 tile of bf16 numbers, this lane's fragments: one exchange among the warp's 32
+    lanes (all must call, as ``.sync.aligned`` requires), whose product is computed once for the warp."""
+    fragments = (tuple(int(w) & 0xFFFFFFFF for w in (a0, a1, a2, a3)), tuple(int(w) & 0xFFFFFFFF for w in (b0, b1)),
+                 tuple(float(x) for x in (c0, c1, c2, c3)))
+    return cuda.simulator_collective_sync(FULL_MASK, fragments, _mma_m16n8k16_bf16_of_warp)
+
+
+@_twin(_mma_m16n8k16_bf16_simulated)
+def mma_m16n8k16_bf16(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
+    """D = A B + C on a warp's tensor cores with bf16 inputs: PTX's
+    ``mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`` (sm_80 and later). Everything as ``mma_m16n8k16``
+    (shapes, fragments, float32 C and D), except that each word of ``a0 ... a3`` and ``b0, b1`` holds two bf16
+    numbers (the lower column or row in the low 16 bits). All 32 lanes of the warp must call it together."""
+    if (a0, a1, a2, a3, b0, b1) != (types.uint32,) * 6 or (c0, c1, c2, c3) != (types.float32,) * 4:
+        return None
+
+    def codegen(context, builder, signature, args):
+        d = _asm_call(builder, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {$0, $1, $2, $3}, "
+                               "{$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};",
+                      "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", [ir.FloatType()] * 4, list(args))
+        return context.make_tuple(builder, signature.return_type, d)
+    return types.UniTuple(types.float32, 4)(*(types.uint32,) * 6, *(types.float32,) * 4), codegen
+
+
+# ----------------------------------------------------------------------------------------------
+# Fragments from shared memory: ldmatrix.sync.aligned.m8n8.x4.shared.b16 (sm_75 and later)
+# ----------------------------------------------------------------------------------------------
+
+_ROW_WORDS = 4          # a row of an 8 x 8 matrix of 16-bit numbers: 16 bytes, 4 uint32 words
+
+
+def _ldmatrix_x4_of_warp(rows):
+    """Each lane's 4 words from ``rows[lane]``, the 4 words of the row that lane named: lanes 8 i ... 8 i + 7
+    name rows 0 ... 7 of matrix i, and lane 4 r + c gets, from each matrix i, word c of its row r (numbers 2c and
+    2c + 1 of the row: the layout of an mma's A, B and C fragments)."""
+    return [tuple(rows[8 * i + (lane >> 2)][lane & 3] for i in range(4)) for lane in range(32)]
+
+
+def _ldmatrix_x4_simulated(tile, row, col):
+    """Four 8 x 8 matrices of 16-bit numbers read by the warp: this lane reads the row it names, words ``col``
+    ... ``col + 3`` of row ``row`` of ``tile`` (16 bytes, which must be 16-byte aligned: ``col`` and the row's
+    length multiples of 4 words), then one exchange among the warp's 32 lanes (all must call, as
+    ``.sync.aligned`` requires) hands each lane its words."""
+    if tile.dtype != np.uint32 or len(tile.shape) != 2:
+        raise TypeError(f"ldmatrix_x4: tile must be a 2-dimensional shared array of uint32 words, got "
+                        f"{len(tile.shape)} dimensions of {tile.dtype}")
+    row, col = int(row), int(col)
+    if tile.shape[1] % _ROW_WORDS or col % _ROW_WORDS:
+        raise ValueError(f"ldmatrix_x4: a row of a matrix is 16 bytes at a 16-byte aligned address: tile's rows "
+                         f"must be a multiple of {_ROW_WORDS} words long and col a multiple of {_ROW_WORDS}, got "
+                         f"rows of {tile.shape[1]} words and col {col}")
+    if not (0 <= row < tile.shape[0] and 0 <= col and col + _ROW_WORDS <= tile.shape[1]):
+        raise IndexError(f"ldmatrix_x4: words {col} ... {col + _ROW_WORDS - 1} of row {row} lie outside tile of "
+                         f"shape {tuple(tile.shape)}")
+    words = tuple(int(tile[row, col + j]) for j in range(_ROW_WORDS))
+    results = cuda.simulator_collective_sync(FULL_MASK, words, _ldmatrix_x4_of_warp)
+    return tuple(uint32(w) for w in results)
+
+
+@_twin(_ldmatrix_x4_simulated)
+def ldmatrix_x4(typingctx, tile, row, col):
+    """Four 8 x 8 matrices of 16-bit numbers (fp16 or bf16) from shared memory, as mma fragments: PTX's
+    ``ldmatrix.sync.aligned.m8n8.x4.shared.b16`` (sm_75 and later). ``tile`` is a 2-dimensional shared array of
+    uint32 words (two 16-bit numbers each, the lower column in the low half) and lane l names, by its word
+    ``tile[row, col]``, the start of row l % 8 of matrix l // 8: 16 bytes, 16-byte aligned (``col`` a multiple of
+    4, rows a multiple of 4 words long, the array declared with ``alignment=16``). Each lane 4 r + c gets 4
+    uint32 words, word i holding numbers 2c and 2c + 1 of row r of matrix i: four matrices laid out as
+    ``mma_m16n8k16``'s ``a0 ... a3`` (or two B fragments, ``b0, b1`` of two n8 tiles). The address is the
+    element's, converted to the shared window (NVVM folds the conversion when it sees the array's origin). All
+    32 lanes of the warp must call it together."""
+    if not (isinstance(tile, types.Array) and tile.dtype == types.uint32 and tile.ndim == 2
+            and isinstance(row, types.Integer) and isinstance(col, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        tile_type = signature.args[0]
+        array = context.make_array(tile_type)(context, builder, args[0])
+        indices = [context.cast(builder, value, kind, types.intp) for value, kind in zip(args[1:], signature.args[1:])]
+        element = cgutils.get_item_pointer(context, builder, tile_type, array, indices, wraparound=False)
+        shared = builder.addrspacecast(element, ir.PointerType(ir.IntType(32), 3))
+        address = builder.ptrtoint(shared, ir.IntType(32))
+        words = _asm_call(builder, "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4];",
+                          "=r,=r,=r,=r,r", [ir.IntType(32)] * 4, [address], side_effect=True)
+        return context.make_tuple(builder, signature.return_type, words)
+    return types.UniTuple(types.uint32, 4)(tile, row, col), codegen
+
+
+# ----------------------------------------------------------------------------------------------
+# Copies from global to shared memory that skip the registers: cp.async (sm_80 and later)
+# ----------------------------------------------------------------------------------------------
+
+_CHUNK_NUMBERS = 8      # 16-bit numbers of a 16-byte copy
+
+
+def _copy_queue():
+    """This simulated thread's copies in flight: ``[committed groups, copies not yet committed]``, each copy
+    ``(tile, row, col, words)``. Kept on the thread the simulator runs (numba's simulator finds it through its
+    ``threading``), so it ends with the thread, as a block's threads end with their block."""
+    from numba.cuda.simulator import kernelapi
+
+    thread = kernelapi.threading.current_thread()
+    queue = getattr(thread, "_cp_async_queue", None)
+    if queue is None:
+        queue = [[], []]
+        thread._cp_async_queue = queue
+    return queue
+
+
+def _cp_async_16_simulated(tile, row, col, src, src_row, src_col, valid):
+    """The 16 bytes of ``src[src_row, src_col:src_col + 8]`` (16-bit numbers), or 16 zero bytes when not ``valid``
+    (nothing is read), become words ``col ... col + 3`` of ``tile[row]``, once this thread waits for them: read
+    now, written by ``cp_async_wait_group``. Both addresses must be 16-byte aligned, as on a GPU."""
+    if tile.dtype != np.uint32 or len(tile.shape) != 2 or len(src.shape) != 2 or src.dtype.itemsize != 2:
+        raise TypeError(f"cp_async_16: tile must be a 2-dimensional shared array of uint32 words and src a "
+                        f"2-dimensional array of 16-bit numbers, got {tile.dtype} and {src.dtype}")
+    row, col, src_row, src_col = int(row), int(col), int(src_row), int(src_col)
+    if tile.shape[1] % _ROW_WORDS or col % _ROW_WORDS or src.shape[1] % _CHUNK_NUMBERS or src_col % _CHUNK_NUMBERS:
+        raise ValueError(f"cp_async_16: both ends of a 16-byte copy must be 16-byte aligned: tile's rows a multiple "
+                         f"of {_ROW_WORDS} words and col of {_ROW_WORDS}, src's rows a multiple of {_CHUNK_NUMBERS} "
+                         f"numbers and src_col of {_CHUNK_NUMBERS}; got rows of {tile.shape[1]} words, col {col}, "
+                         f"rows of {src.shape[1]} numbers, src_col {src_col}")
+    if not (0 <= row < tile.shape[0] and 0 <= col and col + _ROW_WORDS <= tile.shape[1]):
+        raise IndexError(f"cp_async_16: words {col} ... {col + _ROW_WORDS - 1} of row {row} lie outside tile of shape "
+                         f"{tuple(tile.shape)}")
+    if not (0 <= src_row < src.shape[0] and 0 <= src_col and src_col + _CHUNK_NUMBERS <= src.shape[1]):
+        raise IndexError(f"cp_async_16: numbers {src_col} ... {src_col + _CHUNK_NUMBERS - 1} of row {src_row} lie "
+                         f"outside src of shape {tuple(src.shape)}")
+    words = [0] * _ROW_WORDS
+    if valid:
+        for j in range(_ROW_WORDS):
+            words[j] = int(src[src_row, src_col + 2 * j]) | int(src[src_row, src_col + 2 * j + 1]) << 16
+    _copy_queue()[1].append((tile, row, col, words))
+
+
+@_twin(_cp_async_16_simulated)
+def cp_async_16(typingctx, tile, row, col, src, src_row, src_col, valid):
+    """Copy 16 bytes from global to shared memory without passing through registers: PTX's
+    ``cp.async.cg.shared.global [dst], [src], 16, size`` (sm_80 and later; ``.cg``: cached in L2 only). The
+    destination is words ``col ... col + 3`` of ``tile[row]`` (a 2-dimensional shared array of uint32 words); the
+    source, numbers ``src_col ... src_col + 7`` of ``src[src_row]`` (a 2-dimensional global array of 16-bit
+    numbers, here the uint16 bits of fp16 or bf16 numbers); both 16-byte aligned. ``valid`` False copies no byte
+    and fills the destination with zeros (size 0), so the source must still lie inside ``src``. The copy is in
+    flight until the thread's ``cp_async_wait_group`` says its group has landed; another thread sees it after
+    that wait and a barrier."""
+    if not (isinstance(tile, types.Array) and tile.dtype == types.uint32 and tile.ndim == 2
+            and isinstance(src, types.Array) and src.dtype in (types.uint16, types.int16) and src.ndim == 2
+            and all(isinstance(i, types.Integer) for i in (row, col, src_row, src_col))
+            and isinstance(valid, (types.Boolean, types.Integer))):
+        return None
+
+    def codegen(context, builder, signature, args):
+        i32, i64 = ir.IntType(32), ir.IntType(64)
+
+        def element(array_type, value, index_values, index_types, space, width):
+            array = context.make_array(array_type)(context, builder, value)
+            indices = [context.cast(builder, v, t, types.intp) for v, t in zip(index_values, index_types)]
+            pointer = cgutils.get_item_pointer(context, builder, array_type, array, indices, wraparound=False)
+            moved = builder.addrspacecast(pointer, ir.PointerType(pointer.type.pointee, space))
+            return builder.ptrtoint(moved, width)
+
+        kinds = signature.args
+        destination = element(kinds[0], args[0], args[1:3], kinds[1:3], 3, i32)
+        source = element(kinds[3], args[3], args[4:6], kinds[4:6], 1, i64)
+        present = context.cast(builder, args[6], kinds[6], types.boolean)        # an i1
+        size = builder.select(present, ir.Constant(i32, 16), ir.Constant(i32, 0))
+        function = ir.FunctionType(ir.VoidType(), [i32, i64, i32])
+        builder.call(ir.InlineAsm(function, "cp.async.cg.shared.global [$0], [$1], 16, $2;", "r,l,r,~{memory}",
+                                  side_effect=True), [destination, source, size])
+        return context.get_dummy_value()
+    return types.void(tile, row, col, src, src_row, src_col, valid), codegen
+
+
+def _cp_async_commit_group_simulated():
+    """This thread's copies not yet committed become one group."""
+    queue = _copy_queue()
+    queue[0].append(queue[1])
+    queue[1] = []
+
+
+@_twin(_cp_async_commit_group_simulated)
+def cp_async_commit_group(typingctx):
+    """PTX's ``cp.async.commit_group``: the thread's ``cp_async_16`` copies issued since its last commit become one
+    group (possibly empty), which ``cp_async_wait_group`` counts."""
+    def codegen(context, builder, signature, args):
+        builder.call(ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "cp.async.commit_group;", "~{memory}",
+                                  side_effect=True), [])
+        return context.get_dummy_value()
+    return types.void(), codegen
+
+
+def _cp_async_wait_group_simulated(n):
+    """Land this thread's committed groups, oldest first, until at most ``n`` remain in flight."""
+    groups = _copy_queue()[0]
+    while len(groups) > int(n):
+        for tile, row, col, words in groups.pop(0):
+            for j in range(_ROW_WORDS):
+                tile[row, col + j] = uint32(words[j])
+
+
+@_twin(_cp_async_wait_group_simulated)
+def cp_async_wait_group(typingctx, n):
+    """PTX's ``cp.async.wait_group n``: wait until at most ``n`` of the thread's most recent committed groups are
+    in flight, every older one landed in shared memory. ``n`` must be a constant known when compiling (a literal
+    or a global int: it is part of the instruction). Other threads see the landed bytes after a barrier."""
+    if not isinstance(n, types.IntegerLiteral) or n.literal_value < 0:
+        return None
+    count = n.literal_value
+
+    def codegen(context, builder, signature, args):
+        builder.call(ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), f"cp.async.wait_group {count};", "~{memory}",
+                                  side_effect=True), [])
+        return context.get_dummy_value()
+    return types.void(n), codegen
 
 
 # ----------------------------------------------------------------------------------------------

@@ -82,7 +82,8 @@ def check_paged_inputs(q, k_cache, v_cache, block_tables, context_lens) -> tuple
                                               dims=("num_seqs", "heads", "head_dim"))
     if not 1 <= head_dim <= HEAD_DIM_MAX:
         raise ValueError(f"q must have 1 <= head_dim <= {HEAD_DIM_MAX} (HEAD_DIM_MAX: each lane holds "
-                         f"{CHANNELS} channels), got head_dim {head_dim} in shape {tuple(q.shape)}")
+                         f"{CHANNELS} channels), got head_dim {head_dim} in shape {tuple(q.shape)} "
+                         f"(day 8's gqa_decode_wide_heads takes head_dim up to 256)")
     cache_dims = ("num_blocks", "kv_heads", "block_size", "head_dim")
     num_blocks, kv_heads, block_size, _ = require_array("k_cache", k_cache, (None, None, None, head_dim),
                                                         np.float32, dims=cache_dims)

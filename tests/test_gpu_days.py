@@ -94,7 +94,8 @@ class GpuDay:
 FP8_DECODE_CASES = {"gqa_decode_mixed_precision": ("DECODE_CASES", "fp8-g3-empty-context"),
                     "gqa_decode_page_runs": ("RUN_CASES", "fp8-g4-runs-of-8"),
                     "gqa_decode_half_warps": ("HALF_CASES", "fp8-g4-halves-of-4"),
-                    "gqa_decode_tensor_cores": ("TENSOR_CASES", "fp8-g4-head-dim-24")}
+                    "gqa_decode_tensor_cores": ("TENSOR_CASES", "fp8-g4-head-dim-24"),
+                    "gqa_decode_wide_heads": ("HALF_CASES", "fp8-g4-halves-of-4")}   # its runs: the half warps'
 
 
 def day08_fp8_cases() -> list[Case]:
@@ -187,7 +188,8 @@ NOT_IN_TABLE = {"kernels.elementwise": "day 1: the table starts at day 2; day 1 
                 "kernels.token_gemv": "day 10: the engine's GEMVs for a step's tokens, run on a GPU with the engine "
                                       "(tests/test_inference_engine.py) and timed in day 10's recorder",
                 "kernels.fused_llama": "day 10: the fused engine's kernels, run on a GPU with it "
-                                       "(tests/test_inference_engine.py) and timed in day 10's recorder"}
+                                       "(tests/test_inference_engine.py) and timed in day 10's recorder",
+                "kernels.tensor_core_gemm": "tensor-core GEMM: its row comes with its recorder, when a GPU times it"}
 
 ROWS = [pytest.param(row, id=row.day, marks=getattr(pytest.mark, row.day)) for row in DAYS]
 

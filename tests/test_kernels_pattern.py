@@ -131,6 +131,18 @@ def _gemm_reference(a, b, **_):
     return reference.gemm(a, b)
 
 
+def _tc_gemm_inputs(rng, rung):
+    """fp16 a (37, 48) and w (45, 48): one 64 x 64 tile of C, partial both ways, a step of 32 and one of 16 along K
+    (``kernels.tensor_core_gemm``: C = a w^T)."""
+    return (_floats(rng, 37, 48).astype(np.float16), _floats(rng, 45, 48).astype(np.float16)), {"out": _nan(37, 45)}
+
+
+def _tc_gemm_reference(a, w, **_):
+    from kernels import reference
+
+    return reference.gemm(a, w.T)
+
+
 def _paged_inputs(rng, rung):
     """Two query heads per KV head, blocks of 4 in a shuffled table, contexts of 13 (a partial last
     page), 0 and 4 (exactly one page); v2 cuts them into partitions of 5 tokens."""
@@ -419,6 +431,7 @@ OPERATIONS = {
                            lambda x, **_: x.astype(np.float64).T),
     "gemm": Operation(lambda rng, _: ((_floats(rng, 37, 19), _floats(rng, 19, 21)), {"out": _nan(37, 21)}),
                       _gemm_reference),
+    "tc_gemm": Operation(_tc_gemm_inputs, _tc_gemm_reference),         # kernels.tensor_core_gemm
     "paged_attention": Operation(_paged_inputs, _paged_reference),
     "kv_cache": Operation(_kv_cache_inputs, _kv_cache_reference),
     "gqa_prefill": Operation(_gqa_prefill_inputs, _attention_reference),

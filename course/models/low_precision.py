@@ -6,6 +6,8 @@ except where a narrow format changes what is loaded:
 
 - ``requested_prefill``: day 7's ``requested_prefill``, element for element (q, k, v and o in the
   storage dtype, kv_lens int32).
+- ``requested_prefill_wide``: ``gqa_prefill_wide_heads``, day 7's counts for blocks of rows of
+  ``ceil(d / 128)`` threads (so ``ROWS_MAX / threads`` rows a block), every thread loading ``kv_lens`` once.
 - ``requested_decode``: day 7's ``requested_decode`` for a float32 or fp16 cache. An fp8 cache is
   read as 32-bit words of 4 codes (``kernels.low_precision_attention.fp8_words``): ``d / 4`` loads of 4
   bytes per token and block instead of ``d``; the page scales are loaded once per token and block
@@ -19,7 +21,8 @@ except where a narrow format changes what is loaded:
   ``itemsizes_decode``, ``itemsizes_prefill``: those itemsizes for each kernel's arguments.
 - ``compulsory_bytes_prefill``, ``compulsory_bytes_decode``: what must cross DRAM at least, at the
   storage format: q read and o written once, K and V read once per KV head (and, for fp8, the scales
-  of the pages in use once). Timings divide these by the time to get GB/s.
+  of the pages in use once). Timings divide these by the time to get GB/s. The decode's take a bf16
+  cache too (``WIDE_CACHE_FORMATS``: ``gqa_decode_wide_heads``).
 - ``decode_cache_saving``: the cache bytes a decode step reads at float32 over those at a format.
 
 Arguments: as ``course.models.gqa``; ``fmt`` a cache format (``CACHE_FORMATS``: "float32",
@@ -33,12 +36,17 @@ from fractions import Fraction
 from course.models import gqa
 from kernels.launching import cdiv
 
-__all__ = ["CACHE_FORMATS", "ITEMSIZE", "FP8_THREADS", "RUN_TOKENS", "requested_prefill", "requested_decode",
+__all__ = ["CACHE_FORMATS", "WIDE_CACHE_FORMATS", "ROW_CHANNELS", "ITEMSIZE", "FP8_THREADS", "RUN_TOKENS",
+           "requested_prefill", "requested_prefill_wide", "requested_decode",
            "run_length", "row_words", "requested_decode_runs", "itemsizes_decode_runs", "requested_quantize",
            "requested_dequantize", "itemsizes_prefill", "itemsizes_decode", "load_bytes", "compulsory_bytes_prefill",
            "compulsory_bytes_decode", "decode_cache_saving"]
 
 CACHE_FORMATS = ("float32", "float16", "fp8_e4m3")
+# kernels.low_precision_attention.WIDE_CACHE_FORMATS: the formats of gqa_decode_wide_heads's cache
+WIDE_CACHE_FORMATS = ("float32", "float16", "bfloat16", "fp8_e4m3")
+# kernels' HEAD_DIM_MAX: channels of a row that one thread of gqa_prefill_wide_heads holds at most
+ROW_CHANNELS = 128
 # Bytes per stored element, by format or dtype name.
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8_e4m3": 1}
 FP8_THREADS = 128      # kernels.low_precision_attention.FP8_THREADS: threads of a quantize or dequantize block
@@ -53,9 +61,9 @@ def _itemsize(fmt: str) -> int:
     return ITEMSIZE[fmt]
 
 
-def _cache_format(fmt: str) -> str:
-    if fmt not in CACHE_FORMATS:
-        raise ValueError(f"fmt must be one of {CACHE_FORMATS}, got {fmt!r}")
+def _cache_format(fmt: str, formats: tuple = CACHE_FORMATS) -> str:
+    if fmt not in formats:
+        raise ValueError(f"fmt must be one of {formats}, got {fmt!r}")
     return fmt
 
 
@@ -72,6 +80,22 @@ def requested_prefill(B: int, heads: int, kv_heads: int, N: int, d: int, M: int 
     """``{argument: (element loads, element stores)}`` of ``gqa_prefill_mixed_precision``: day 7's
     ``gqa_prefill_flash`` loads and stores the same elements (``course.models.gqa.requested_prefill``)."""
     return gqa.requested_prefill(B, heads, kv_heads, N, d, M, causal=causal, kv_lens=kv_lens)
+
+
+def requested_prefill_wide(B: int, heads: int, kv_heads: int, N: int, d: int, M: int | None = None, *,
+                           causal: bool = False, kv_lens=None) -> dict:
+    """``{argument: (element loads, element stores)}`` of ``gqa_prefill_wide_heads``: ``parts = ceil(d /
+    ROW_CHANNELS)`` threads a row, so blocks of ``gqa.ROWS_MAX // parts`` rows (``gqa.requested_prefill`` with
+    that ``rows_max``); every q and o element is still loaded and stored once (each thread its channels), each
+    block loads its key rows once (its tiles' size changes no load), and each of its ``parts`` threads a row
+    loads ``kv_lens[b]``."""
+    _check(d=d)
+    parts = max(1, cdiv(d, ROW_CHANNELS))
+    requested = gqa.requested_prefill(B, heads, kv_heads, N, d, M, causal=causal, kv_lens=kv_lens,
+                                      rows_max=gqa.ROWS_MAX // parts)
+    loads, stores = requested["kv_lens"]
+    requested["kv_lens"] = (loads * parts, stores)
+    return requested
 
 
 def itemsizes_prefill(dtype: str) -> dict:
@@ -195,7 +219,7 @@ def compulsory_bytes_prefill(B: int, heads: int, kv_heads: int, N: int, d: int, 
 def compulsory_bytes_decode(context_lens, heads: int, kv_heads: int, d: int, fmt: str, block_size: int = 16) -> int:
     """At least: K and V of each context read once per KV head at the cache format, q read and out written
     in float32, and for fp8 the K and V scales of every page in use (4 bytes each per KV head)."""
-    _cache_format(fmt)
+    _cache_format(fmt, WIDE_CACHE_FORMATS)
     _check(block_size=block_size)
     lens = [int(n) for n in context_lens]
     kv = 2 * kv_heads * sum(lens) * d * _itemsize(fmt)

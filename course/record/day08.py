@@ -58,8 +58,10 @@ FORMATS = ("float32", "float16", "fp8_e4m3")
 # (a test checks that these are the ladder's decode rungs).
 DECODE_FORMATS = {"gqa_decode_mixed_group": ("float32", "float16"), "gqa_decode_mixed_precision": FORMATS,
                   "gqa_decode_page_runs": FORMATS, "gqa_decode_half_warps": FORMATS,
-                  "gqa_decode_tensor_cores": ("float16", "fp8_e4m3")}          # narrow caches only
-PREFILL_RUNGS = ("gqa_prefill_mixed_tiles", "gqa_prefill_mixed_precision")
+                  "gqa_decode_tensor_cores": ("float16", "fp8_e4m3"),          # narrow caches only
+                  # head sizes to 256 and a bf16 cache; timed here at the day's head_dim of 128 on the day's caches
+                  "gqa_decode_wide_heads": FORMATS}
+PREFILL_RUNGS = ("gqa_prefill_mixed_tiles", "gqa_prefill_mixed_precision", "gqa_prefill_wide_heads")
 # The rows the speedups are taken over: the first rung that takes every cache, and the page-runs rung, on float32.
 FIRST_FP32 = {"rung": "gqa_decode_mixed_precision", "fmt": "float32"}
 RUNS_FP32 = {"rung": "gqa_decode_page_runs", "fmt": "float32"}

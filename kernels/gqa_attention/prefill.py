@@ -79,7 +79,8 @@ def check_gqa_shapes(q, k, v) -> tuple[int, int, int, int, int, int]:
     require_float32("v", v, (batch, kv_heads, n_keys, head_dim), dims=kv_dims)
     if not 1 <= head_dim <= HEAD_DIM_MAX:
         raise ValueError(f"q must have 1 <= head_dim <= {HEAD_DIM_MAX} (HEAD_DIM_MAX: the shared-memory "
-                         f"tiles are sized for it), got head_dim {head_dim} in shape {tuple(q.shape)}")
+                         f"tiles are sized for it), got head_dim {head_dim} in shape {tuple(q.shape)} "
+                         f"(day 8's gqa_prefill_wide_heads takes head_dim up to 256)")
     require_kv_heads(heads, kv_heads, q_name="q", kv_name="k")
     require_same_kind(q=q, k=k, v=v)
     return batch, heads, kv_heads, n_queries, n_keys, head_dim

@@ -11,6 +11,8 @@ each module's docstring saying what it adds and what it measured:
   or bf16, converted as they are loaded; head_dim read at run time. The day's exercise.
 - ``gqa_prefill_mixed_precision`` (``prefill``): day 7's ``gqa_prefill_flash`` so: head_dim fixed at
   compile time, each row's query and accumulator in registers.
+- ``gqa_prefill_wide_heads`` (``wide_heads``): head_dim up to 256 (``WIDE_HEAD_DIM_MAX``): past 128, two
+  threads share a row, each with every other channel of its query and accumulator, and tiles of 8 keys.
 - ``gqa_decode_mixed_group`` (``decode``): day 7's ``gqa_decode_group`` over a paged cache stored in fp16,
   each element converted once per block. The day's exercise.
 - ``gqa_decode_mixed_precision`` (``decode``): day 7's ``gqa_decode_split_k`` with tokens in flight over a
@@ -22,6 +24,8 @@ each module's docstring saying what it adds and what it measured:
 - ``gqa_decode_tensor_cores`` (``tensor_cores``): the scores and weighted sums as ``mma.sync`` through
   inline PTX, q and the weights as fp16 hi + lo, float32 sums; its partitions from a fitted model
   (``partitions``).
+- ``gqa_decode_wide_heads`` (``wide_heads``): the half-warp rung with head_dim up to 256, a whole warp a token
+  past 128 (8 channels a lane either way), and a bf16 cache, decoded from its words by shifts.
 
 Tools that build and read an fp8 cache (``fp8``; kernels with launchers of the same pattern, not rungs of
 the ladder: their outputs are bits, checked bit for bit, where the registry's check compares floats):
@@ -30,8 +34,8 @@ the ladder: their outputs are bits, checked bit for bit, where the registry's ch
   nearest even, saturating; the given scales or ``amax / 448`` per group. The day's exercise.
 - ``fp8_dequantize``: codes and scales back to float32, ``code value * scale``.
 
-The modules: ``prefill``, ``decode``, ``page_runs``, ``half_warps``, ``tensor_cores`` (the rungs, as
-above), ``fp8`` (the e4m3 codec and the tools), ``partitions`` (the tensor-core decode's partition model)
+The modules: ``prefill``, ``decode``, ``page_runs``, ``half_warps``, ``tensor_cores``, ``wide_heads`` (the
+rungs, as above), ``fp8`` (the e4m3 codec and the tools), ``partitions`` (the tensor-core decode's partition model)
 and ``common`` (what the decode rungs share: the cache formats and their checks, a decode step's sizing,
 the device steps of their kernels, and the layout of a decode step). The instructions numba cannot write
 (bit casts, fp8 conversions, byte permutes, the mma) are ``kernels.intrinsics``.
@@ -49,7 +53,8 @@ from kernels.launching import FULL_MASK, WARP
 from kernels.paged_attention import CHANNELS, THREADS, WARPS
 from kernels.registry import Rung, ladder
 
-from .common import CACHE_FORMATS, cache_format, cache_words, check_decode_inputs, fp8_words
+from .common import (CACHE_FORMATS, WIDE_CACHE_FORMATS, WIDE_HEAD_DIM_MAX, cache_format, cache_words,
+                     check_decode_inputs, fp8_words)
 from .decode import (TOKENS_IN_FLIGHT, decode_tiling, gqa_decode_mixed_group, gqa_decode_mixed_group_kernel,
                      gqa_decode_mixed_precision, gqa_decode_mixed_precision_kernel)
 from .fp8 import (E4M3_MAX, E4M3_MIN_NORMAL, FP8_THREADS, FP8_WARPS, fp8_dequantize, fp8_dequantize_kernel,
@@ -63,6 +68,10 @@ from .prefill import (PREFILL_DTYPES, check_prefill_inputs, gqa_prefill_mixed_pr
                       gqa_prefill_mixed_precision_kernel, gqa_prefill_mixed_tiles, gqa_prefill_mixed_tiles_kernel)
 from .tensor_cores import (P_UNIT, Q_UNIT, TENSOR_MIN_BLOCKS, TILE_TOKENS, gqa_decode_tensor_cores,
                            gqa_decode_tensor_cores_kernel)
+from .wide_heads import (WIDE_CHANNELS, WIDE_MIN_BLOCKS, WIDE_RUN_TOKENS, four_bfloat16s, gqa_decode_wide_heads,
+                         gqa_decode_wide_heads_kernel, gqa_prefill_wide_heads, gqa_prefill_wide_heads_kernel,
+                         row_threads, token_lanes, wide_decode_shared_bytes, wide_decode_tiling, wide_prefill_geometry,
+                         wide_prefill_shared_bytes, wide_prefill_tiling, wide_tile_kv)
 
 __all__ = ["E4M3_MAX", "E4M3_MIN_NORMAL", "PREFILL_DTYPES", "CACHE_FORMATS", "TOKENS_IN_FLIGHT",
            "check_prefill_inputs", "gqa_prefill_mixed_tiles_kernel", "gqa_prefill_mixed_tiles",
@@ -73,17 +82,23 @@ __all__ = ["E4M3_MAX", "E4M3_MIN_NORMAL", "PREFILL_DTYPES", "CACHE_FORMATS", "TO
            "RUN_TOKENS", "run_tiling", "cache_words", "gqa_decode_page_runs_kernel", "gqa_decode_page_runs",
            "HALF_RUN_TOKENS", "half_warp_tiling", "gqa_decode_half_warps_kernel", "gqa_decode_half_warps",
            "TILE_TOKENS", "tensor_partition_size", "gqa_decode_tensor_cores_kernel", "gqa_decode_tensor_cores",
-           "RUNGS",
+           "WIDE_CACHE_FORMATS", "row_threads", "wide_prefill_tiling", "wide_prefill_geometry", "wide_tile_kv",
+           "wide_prefill_shared_bytes", "gqa_prefill_wide_heads_kernel", "gqa_prefill_wide_heads", "four_bfloat16s",
+           "token_lanes", "wide_decode_tiling", "wide_decode_shared_bytes", "gqa_decode_wide_heads_kernel",
+           "gqa_decode_wide_heads", "RUNGS",
            # the constants of days 6 and 7 the kernels use, and those of the later rungs
            "WARP", "WARPS", "THREADS", "CHANNELS", "FULL_MASK", "HEAD_DIM_MAX", "GROUP_MAX", "TILE_POS", "ROWS_MAX",
            "TILE_KV", "HALF", "HALF_CHANNELS", "HALF_MIN_BLOCKS", "Q_UNIT", "P_UNIT", "TENSOR_MIN_BLOCKS",
-           "TENSOR_PARTITION_MIN", "TENSOR_BLOCKS_PER_SM", "TENSOR_SM_RATES", "TENSOR_BLOCK_COST"]
+           "TENSOR_PARTITION_MIN", "TENSOR_BLOCKS_PER_SM", "TENSOR_SM_RATES", "TENSOR_BLOCK_COST", "WIDE_HEAD_DIM_MAX",
+           "WIDE_CHANNELS", "WIDE_RUN_TOKENS", "WIDE_MIN_BLOCKS"]
 
 RUNGS = ladder(
     Rung("gqa_prefill_mixed_tiles", gqa_prefill_mixed_tiles,
          "day 7's tiles on q, k, v and o stored in fp16 or bf16, converted on load; head_dim read at run time"),
     Rung("gqa_prefill_mixed_precision", gqa_prefill_mixed_precision,
          "head_dim fixed at compile time: each row's query and accumulator in registers, as day 7's flash rung"),
+    Rung("gqa_prefill_wide_heads", gqa_prefill_wide_heads,
+         "head_dim up to 256: past 128 two threads share a row, every other channel each, in tiles of 8 keys"),
     Rung("gqa_decode_mixed_group", gqa_decode_mixed_group,
          "day 7's one block per (KV head, sequence, partition) over an fp16 cache, each element converted once"),
     Rung("gqa_decode_mixed_precision", gqa_decode_mixed_precision,
@@ -94,4 +109,6 @@ RUNGS = ladder(
          "half a warp per token, 8 channels a lane, head_dim and page size compiled in; fp8 decoded by cvt"),
     Rung("gqa_decode_tensor_cores", gqa_decode_tensor_cores,
          "scores and weighted sums as mma.sync through inline PTX: q and weights as fp16 hi + lo, float32 sums"),
+    Rung("gqa_decode_wide_heads", gqa_decode_wide_heads,
+         "half warps with head_dim up to 256 (a whole warp a token past 128) and a bf16 cache, decoded by shifts"),
 )

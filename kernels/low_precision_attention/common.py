@@ -12,7 +12,9 @@ Layout of a decode step (``docs/design-notes.md`` §2; day 6's with a narrower c
 q, out and the partials stay float32: a row per head against a whole context of cache. The cache is fp16
 (``np.float16``: one ``cvt.f32.f16`` an element), float32, or fp8 e4m3 codes with a float32 scale per
 (block, kv_head) (``kernels.low_precision_attention.fp8``); bf16, which numba-cuda converts by a call to a
-linked function, is not offered for the decode cache (``docs/design-notes.md`` §4). The kernels read a
+linked function, is read only by ``gqa_decode_wide_heads``, which loads it as words and turns each number into
+float32 by moving its 16 bits to the top of a 32-bit word (``WIDE_CACHE_FORMATS``; ``docs/design-notes.md``
+§4). ``WIDE_HEAD_DIM_MAX``: the head_dim the wide rungs take (``HEAD_DIM_MAX`` for the others). The kernels read a
 cache as words: ``fp8_words`` (uint32 words of 4 codes: lane w loads channels 4 w ... 4 w + 3 in one load,
 so head_dim must be a multiple of 4) and ``cache_words`` (the cache as one flat array of 4- or 8-byte words).
 
@@ -40,39 +42,55 @@ from kernels.paging import (check_block_tables, decode_partition_size, longest_c
 
 from .fp8 import e4m3_integer
 
-__all__ = ["CACHE_FORMATS", "cache_format", "check_decode_inputs", "fp8_words", "cache_words", "no_scales",
-           "check_scales", "prepare_decode", "runs_of", "fill_e4m3_table", "lane_query", "merge_head_warps",
-           "batch_steps"]
+__all__ = ["CACHE_FORMATS", "WIDE_CACHE_FORMATS", "WIDE_HEAD_DIM_MAX", "cache_format", "check_decode_inputs",
+           "fp8_words", "cache_words", "no_scales", "check_scales", "prepare_decode", "runs_of", "fill_e4m3_table",
+           "lane_query", "merge_head_warps", "batch_steps"]
 
 # Storage formats of the decode cache.
 CACHE_FORMATS = ("float32", "float16", "fp8_e4m3")
+# ... and of gqa_decode_wide_heads's, bf16 among them.
+WIDE_CACHE_FORMATS = ("float32", "float16", "bfloat16", "fp8_e4m3")
+# The largest head_dim of gqa_prefill_wide_heads and gqa_decode_wide_heads (Gemma's 256); the other rungs stop at
+# day 6's HEAD_DIM_MAX, 128.
+WIDE_HEAD_DIM_MAX = 256
 
 
 # ----------------------------------------------------------------------------------------------
 # Cache formats and a decode step's inputs
 # ----------------------------------------------------------------------------------------------
 
-def cache_format(k_cache) -> str:
-    """``"float32"``, ``"float16"`` or ``"fp8_e4m3"`` (uint8 codes) from the dtype of a cache;
-    TypeError naming ``k_cache`` for any other dtype."""
-    dtype = require_dtype("k_cache", k_cache, (np.float32, np.float16, np.uint8))
+def cache_format(k_cache, *, bf16: bool = False) -> str:
+    """``"float32"``, ``"float16"`` or ``"fp8_e4m3"`` (uint8 codes) from the dtype of a cache, and with ``bf16``
+    ``"bfloat16"`` too; TypeError naming ``k_cache`` for any other dtype."""
+    allowed = (np.float32, np.float16, "bfloat16", np.uint8) if bf16 else (np.float32, np.float16, np.uint8)
+    try:
+        dtype = require_dtype("k_cache", k_cache, allowed)
+    except TypeError as error:
+        if bf16 or np.dtype(k_cache.dtype).name != "bfloat16":
+            raise
+        raise TypeError(f"{error} (a bf16 cache is read by gqa_decode_wide_heads)") from None
     return "fp8_e4m3" if dtype == np.uint8 else dtype.name
 
 
-def check_decode_inputs(q, k_cache, v_cache, block_tables, context_lens) -> tuple:
+def check_decode_inputs(q, k_cache, v_cache, block_tables, context_lens, *, wide: bool = False) -> tuple:
     """Validate a decode step's inputs; return (cache format, num_seqs, heads, head_dim, kv_heads).
 
     Day 6's ``check_paged_inputs`` with a cache of float32, float16 or uint8 codes (``cache_format``),
-    both caches of one dtype: NumPy block tables are checked to the last entry a context uses.
+    both caches of one dtype: NumPy block tables are checked to the last entry a context uses. ``wide``
+    (``gqa_decode_wide_heads``): a bf16 cache too, and head_dim up to ``WIDE_HEAD_DIM_MAX``.
     Raises TypeError or ValueError naming the argument.
     """
-    fmt = cache_format(k_cache)
+    fmt = cache_format(k_cache, bf16=wide)
     dtype = np.dtype(k_cache.dtype)
     num_seqs, heads, head_dim = require_array("q", q, (None, None, None), np.float32,
                                               dims=("num_seqs", "heads", "head_dim"))
-    if not 1 <= head_dim <= HEAD_DIM_MAX:
+    if wide and not 1 <= head_dim <= WIDE_HEAD_DIM_MAX:
+        raise ValueError(f"q must have 1 <= head_dim <= {WIDE_HEAD_DIM_MAX} (WIDE_HEAD_DIM_MAX: a token's 32 lanes "
+                         f"hold 8 channels each), got head_dim {head_dim} in shape {tuple(q.shape)}")
+    if not wide and not 1 <= head_dim <= HEAD_DIM_MAX:
         raise ValueError(f"q must have 1 <= head_dim <= {HEAD_DIM_MAX} (HEAD_DIM_MAX: each lane holds "
-                         f"{CHANNELS} channels), got head_dim {head_dim} in shape {tuple(q.shape)}")
+                         f"{CHANNELS} channels), got head_dim {head_dim} in shape {tuple(q.shape)} "
+                         f"(gqa_decode_wide_heads takes head_dim up to {WIDE_HEAD_DIM_MAX})")
     cache_dims = ("num_blocks", "kv_heads", "block_size", "head_dim")
     num_blocks, kv_heads, block_size, _ = require_array("k_cache", k_cache, (None, None, None, head_dim), dtype,
                                                         dims=cache_dims)
@@ -145,15 +163,18 @@ def check_scales(k_cache, k_scales, v_scales, fmt) -> None:
 
 
 def prepare_decode(q, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales, scale, out, partition_size,
-                   max_context, *, channels: int, tokens, refused: dict | None = None, choose_partition=None):
-    """What the page-runs, half-warp and tensor-core launchers check and size alike. head_dim must be a multiple of
+                   max_context, *, channels: int, tokens, refused: dict | None = None, choose_partition=None,
+                   wide: bool = False):
+    """What the page-runs, half-warp, tensor-core and wide-head launchers check and size alike (``wide``: a bf16
+    cache and head_dim up to ``WIDE_HEAD_DIM_MAX``, ``check_decode_inputs``). head_dim must be a multiple of
     ``channels`` (the channels of a lane's words); ``tokens(group, fmt, block_size)`` gives the multiple of tokens a
     partition must be and why, ``(n, "...")``; ``refused``: cache formats the rung does not run, with the message
     to raise; ``choose_partition(fmt, num_seqs, blocks_per_partition, longest, sm_count)``: the partition size
     when ``partition_size`` is None (default: day 7's ``decode_partition_size``). Returns ``(out, step)``:
     ``step`` is None when out is empty (nothing to launch), else a namespace with the format, the sizes, the
     scale, the partition size and count, the scales (ones but for fp8) and the partial buffers."""
-    fmt, num_seqs, heads, head_dim, kv_heads = check_decode_inputs(q, k_cache, v_cache, block_tables, context_lens)
+    fmt, num_seqs, heads, head_dim, kv_heads = check_decode_inputs(q, k_cache, v_cache, block_tables, context_lens,
+                                                                   wide=wide)
     check_scales(k_cache, k_scales, v_scales, fmt)
     if refused and fmt in refused:
         raise ValueError(refused[fmt])
@@ -240,12 +261,13 @@ def merge_head_warps(warp_max, warp_sum, warp_acc, partial_max, partial_sum, par
         partial_acc[s, first + i, p, c] = channel
 
 
-def batch_steps(G: int, T: int, fmt: str, convert, lane_major: bool, lanes: int = WARP):
-    """The device functions the decode kernels of ``gqa_decode_mixed_precision``, ``gqa_decode_page_runs`` and
-    ``gqa_decode_half_warps`` run on a batch of ``T`` tokens per warp for
+def batch_steps(G: int, T: int, fmt: str, convert, lane_major: bool, lanes: int = WARP, channels: int | None = None):
+    """The device functions the decode kernels of ``gqa_decode_mixed_precision``, ``gqa_decode_page_runs``,
+    ``gqa_decode_half_warps`` and ``gqa_decode_wide_heads`` run on a batch of ``T`` tokens per warp for
     ``G`` heads (one butterfly for the ``G * T`` scores, the online softmax where the scores are), and the
-    write of the block's partials; ``convert`` turns a token's stored K or V row into ``HEAD_DIM_MAX //
-    lanes`` float32 numbers, ``lane_major``: lane l holds channels c l ... c l + c - 1 (else l, l + 32, ...).
+    write of the block's partials; ``convert`` turns a token's stored K or V row into ``channels`` (default
+    ``HEAD_DIM_MAX // lanes``) float32 numbers, ``lane_major``: lane l holds channels c l ... c l + c - 1 (else
+    l, l + 32, ...).
 
     ``lanes``: the lanes that share a token (32, or 16: each half of the warp then runs its own batch of
     ``T`` tokens, with its own softmax, and ``write_partials`` merges the halves). Returns ``(tiling,
@@ -260,11 +282,11 @@ def batch_steps(G: int, T: int, fmt: str, convert, lane_major: bool, lanes: int 
     SHIFT = LOG_L - LOG_NPAD
     LOG_T = T.bit_length() - 1
     HEAD_LANES = (T << SHIFT) - 1
-    CH = HEAD_DIM_MAX // lanes
+    CH = channels or HEAD_DIM_MAX // lanes
     if (NPAD > lanes or 1 << LOG_T != T or 1 << LOG_L != lanes or not 16 <= lanes <= WARP
-            or fmt not in CACHE_FORMATS or WARP != 32):
+            or fmt not in WIDE_CACHE_FORMATS or WARP != 32):
         raise ValueError(f"heads x tokens in flight must be at most lanes (16 or 32), tokens a power of two and "
-                         f"fmt one of {CACHE_FORMATS}, got {G} x {T}, {lanes} lanes, {fmt!r}")
+                         f"fmt one of {WIDE_CACHE_FORMATS}, got {G} x {T}, {lanes} lanes, {fmt!r}")
 
     @cuda.jit(device=True, inline=True)
     def score_batch(q_lane, k_now, table, k_token, scores, lane):

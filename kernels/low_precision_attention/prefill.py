@@ -46,6 +46,8 @@ from kernels.launching import (default_scale, note_output, output_array, require
                                require_kv_heads, require_same_kind)
 from kernels.paging import prepare_kv_lens
 
+from .common import WIDE_HEAD_DIM_MAX
+
 __all__ = ["PREFILL_DTYPES", "check_prefill_inputs", "gqa_prefill_mixed_tiles_kernel", "gqa_prefill_mixed_tiles",
            "gqa_prefill_mixed_precision_kernel", "gqa_prefill_mixed_precision"]
 
@@ -53,10 +55,10 @@ __all__ = ["PREFILL_DTYPES", "check_prefill_inputs", "gqa_prefill_mixed_tiles_ke
 PREFILL_DTYPES = ("float16", "bfloat16", "float32")
 
 
-def check_prefill_inputs(q, k, v) -> tuple[int, int, int, int, int, int]:
+def check_prefill_inputs(q, k, v, *, wide: bool = False) -> tuple[int, int, int, int, int, int]:
     """Validate q (B, H, N, d), k and v (B, KVH, M, d) of one dtype of ``PREFILL_DTYPES``; return
-    (B, H, KVH, N, M, d). ``H`` must be a multiple of ``KVH``, ``1 <= d <= HEAD_DIM_MAX``. Raises
-    TypeError or ValueError naming the argument."""
+    (B, H, KVH, N, M, d). ``H`` must be a multiple of ``KVH``, ``1 <= d <= HEAD_DIM_MAX`` (``wide``,
+    ``gqa_prefill_wide_heads``: ``WIDE_HEAD_DIM_MAX``). Raises TypeError or ValueError naming the argument."""
     dtype = require_dtype("q", q, PREFILL_DTYPES)
     batch, heads, n_queries, head_dim = require_array("q", q, (None, None, None, None), dtype,
                                                       dims=("batch", "heads", "seq_q", "head_dim"))
@@ -66,9 +68,14 @@ def check_prefill_inputs(q, k, v) -> tuple[int, int, int, int, int, int]:
         raise TypeError(f"{name} must have the dtype of q ({dtype}), got {np.dtype((k if name == 'k' else v).dtype)}")
     _, kv_heads, n_keys, _ = require_array("k", k, (batch, None, None, head_dim), dtype, dims=kv_dims)
     require_array("v", v, (batch, kv_heads, n_keys, head_dim), dtype, dims=kv_dims)
-    if not 1 <= head_dim <= HEAD_DIM_MAX:
+    if wide and not 1 <= head_dim <= WIDE_HEAD_DIM_MAX:
+        raise ValueError(f"q must have 1 <= head_dim <= {WIDE_HEAD_DIM_MAX} (WIDE_HEAD_DIM_MAX: a row's query and "
+                         f"accumulator are shared by at most 2 threads of 128 channels), got head_dim {head_dim} in "
+                         f"shape {tuple(q.shape)}")
+    if not wide and not 1 <= head_dim <= HEAD_DIM_MAX:
         raise ValueError(f"q must have 1 <= head_dim <= {HEAD_DIM_MAX} (HEAD_DIM_MAX: the shared-memory "
-                         f"tiles are sized for it), got head_dim {head_dim} in shape {tuple(q.shape)}")
+                         f"tiles are sized for it), got head_dim {head_dim} in shape {tuple(q.shape)} "
+                         f"(gqa_prefill_wide_heads takes head_dim up to {WIDE_HEAD_DIM_MAX})")
     require_kv_heads(heads, kv_heads, q_name="q", kv_name="k")
     require_same_kind(q=q, k=k, v=v)
     return batch, heads, kv_heads, n_queries, n_keys, head_dim

@@ -1,0 +1,426 @@
+"""Tensor-core GEMM ``C = A B`` on fp16 or bf16 numbers with float32 sums: the ladder after day 4's, from numba.
+
+Shapes: a (M, K) and w (N, K), both fp16 (``np.float16``) or both bf16 (``ml_dtypes.bfloat16``), C-contiguous;
+c (M, N) float32 with c[m, n] = sum_k a[m, k] w[n, k], that is C = A B with B = w^T. w holds B column by column,
+one row of w per column of C: the ``.col`` operand of ``mma.sync ... .row.col`` takes B in exactly that order (a
+lane's B fragment is two numbers neighbouring along K), and it is the layout in which torch stores the weight
+of a linear layer (out_features, in_features), so ``y = x W^T`` is ``rung(x, W)``. Any M, N and K: rows and
+columns outside C and numbers past K enter the tiles as zeros and are stored nowhere (v3 copies 16 bytes at a
+time and needs K to be a multiple of 8); M = 0 or N = 0 launches nothing, K = 0 gives zeros. The float64
+reference is ``kernels.reference.gemm(a, w.T)``; the byte and FLOP models of each rung are in
+``course.models.tensor_core_gemm``. fp16 and bf16 are one format argument of the same rungs: the kernels read
+the numbers as their 16 bits (a uint16 view, no copy) and only the mma instruction differs
+(``kernels.intrinsics.mma_m16n8k16`` or ``mma_m16n8k16_bf16``); both need compute capability 8.0.
+
+The rungs, in ladder order, one line each (how each works follows):
+
+- ``tc_gemm_v1_mma_shared``: 64 x 64 tiles of C, a warp's 32 x 32 as 8 mma.sync m16n8k16 on fragments from shared words.
+- ``tc_gemm_v2_ldmatrix``: the same tiles, each warp loading its fragments with ldmatrix.x4, not 32-bit loads.
+- ``tc_gemm_v3_cp_async``: v2's fragments, the tiles filled by 16-byte cp.async copies into a ring of 3 steps.
+
+v1 and v2 stage the same bytes: a block of 4 warps takes a 64 x 64 tile of C and steps through K 32 numbers at a
+time; its threads copy the step's 64 rows of A and 64 rows of w into shared memory (``a_tile``, ``w_tile``: 64
+rows of 16 uint32 words, two numbers a word, the lower column in the low half, as the fragments want them) with
+plain 2-byte loads, a barrier, the mmas, a barrier. Each number of A is read from global memory once per block
+column of C, each of w once per block row. Warp (wm, wn) = divmod(warp, 2) owns rows 32 wm ... + 31 and columns
+32 wn ... + 31 of the tile, as 2 x 4 mma tiles of 16 x 8 whose float32 accumulators (32 per lane) stay in
+registers from the first step to the last; lane 4 g + t stores rows g, g + 8 and columns 2t, 2t + 1 of each.
+
+- v1: each fragment word is one 32-bit shared load at the place ``mma_m16n8k16``'s layout gives it: per 16 of K
+  a lane loads a = rows g, g + 8 of each of its 2 mma rows, words t and t + 4, and b = row g of w of each of its 4
+  mma columns, words t and t + 4: 16 loads for 8 mmas.
+- v2: ``kernels.intrinsics.ldmatrix_x4`` (PTX's ``ldmatrix.sync.aligned.m8n8.x4.shared.b16``) loads four 8 x 8
+  matrices of 16-bit numbers at once, each lane naming one 16-byte row: lane l names row l % 16 and words 4 (l //
+  16) ... of an mma row's 16 x 16 A (its a0 ... a3), and row (l % 8) + 8 (l // 16), words 4 ((l // 8) % 2) ... of
+  the w rows of two mma columns (b0, b1 of each). The words each lane gets are those v1 loads, so the two rungs
+  compute the same bits: 4 load instructions for 8 mmas instead of 16.
+- v3: the shared tiles form a ring of ``STAGES`` = 3 steps, filled by ``kernels.intrinsics.cp_async_16`` (PTX's
+  ``cp.async.cg.shared.global``): 16 bytes of a row of a or w go straight from global to shared memory, without
+  a register or a packing instruction, 2 copies a thread per operand and step instead of 16 2-byte loads, 8
+  shifts, 8 ors and 8 stores. Copies past K or past a matrix's rows write zeros and read nothing. Each thread
+  commits its copies of a step as one group; before computing step s it waits until at most ``IN_FLIGHT`` = 1
+  of its groups is in flight (``cp.async.wait_group 1``: step s has landed, step s + 1 may still travel), then
+  one barrier (every thread's copies of step s landed, and every warp is done with step s - 1), then it starts
+  the copies of step s + 2 into the slot step s - 1 held and computes step s while they travel: one barrier a
+  step instead of two. Fragments and mmas are v2's, in the same order, so v3 computes v1's bits too. Rows of a
+  and w must start on 16-byte boundaries: K a multiple of 8 (device arrays start on 256-byte boundaries).
+
+Predictions, to be measured on a GPU (nothing here has been timed): v1 and v2 spend more instructions staging
+(two 2-byte global loads, a shift and an or per shared word, 32 loads a thread per step) than the tensor cores
+spend computing (8 mmas a warp per 16 of K), and the warps wait at both barriers of every step with nothing to
+overlap, so v1 should run far below the tensor cores' peak; v2 cuts the shared load instructions of the mmas
+4-fold but not the staging, so it should be faster than v1 by a modest factor at most; v3 removes most of the
+staging's instructions and hides the global loads behind two steps of mmas, so it should be the largest step of
+the three. The rows of the shared tiles are 64 bytes long, so the 8 rows a fragment load reads fall in 2 groups
+of banks: 4-way bank conflicts in all three rungs (the same number of shared wavefronts for v1's 16 loads and
+v2's and v3's 4), which Nsight Compute should show and the ladder's swizzled layout is to remove; with v3's
+loads off the critical path they may become what limits it. The next rungs: swizzled shared rows, larger warp
+and block tiles, a tile shape chosen per GPU.
+
+Each rung is a kernel built per format, ``<rung>_kernel(fmt)`` (``fmt`` "float16" or "bfloat16", compiled on
+first use and kept), plus the launcher ``<rung>(a, w, *, out=None, kernel=<rung>_kernel)``, which validates the
+arguments, launches a grid of ceil(N / 64) x ceil(M / 64) blocks of 128 threads and returns c (v3's shared
+ring is 24 KB a block, v1's and v2's tiles 8 KB). Launchers accept NumPy arrays or numba device arrays
+(``kernels.launching``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda, float32, uint32
+
+from kernels.intrinsics import (cp_async_16, cp_async_commit_group, cp_async_wait_group, ldmatrix_x4, mma_m16n8k16,
+                                mma_m16n8k16_bf16)
+from kernels.launching import (WARP, cdiv, output_array, require_array, require_dtype, require_float32,
+                               require_same_kind)
+from kernels.registry import Rung, ladder
+
+__all__ = ["FORMATS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "K_WORDS", "WARPS_M", "WARPS_N", "WARP_TILE_M",
+           "WARP_TILE_N", "MMA_M", "MMA_N", "MMA_K", "THREADS", "MAX_M", "RUNGS", "gemm_shape",
+           "STAGES", "CHUNK", "IN_FLIGHT", "tc_gemm_v1_mma_shared_kernel", "tc_gemm_v1_mma_shared",
+           "tc_gemm_v2_ldmatrix_kernel", "tc_gemm_v2_ldmatrix", "tc_gemm_v3_cp_async_kernel", "tc_gemm_v3_cp_async"]
+
+# The storage formats of a and w, by dtype name (bfloat16: ml_dtypes'), and the mma that multiplies each.
+FORMATS = ("float16", "bfloat16")
+_MMA = {"float16": mma_m16n8k16, "bfloat16": mma_m16n8k16_bf16}
+# A 64 x 64 tile of C per block, K in steps of 32 numbers (16 uint32 words of two numbers).
+BLOCK_M = 64
+BLOCK_N = 64
+BLOCK_K = 32
+K_WORDS = BLOCK_K // 2
+# 2 x 2 warps, each a 32 x 32 patch of 2 x 4 mma tiles of 16 x 8 (k 16).
+WARPS_M = 2
+WARPS_N = 2
+WARP_TILE_M = BLOCK_M // WARPS_M
+WARP_TILE_N = BLOCK_N // WARPS_N
+MMA_M, MMA_N, MMA_K = 16, 8, 16
+MMAS_M = WARP_TILE_M // MMA_M
+MMAS_N = WARP_TILE_N // MMA_N
+K_STEPS = BLOCK_K // MMA_K
+MMA_WORDS = MMA_K // 2              # words of K an mma takes from a row
+THREADS = WARPS_M * WARPS_N * WARP
+# v3: a ring of STAGES steps in shared memory, filled by 16-byte copies of CHUNK numbers.
+STAGES = 3
+CHUNK = 8
+CHUNKS = BLOCK_K // CHUNK           # copies of a row per step
+IN_FLIGHT = STAGES - 2              # groups of copies a thread may leave in flight when it computes a step
+# The grid's y dimension counts block rows, at most 65535 of them.
+MAX_M = 65535 * BLOCK_M
+_KERNELS: dict = {}
+
+
+def gemm_shape(a, w, out=None) -> tuple[int, int, int, str]:
+    """Validate a (M, K) and w (N, K), both fp16 or both bf16 (and out (M, N) float32 if given), M at most MAX_M;
+    return (M, N, K, fmt), fmt the dtype's name ("float16" or "bfloat16")."""
+    fmt = require_dtype("a", a, FORMATS).name
+    m, k = require_array("a", a, (None, None), fmt, dims=("M", "K"))
+    n = require_array("w", w, (None, k), fmt, dims=("N", "K"))[0]
+    require_same_kind(a=a, w=w)
+    if m > MAX_M:
+        raise ValueError(f"a must have M at most {MAX_M} (65535 block rows of {BLOCK_M}: the grid's y dimension), "
+                         f"got M = {m}")
+    if out is not None:
+        require_float32("out", out, (m, n), dims=("M", "N"))
+    return m, n, k, fmt
+
+
+def _launch(kernel, a, w, out, *, chunked=False):
+    m, n, k, fmt = gemm_shape(a, w, out)
+    if chunked and k % CHUNK:
+        raise ValueError(f"a must have K a multiple of {CHUNK} for tc_gemm_v3_cp_async (rows of a and w are copied "
+                         f"16 bytes, {CHUNK} numbers, at a time), got K = {k}: tc_gemm_v2_ldmatrix takes any K")
+    out = output_array("out", out, (m, n), like=a)
+    if m and n:
+        kernel(fmt)[(cdiv(n, BLOCK_N), cdiv(m, BLOCK_M)), THREADS](a.view(np.uint16), w.view(np.uint16), out)
+    return out
+
+
+def _kernel_for(builder, name: str, fmt: str):
+    if fmt not in FORMATS:
+        raise ValueError(f"fmt must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    key = (name, fmt)
+    if key not in _KERNELS:
+        _KERNELS[key] = builder(fmt)
+    return _KERNELS[key]
+
+
+@cuda.jit(device=True, inline=True)
+def _stage(tile, x, first, k0, thread):
+    """The block's threads copy rows first ... first + 63 of x (the 16-bit numbers of a or w, (rows, K)), numbers k0
+    ... k0 + 31, into ``tile`` (64 rows of 16 words, numbers 2j and 2j + 1 in word j, the lower in the low half):
+    consecutive threads on consecutive words of a row, a warp on 2 rows of 64 bytes. Rows past x and numbers past
+    K are zeros, loaded from nowhere."""
+    rows = x.shape[0]
+    k = x.shape[1]
+    for slot in range(thread, BLOCK_M * K_WORDS, THREADS):
+        r = slot // K_WORDS
+        kw = slot - r * K_WORDS
+        row = first + r
+        col = k0 + 2 * kw
+        low = uint32(0)
+        high = uint32(0)
+        if row < rows:
+            if col < k:
+                low = uint32(x[row, col])
+            if col + 1 < k:
+                high = uint32(x[row, col + 1])
+        tile[r, kw] = low | (high << uint32(16))
+
+
+@cuda.jit(device=True, inline=True)
+def _clear(acc):
+    for mi in range(MMAS_M):
+        for ni in range(MMAS_N):
+            for e in range(4):
+                acc[mi, ni, e] = float32(0.0)
+
+
+@cuda.jit(device=True, inline=True)
+def _store(c, acc, row, col, g, t):
+    """Lane 4 g + t's accumulators into c: rows row + 16 mi + g (+ 8), columns col + 8 ni + 2t (+ 1), inside c."""
+    m = c.shape[0]
+    n = c.shape[1]
+    for mi in range(MMAS_M):
+        for h in range(2):
+            r = row + mi * MMA_M + g + 8 * h
+            if r < m:
+                for ni in range(MMAS_N):
+                    for e in range(2):
+                        cc = col + ni * MMA_N + 2 * t + e
+                        if cc < n:
+                            c[r, cc] = acc[mi, ni, 2 * h + e]
+
+
+# ----------------------------------------------------------------------------------------------
+# v1: mma.sync m16n8k16 on fragments read from shared memory, one 32-bit load a word
+# ----------------------------------------------------------------------------------------------
+
+def _build_v1(fmt: str):
+    mma = _MMA[fmt]
+
+    @cuda.jit
+    def tc_gemm_v1_mma_shared_kernel(a, w, c):
+        """Block (bx, by) computes c[64 by:, 64 bx:]; warp (wm, wn) = divmod(warp, 2) its rows 32 wm + 16 mi + ...
+        and columns 32 wn + 8 ni + ... (mi < 2, ni < 4). a (M, K) and w (N, K) are the numbers' 16 bits."""
+        a_tile = cuda.shared.array((BLOCK_M, K_WORDS), uint32, alignment=16)
+        w_tile = cuda.shared.array((BLOCK_N, K_WORDS), uint32, alignment=16)
+        acc = cuda.local.array((MMAS_M, MMAS_N, 4), float32)
+        b_frag = cuda.local.array((MMAS_N, 2), uint32)
+        thread = cuda.threadIdx.x
+        warp = thread // WARP
+        lane = thread % WARP
+        g = lane // 4
+        t = lane % 4
+        warp_row = (warp // WARPS_N) * WARP_TILE_M
+        warp_col = (warp % WARPS_N) * WARP_TILE_N
+        row0 = cuda.blockIdx.y * BLOCK_M
+        col0 = cuda.blockIdx.x * BLOCK_N
+        k = a.shape[1]
+        _clear(acc)
+        for k0 in range(0, k, BLOCK_K):
+            _stage(a_tile, a, row0, k0, thread)
+            _stage(w_tile, w, col0, k0, thread)
+            cuda.syncthreads()
+            for ks in range(K_STEPS):
+                if k0 + ks * MMA_K < k:             # the same in the whole block: no mma on a step past K
+                    kw = ks * MMA_WORDS
+                    for ni in range(MMAS_N):
+                        n = warp_col + ni * MMA_N + g
+                        b_frag[ni, 0] = w_tile[n, kw + t]
+                        b_frag[ni, 1] = w_tile[n, kw + t + 4]
+                    for mi in range(MMAS_M):
+                        r = warp_row + mi * MMA_M + g
+                        a0 = a_tile[r, kw + t]
+                        a1 = a_tile[r + 8, kw + t]
+                        a2 = a_tile[r, kw + t + 4]
+                        a3 = a_tile[r + 8, kw + t + 4]
+                        for ni in range(MMAS_N):
+                            acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3] = mma(
+                                a0, a1, a2, a3, b_frag[ni, 0], b_frag[ni, 1],
+                                acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3])
+            cuda.syncthreads()
+        _store(c, acc, row0 + warp_row, col0 + warp_col, g, t)
+
+    return tc_gemm_v1_mma_shared_kernel
+
+
+def tc_gemm_v1_mma_shared_kernel(fmt: str = "float16"):
+    """v1's kernel for a and w stored in ``fmt`` ("float16" or "bfloat16"), compiled on first use and kept."""
+    return _kernel_for(_build_v1, "v1", fmt)
+
+
+def tc_gemm_v1_mma_shared(a, w, *, out=None, kernel=tc_gemm_v1_mma_shared_kernel):
+    """c = a w^T (M, N) float32 on tensor cores, fragments read from shared memory with 32-bit loads; grid
+    (ceil(N/64), ceil(M/64)) of 128 threads. ``kernel`` is a function of the format that returns the kernel."""
+    return _launch(kernel, a, w, out)
+
+
+# ----------------------------------------------------------------------------------------------
+# v2: the same, fragments loaded by ldmatrix.sync.aligned.m8n8.x4.shared.b16
+# ----------------------------------------------------------------------------------------------
+
+def _build_v2(fmt: str):
+    mma = _MMA[fmt]
+
+    @cuda.jit
+    def tc_gemm_v2_ldmatrix_kernel(a, w, c):
+        """v1's tiles and mmas; per 16 of K a warp loads each mma row's A (16 x 16) with one ldmatrix_x4 and the w
+        rows of each pair of mma columns (16 x 16) with one more. a (M, K) and w (N, K) are the numbers' 16 bits."""
+        a_tile = cuda.shared.array((BLOCK_M, K_WORDS), uint32, alignment=16)
+        w_tile = cuda.shared.array((BLOCK_N, K_WORDS), uint32, alignment=16)
+        acc = cuda.local.array((MMAS_M, MMAS_N, 4), float32)
+        b_frag = cuda.local.array((MMAS_N, 2), uint32)
+        thread = cuda.threadIdx.x
+        warp = thread // WARP
+        lane = thread % WARP
+        g = lane // 4
+        t = lane % 4
+        warp_row = (warp // WARPS_N) * WARP_TILE_M
+        warp_col = (warp % WARPS_N) * WARP_TILE_N
+        # The row this lane names for ldmatrix: A's matrices are rows 0-7 / 8-15 by words 0-3 / 4-7 of the mma's
+        # 16 x 16 (a0, a1, a2, a3), w's are words 0-3 / 4-7 of mma column 0, then of mma column 1 (b0, b1 twice).
+        a_row = lane % 16
+        a_word = 4 * (lane // 16)
+        w_row = lane % 8 + 8 * (lane // 16)
+        w_word = 4 * ((lane // 8) % 2)
+        row0 = cuda.blockIdx.y * BLOCK_M
+        col0 = cuda.blockIdx.x * BLOCK_N
+        k = a.shape[1]
+        _clear(acc)
+        for k0 in range(0, k, BLOCK_K):
+            _stage(a_tile, a, row0, k0, thread)
+            _stage(w_tile, w, col0, k0, thread)
+            cuda.syncthreads()
+            for ks in range(K_STEPS):
+                if k0 + ks * MMA_K < k:             # the same in the whole block: no mma on a step past K
+                    kw = ks * MMA_WORDS
+                    for nj in range(MMAS_N // 2):
+                        b_frag[2 * nj, 0], b_frag[2 * nj, 1], b_frag[2 * nj + 1, 0], b_frag[2 * nj + 1, 1] = \
+                            ldmatrix_x4(w_tile, warp_col + 2 * nj * MMA_N + w_row, kw + w_word)
+                    for mi in range(MMAS_M):
+                        a0, a1, a2, a3 = ldmatrix_x4(a_tile, warp_row + mi * MMA_M + a_row, kw + a_word)
+                        for ni in range(MMAS_N):
+                            acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3] = mma(
+                                a0, a1, a2, a3, b_frag[ni, 0], b_frag[ni, 1],
+                                acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3])
+            cuda.syncthreads()
+        _store(c, acc, row0 + warp_row, col0 + warp_col, g, t)
+
+    return tc_gemm_v2_ldmatrix_kernel
+
+
+def tc_gemm_v2_ldmatrix_kernel(fmt: str = "float16"):
+    """v2's kernel for a and w stored in ``fmt`` ("float16" or "bfloat16"), compiled on first use and kept."""
+    return _kernel_for(_build_v2, "v2", fmt)
+
+
+def tc_gemm_v2_ldmatrix(a, w, *, out=None, kernel=tc_gemm_v2_ldmatrix_kernel):
+    """c = a w^T (M, N) float32 on tensor cores, fragments loaded with ldmatrix.x4; v1's grid and blocks.
+    ``kernel`` is a function of the format that returns the kernel."""
+    return _launch(kernel, a, w, out)
+
+
+# ----------------------------------------------------------------------------------------------
+# v3: v2's fragments and mmas, the tiles filled by 16-byte cp.async copies into a ring of 3 steps
+# ----------------------------------------------------------------------------------------------
+
+@cuda.jit(device=True, inline=True)
+def _copy_step(tile, x, first, k0, thread):
+    """The block's threads start the copies of rows first ... first + 63 of x (the 16-bit numbers of a or w, (rows,
+    K), K a multiple of 8), numbers k0 ... k0 + 31, into ``tile`` (64 rows of 16 words): 4 copies of 16 bytes a
+    row, consecutive threads on consecutive copies (a warp on 8 rows of 64 bytes). A copy of a row past x or of
+    numbers past K reads nothing and writes zeros (its source address stays inside x)."""
+    rows = x.shape[0]
+    k = x.shape[1]
+    for chunk in range(thread, BLOCK_M * CHUNKS, THREADS):
+        r = chunk // CHUNKS
+        q = chunk - r * CHUNKS
+        row = first + r
+        col = k0 + CHUNK * q
+        valid = row < rows and col < k
+        cp_async_16(tile, r, 4 * q, x, row if valid else 0, col if valid else 0, valid)
+
+
+def _build_v3(fmt: str):
+    mma = _MMA[fmt]
+
+    @cuda.jit
+    def tc_gemm_v3_cp_async_kernel(a, w, c):
+        """v2's fragments and mmas on a ring of STAGES steps: before computing step s, the block waits for its own
+        copies of step s (``cp_async_wait_group``), meets at one barrier (everyone's copies of step s landed, and
+        everyone done with step s - 1, whose slot is refilled next), starts the copies of step s + STAGES - 1 and
+        computes step s while they travel. a (M, K) and w (N, K) are the numbers' 16 bits, K a multiple of 8."""
+        a_tiles = cuda.shared.array((STAGES, BLOCK_M, K_WORDS), uint32, alignment=16)
+        w_tiles = cuda.shared.array((STAGES, BLOCK_N, K_WORDS), uint32, alignment=16)
+        acc = cuda.local.array((MMAS_M, MMAS_N, 4), float32)
+        b_frag = cuda.local.array((MMAS_N, 2), uint32)
+        thread = cuda.threadIdx.x
+        warp = thread // WARP
+        lane = thread % WARP
+        g = lane // 4
+        t = lane % 4
+        warp_row = (warp // WARPS_N) * WARP_TILE_M
+        warp_col = (warp % WARPS_N) * WARP_TILE_N
+        a_row = lane % 16
+        a_word = 4 * (lane // 16)
+        w_row = lane % 8 + 8 * (lane // 16)
+        w_word = 4 * ((lane // 8) % 2)
+        row0 = cuda.blockIdx.y * BLOCK_M
+        col0 = cuda.blockIdx.x * BLOCK_N
+        k = a.shape[1]
+        steps = (k + BLOCK_K - 1) // BLOCK_K
+        _clear(acc)
+        for s in range(STAGES - 1):                 # the first steps in flight, a group each (empty past K)
+            if s < steps:
+                _copy_step(a_tiles[s], a, row0, s * BLOCK_K, thread)
+                _copy_step(w_tiles[s], w, col0, s * BLOCK_K, thread)
+            cp_async_commit_group()
+        for step in range(steps):
+            cp_async_wait_group(IN_FLIGHT)          # this thread's copies of this step have landed
+            cuda.syncthreads()                      # everyone's have, and nobody still reads step - 1's slot
+            ahead = step + STAGES - 1
+            if ahead < steps:
+                _copy_step(a_tiles[ahead % STAGES], a, row0, ahead * BLOCK_K, thread)
+                _copy_step(w_tiles[ahead % STAGES], w, col0, ahead * BLOCK_K, thread)
+            cp_async_commit_group()
+            a_tile = a_tiles[step % STAGES]
+            w_tile = w_tiles[step % STAGES]
+            k0 = step * BLOCK_K
+            for ks in range(K_STEPS):
+                if k0 + ks * MMA_K < k:             # the same in the whole block: no mma on a step past K
+                    kw = ks * MMA_WORDS
+                    for nj in range(MMAS_N // 2):
+                        b_frag[2 * nj, 0], b_frag[2 * nj, 1], b_frag[2 * nj + 1, 0], b_frag[2 * nj + 1, 1] = \
+                            ldmatrix_x4(w_tile, warp_col + 2 * nj * MMA_N + w_row, kw + w_word)
+                    for mi in range(MMAS_M):
+                        a0, a1, a2, a3 = ldmatrix_x4(a_tile, warp_row + mi * MMA_M + a_row, kw + a_word)
+                        for ni in range(MMAS_N):
+                            acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3] = mma(
+                                a0, a1, a2, a3, b_frag[ni, 0], b_frag[ni, 1],
+                                acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3])
+        cp_async_wait_group(0)                      # no copy left in flight when the block ends
+        _store(c, acc, row0 + warp_row, col0 + warp_col, g, t)
+
+    return tc_gemm_v3_cp_async_kernel
+
+
+def tc_gemm_v3_cp_async_kernel(fmt: str = "float16"):
+    """v3's kernel for a and w stored in ``fmt`` ("float16" or "bfloat16"), compiled on first use and kept."""
+    return _kernel_for(_build_v3, "v3", fmt)
+
+
+def tc_gemm_v3_cp_async(a, w, *, out=None, kernel=tc_gemm_v3_cp_async_kernel):
+    """c = a w^T (M, N) float32 on tensor cores, tiles filled by 16-byte cp.async copies into a ring of 3 steps,
+    fragments loaded with ldmatrix.x4; K must be a multiple of 8. v1's grid and blocks. ``kernel`` is a function of
+    the format that returns the kernel."""
+    return _launch(kernel, a, w, out, chunked=True)
+
+
+RUNGS = ladder(
+    Rung("tc_gemm_v1_mma_shared", tc_gemm_v1_mma_shared,
+         "64 x 64 tiles of C staged in shared memory, a warp's 32 x 32 as 8 mma.sync m16n8k16 on 32-bit loads"),
+    Rung("tc_gemm_v2_ldmatrix", tc_gemm_v2_ldmatrix,
+         "the same tiles and mmas, each warp's fragments loaded by ldmatrix.x4: 4 loads per 8 mmas, not 16"),
+    Rung("tc_gemm_v3_cp_async", tc_gemm_v3_cp_async,
+         "16-byte cp.async copies into a ring of 3 steps: loads skip registers and overlap mmas, 1 barrier a step"),
+)

@@ -1,0 +1,566 @@
+"""The tensor-core GEMM ladder (``kernels.tensor_core_gemm``) on the simulator, its new intrinsics, and its PTX.
+
+- The intrinsics' twins on their own: ``ldmatrix_x4`` hands each lane the words the PTX ISA describes for
+  ``ldmatrix.sync.aligned.m8n8.x4.b16`` (written out below element by element from the ISA's description, not
+  from the twin), from rows named in any order; its fragments fed to ``mma_m16n8k16`` give A B, so ldmatrix's
+  layout and the mma's agree; ``mma_m16n8k16_bf16`` is the exact product of bf16 fragments; misaligned rows and
+  a partial warp are refused. ``cp_async_16`` lands its 16 bytes (or zeros) only when its thread's
+  ``cp_async_wait_group`` lets its group land, oldest group first.
+- Every rung, fp16 and bf16, against the float64 reference ``reference.gemm(a, w.T)`` at shapes the tiles do
+  not divide, into NaN-poisoned outputs. The precision rule (``docs/design-notes.md`` §5) for numbers stored in
+  fp16 or bf16 and summed in float32: the stored numbers are exact in float32 and in the reference, so no error
+  comes from storage and the output is judged by the float32 rule (``check``'s default), as day 8's tests judge
+  their kernels on the stored cache; on the simulator, where the mma's twin rounds once per 16-wide step, each
+  element is also within ceil(K / 16) float32 roundings of the sum of |a| |w|.
+- v2 and v3 equal v1 bit for bit (the same fragment words into the same mmas); on the simulator v3 fails when its
+  wait lets one group too many travel or is left out; the traffic of every rung is
+  ``course.models.tensor_core_gemm``'s, global and shared; the launchers' errors name the argument.
+- A process without the simulator compiles every kernel, fp16 and bf16, for sm_80 and sm_90: no local memory,
+  no float64, the expected ``mma.sync.aligned.m16n8k16``, ``ldmatrix``, ``cp.async`` and barrier counts; where
+  ``ptxas`` is installed it assembles the PTX and reports no stack frame and no spills.
+- Marked ``gpu`` (``make test-gpu``): the same checks at full size on a GPU, v2 = v3 = v1 there too, and the
+  ldmatrix layout of the hardware against the ISA's.
+"""
+
+import math
+import re
+import shutil
+import subprocess
+import textwrap
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from ptx_in_background import compiling
+from numba import cuda, uint32
+
+import course
+from course.checking import check, poison, random_inputs
+from course.models import tensor_core_gemm as model
+from course.traffic import count_traffic
+from kernels import reference
+from kernels import tensor_core_gemm as tg
+from kernels.intrinsics import (cp_async_16, cp_async_commit_group, cp_async_wait_group, ldmatrix_x4, mma_m16n8k16,
+                                mma_m16n8k16_bf16)
+
+BF16 = ml_dtypes.bfloat16
+DTYPES = {"float16": np.float16, "bfloat16": BF16}
+RUNGS = list(tg.RUNGS)
+# (M, N, K): partial tiles every way (one block, a step of 32 and one of 16); exactly one tile and one step; one
+# row of one mma column of one 16-wide step; two block rows (the second with 6 rows) and a last step of 8 numbers.
+SHAPES = [(37, 45, 48), (64, 64, 32), (1, 8, 16), (70, 9, 40)]
+# K not a multiple of 8, for the rungs that take any K (v3 copies 16 bytes at a time): odd, the last number alone
+# in its word; and 12, one 16-wide step whose last 4 numbers are zeros.
+ANY_K_RUNGS = ["tc_gemm_v1_mma_shared", "tc_gemm_v2_ldmatrix"]
+ANY_K_SHAPES = [(70, 9, 33), (5, 20, 12)]
+
+
+@pytest.fixture
+def rng_seed():
+    return random_inputs()
+
+
+def numbers(rng, dtype, *shape):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def gemm_reference(a, w):
+    return reference.gemm(a, w.T)
+
+
+def run(rung, a, w):
+    m, n = a.shape[0], w.shape[0]
+    return tg.RUNGS[rung](a, w, out=poison(np.empty((m, n), np.float32)))
+
+
+# ------------------------------------------------------------------------------------------------
+# Compiling for a GPU, in a subprocess started with the first test of this file
+# ------------------------------------------------------------------------------------------------
+
+COMPILE_PROGRAM = textwrap.dedent(r"""
+    import json, os, re
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
+    import numba
+    from course.gpu_compile import COMPUTE_CAPABILITIES, ptx_for_targets
+    from kernels import tensor_core_gemm as tg
+    bits, c = numba.uint16[:, ::1], numba.float32[:, ::1]
+    for rung in tg.RUNGS.values():
+        for fmt in tg.FORMATS:
+            kernel = rung.kernels["kernel"](fmt)
+            for (major, minor), ptx in ptx_for_targets(kernel.py_func, (bits, bits, c), COMPUTE_CAPABILITIES).items():
+                body = ptx[ptx.index(".entry"):]
+                print(json.dumps({"rung": rung.name, "fmt": fmt, "cc": f"sm_{major}{minor}", "ptx": ptx,
+                                  "local": ".local" in body, "f64": ".f64" in body,
+                                  "calls": len(re.findall(r"\bcall(\.uni)?\s", body)),
+                                  "mma_f16": body.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
+                                  "mma_bf16": body.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
+                                  "ldmatrix": body.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16"),
+                                  "cp_async": body.count("cp.async.cg.shared.global"),
+                                  "commits": body.count("cp.async.commit_group"),
+                                  "waits": sorted(set(re.findall(r"cp\.async\.wait_group (\d+)", body))),
+                                  "barriers": len(re.findall(r"\bbar\.sync\b", body)),
+                                  "shared_loads": len(re.findall(r"\bld\.shared\.", body))}), flush=True)
+""")
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    """Compile both rungs at both formats for sm_80 and sm_90 in a fresh process without the simulator."""
+    yield from compiling(COMPILE_PROGRAM)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _start_compiling(request):
+    if any(item.name.startswith("test_ptx") for item in request.session.items):
+        request.getfixturevalue("compiled")
+
+
+# ------------------------------------------------------------------------------------------------
+# ldmatrix.x4: the PTX ISA's layout, written out number by number
+# ------------------------------------------------------------------------------------------------
+
+def ldmatrix_layout(matrices: np.ndarray) -> np.ndarray:
+    """What each lane holds after ``ldmatrix.sync.aligned.m8n8.x4.b16`` of four 8 x 8 matrices of 16-bit numbers
+    (``matrices`` (4, 8, 8) uint16, [matrix, row, column]), by the PTX ISA ("Warp-level matrix load instruction:
+    ldmatrix", the fragment of an 8 x 8 matrix): destination register i of lane l holds two numbers of matrix i,
+    row l // 4, columns 2 (l % 4) and 2 (l % 4) + 1, the first in the lower 16 bits. Returns (32, 4) uint32."""
+    out = np.zeros((32, 4), np.uint32)
+    for lane in range(32):
+        row, pair = lane // 4, lane % 4
+        for i in range(4):
+            low, high = int(matrices[i, row, 2 * pair]), int(matrices[i, row, 2 * pair + 1])
+            out[lane, i] = low | high << 16
+    return out
+
+
+@cuda.jit
+def ldmatrix_probe(words, rows, cols, out):
+    """One warp: the tile (16 rows of 8 words) goes to shared memory, then lane l names tile[rows[l], cols[l]] as
+    the start of row l % 8 of matrix l // 8."""
+    tile = cuda.shared.array((16, 8), uint32, alignment=16)
+    lane = cuda.threadIdx.x
+    for j in range(4):
+        tile[lane // 2, 4 * (lane % 2) + j] = words[lane // 2, 4 * (lane % 2) + j]
+    cuda.syncthreads()
+    out[lane, 0], out[lane, 1], out[lane, 2], out[lane, 3] = ldmatrix_x4(tile, rows[lane], cols[lane])
+
+
+def ldmatrix_case(rng):
+    """A tile of 16 x 16 random 16-bit numbers (as 16 x 8 words) and 32 row addresses: every row of the tile
+    named at word 0 or 4, in a random order."""
+    halves = rng.integers(0, 2 ** 16, (16, 16), dtype=np.uint16)
+    rows = rng.permutation(np.repeat(np.arange(16), 2)).astype(np.int32)
+    cols = (4 * rng.integers(0, 2, 32)).astype(np.int32)
+    named = np.stack([halves[r, 2 * c:2 * c + 8] for r, c in zip(rows, cols)])       # (32 lanes, 8 numbers)
+    return halves.view(np.uint32), rows, cols, ldmatrix_layout(named.reshape(4, 8, 8))
+
+
+def run_ldmatrix(words, rows, cols):
+    out = np.zeros((32, 4), np.uint32)
+    ldmatrix_probe[1, 32](words, rows, cols, out)
+    return out
+
+
+def test_ldmatrix_x4_gives_each_lane_the_isa_fragment_of_the_rows_it_named(rng_seed):
+    """Lanes 8 i ... 8 i + 7 name the 8 rows of matrix i anywhere in the tile; lane 4 r + c gets word c of row r of
+    every matrix, as the ISA lays it out."""
+    rng, seed = rng_seed
+    for _ in range(3):
+        words, rows, cols, want = ldmatrix_case(rng)
+        np.testing.assert_array_equal(run_ldmatrix(words, rows, cols), want, err_msg=f"seed {seed}")
+
+
+@cuda.jit
+def ldmatrix_mma_probe(a_words, w_words, d, bf16):
+    """A (16 x 16) and w (16 x 16: two mma columns of 8) in shared memory; A's fragments by one ldmatrix_x4 with
+    tg's A addresses, w's by one with tg's w addresses, then 2 mmas: D (16 x 16) in the layout of C."""
+    a_tile = cuda.shared.array((16, 8), uint32, alignment=16)
+    w_tile = cuda.shared.array((16, 8), uint32, alignment=16)
+    lane = cuda.threadIdx.x
+    for j in range(4):
+        a_tile[lane // 2, 4 * (lane % 2) + j] = a_words[lane // 2, 4 * (lane % 2) + j]
+        w_tile[lane // 2, 4 * (lane % 2) + j] = w_words[lane // 2, 4 * (lane % 2) + j]
+    cuda.syncthreads()
+    a0, a1, a2, a3 = ldmatrix_x4(a_tile, lane % 16, 4 * (lane // 16))
+    b00, b01, b10, b11 = ldmatrix_x4(w_tile, lane % 8 + 8 * (lane // 16), 4 * ((lane // 8) % 2))
+    z = np.float32(0.0)
+    if bf16[0]:
+        d[lane, 0], d[lane, 1], d[lane, 2], d[lane, 3] = mma_m16n8k16_bf16(a0, a1, a2, a3, b00, b01, z, z, z, z)
+        d[lane, 4], d[lane, 5], d[lane, 6], d[lane, 7] = mma_m16n8k16_bf16(a0, a1, a2, a3, b10, b11, z, z, z, z)
+    else:
+        d[lane, 0], d[lane, 1], d[lane, 2], d[lane, 3] = mma_m16n8k16(a0, a1, a2, a3, b00, b01, z, z, z, z)
+        d[lane, 4], d[lane, 5], d[lane, 6], d[lane, 7] = mma_m16n8k16(a0, a1, a2, a3, b10, b11, z, z, z, z)
+
+
+def c_layout(D):
+    """D (16 x 16, two mma columns) as the 32 lanes hold it: lane 4 g + t, column block j: D[g, 8j + 2t : + 2] and
+    D[g + 8, 8j + 2t : + 2]. Returns (32, 8)."""
+    out = np.zeros((32, 8), np.float32)
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        for j in range(2):
+            out[lane, 4 * j:4 * j + 4] = [D[g, 8 * j + 2 * t], D[g, 8 * j + 2 * t + 1],
+                                          D[g + 8, 8 * j + 2 * t], D[g + 8, 8 * j + 2 * t + 1]]
+    return out
+
+
+@pytest.mark.parametrize("fmt", tg.FORMATS)
+def test_ldmatrix_fragments_fed_to_the_mma_give_the_product(fmt, rng_seed):
+    """The addresses the v2 kernel's lanes name, an ldmatrix_x4 each for A and for w, and the mma gives A w^T:
+    ldmatrix's layout is the mma's. Quarter integers keep every sum exact, so D is known bit for bit."""
+    rng, seed = rng_seed
+    A = (rng.integers(-32, 33, (16, 16)) / 4).astype(DTYPES[fmt])
+    W = (rng.integers(-32, 33, (16, 16)) / 4).astype(DTYPES[fmt])
+    d = np.full((32, 8), np.nan, np.float32)
+    ldmatrix_mma_probe[1, 32](A.view(np.uint32), W.view(np.uint32), d, np.array([fmt == "bfloat16"]))
+    want = c_layout((A.astype(np.float64) @ W.astype(np.float64).T).astype(np.float32))
+    np.testing.assert_array_equal(d, want, err_msg=f"seed {seed}")
+
+
+@cuda.jit
+def mma_bf16_probe(a, b, c, d):
+    lane = cuda.laneid
+    d[lane, 0], d[lane, 1], d[lane, 2], d[lane, 3] = mma_m16n8k16_bf16(
+        a[lane, 0], a[lane, 1], a[lane, 2], a[lane, 3], b[lane, 0], b[lane, 1], c[lane, 0], c[lane, 1], c[lane, 2],
+        c[lane, 3])
+
+
+def mma_fragments(A, B, C):
+    """Each lane's fragments of A (16 x 16), B (16 x 8) and C (16 x 8) as mma.m16n8k16 lays them out, the
+    16-bit numbers of A and B (any 2-byte dtype) packed two a word, the lower column or row in the low half."""
+    def pair(two):
+        return np.ascontiguousarray(two).view(np.uint32)[0]
+
+    a, b, c = np.zeros((32, 4), np.uint32), np.zeros((32, 2), np.uint32), np.zeros((32, 4), np.float32)
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        a[lane] = [pair(A[g, 2 * t:2 * t + 2]), pair(A[g + 8, 2 * t:2 * t + 2]),
+                   pair(A[g, 2 * t + 8:2 * t + 10]), pair(A[g + 8, 2 * t + 8:2 * t + 10])]
+        b[lane] = [pair(B[2 * t:2 * t + 2, g]), pair(B[2 * t + 8:2 * t + 10, g])]
+        c[lane] = [C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1]]
+    return a, b, c
+
+
+def test_mma_bf16_twin_is_the_product_of_the_warps_fragments(rng_seed):
+    """mma_m16n8k16_bf16: D = A B + C from the 32 lanes' bf16 fragments, each lane's D in the layout of its C.
+    Quarter integers times 2**40 (A, past fp16's range) and 2**-30 (B) keep every sum exact, so D is known bit
+    for bit, and a twin that read the words as fp16 would be far off."""
+    rng, seed = rng_seed
+    A = (rng.integers(-32, 33, (16, 16)) / 4 * 2.0 ** 40).astype(BF16)
+    B = (rng.integers(-32, 33, (16, 8)) / 4 * 2.0 ** -30).astype(BF16)
+    C = (rng.integers(-1000, 1001, (16, 8)) / 8 * 2.0 ** 10).astype(np.float32)
+    a, b, c = mma_fragments(A, B, C)
+    d = np.full((32, 4), np.nan, np.float32)
+    mma_bf16_probe[1, 32](a, b, c, d)
+    exact = A.astype(np.float64) @ B.astype(np.float64) + C
+    _, _, want = mma_fragments(A, B, exact.astype(np.float32))
+    np.testing.assert_array_equal(d, want, err_msg=f"seed {seed}")
+
+
+@pytest.mark.skipif(not course.on_simulator(), reason="tests the simulator twin's refusals")
+def test_ldmatrix_twin_refuses_misaligned_rows_and_a_partial_warp():
+    from course.simulator import WarpSyncError
+
+    words, rows, cols, _ = ldmatrix_case(np.random.default_rng(0))
+    cols[:] = 2                                   # 8 bytes into a row: not 16-byte aligned
+    with pytest.raises(ValueError, match="col a multiple of 4, got rows of 8 words and col 2"):
+        run_ldmatrix(words, rows, cols)
+
+    @cuda.jit
+    def half_warp(words, out):
+        tile = cuda.shared.array((16, 8), uint32, alignment=16)
+        lane = cuda.threadIdx.x
+        if lane < 16:
+            out[lane, 0], out[lane, 1], out[lane, 2], out[lane, 3] = ldmatrix_x4(tile, lane, 0)
+
+    with pytest.raises(WarpSyncError, match=r"_ldmatrix_x4_of_warp\) needs every lane .* got lanes 0, 1, .* 15$"):
+        half_warp[1, 32](words, np.zeros((32, 4), np.uint32))
+
+
+# ------------------------------------------------------------------------------------------------
+# cp.async: 16 bytes in flight until the thread waits for their group
+# ------------------------------------------------------------------------------------------------
+
+SENTINEL = 0xA5A5A5A5
+
+
+@cuda.jit
+def cp_async_probe(src, valid, before, middle, after):
+    """One warp; lane l owns words 4 (l % 2) ... + 3 of row l // 2 of two shared tiles (16 x 8 words), first set to
+    SENTINEL. Group 1 copies numbers 8 (l % 2) ... + 7 of src row l // 2 into the first tile, group 2 the same
+    into the second (zeros where not valid[l]). The lane reads its own words: before any wait (first tile), after
+    waiting for all but 1 group (both tiles), after waiting for all (second tile)."""
+    first = cuda.shared.array((16, 8), uint32, alignment=16)
+    second = cuda.shared.array((16, 8), uint32, alignment=16)
+    lane = cuda.threadIdx.x
+    r = lane // 2
+    c = 4 * (lane % 2)
+    for j in range(4):
+        first[r, c + j] = uint32(SENTINEL)
+        second[r, c + j] = uint32(SENTINEL)
+    cp_async_16(first, r, c, src, r, 2 * c, True)
+    cp_async_commit_group()
+    cp_async_16(second, r, c, src, r, 2 * c, valid[lane])
+    cp_async_commit_group()
+    for j in range(4):
+        before[lane, j] = first[r, c + j]
+    cp_async_wait_group(1)
+    for j in range(4):
+        middle[lane, 0, j] = first[r, c + j]
+        middle[lane, 1, j] = second[r, c + j]
+    cp_async_wait_group(0)
+    for j in range(4):
+        after[lane, j] = second[r, c + j]
+
+
+def test_cp_async_lands_each_group_when_its_thread_waits_for_it(rng_seed):
+    """A group lands when cp_async_wait_group lets it (oldest first): the 16 bytes of its row of src, or 16 zero
+    bytes where the copy is not valid. (Before its wait a copy has not landed in the simulator; on a GPU reading
+    it then is a race, so that part is the simulator's.)"""
+    rng, seed = rng_seed
+    src = rng.integers(0, 2 ** 16, (16, 16), dtype=np.uint16)
+    valid = rng.integers(0, 2, 32).astype(np.bool_)
+    valid[:2] = True, False
+    before, middle, after = np.zeros((32, 4), np.uint32), np.zeros((32, 2, 4), np.uint32), np.zeros((32, 4), np.uint32)
+    cp_async_probe[1, 32](src, valid, before, middle, after)
+    rows = np.stack([src[lane // 2, 8 * (lane % 2):8 * (lane % 2) + 8] for lane in range(32)]).view(np.uint32)
+    np.testing.assert_array_equal(middle[:, 0], rows, err_msg=f"seed {seed}")
+    np.testing.assert_array_equal(after, np.where(valid[:, None], rows, 0), err_msg=f"seed {seed}")
+    if course.on_simulator():
+        assert (before == SENTINEL).all() and (middle[:, 1] == SENTINEL).all(), f"seed {seed}"
+
+
+@pytest.mark.skipif(not course.on_simulator(), reason="tests the simulator twin's refusals")
+def test_cp_async_twin_refuses_misaligned_copies():
+    @cuda.jit
+    def misaligned(src):
+        tile = cuda.shared.array((16, 8), uint32, alignment=16)
+        cp_async_16(tile, 0, 0, src, 0, 4, True)          # 8 bytes into a row of src
+
+    with pytest.raises(ValueError, match="both ends of a 16-byte copy must be 16-byte aligned.*src_col 4"):
+        misaligned[1, 32](np.zeros((16, 16), np.uint16))
+
+
+# ------------------------------------------------------------------------------------------------
+# The rungs against the float64 reference
+# ------------------------------------------------------------------------------------------------
+
+def check_gemm(out, a, w, name, seed):
+    """The float32 rule against the exact product of the stored numbers; on the simulator also the bound of
+    ceil(K / 16) float32 roundings (one per mma step of the twin) of the sum of |a| |w|."""
+    a64, w64 = a.astype(np.float64), w.astype(np.float64)
+    ref = gemm_reference(a, w)
+    check(out, ref, name=name, dims=("M", "N"), tile={"M": tg.BLOCK_M, "N": tg.BLOCK_N}, seed=seed)
+    if course.on_simulator():
+        bound = math.ceil(a.shape[1] / tg.MMA_K) * 2.0 ** -24 * (np.abs(a64) @ np.abs(w64).T) * 1.0001
+        excess = np.abs(out - ref) - bound
+        assert excess.max(initial=0.0) <= 0, f"{name}: {np.count_nonzero(excess > 0)} elements past the bound " \
+                                             f"of the float32 sums (seed {seed})"
+
+
+@pytest.mark.parametrize("fmt", tg.FORMATS)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("rung", RUNGS)
+def test_rung_matches_the_reference_at_awkward_shapes(rung, shape, fmt, rng_seed):
+    rng, seed = rng_seed
+    m, n, k = shape
+    a, w = numbers(rng, DTYPES[fmt], m, k), numbers(rng, DTYPES[fmt], n, k)
+    out = run(rung, a, w)
+    check_gemm(out, a, w, f"{rung} {fmt} {m}x{n}x{k}", seed)
+
+
+@pytest.mark.parametrize("shape", ANY_K_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("rung", ANY_K_RUNGS)
+def test_rungs_that_take_any_k_match_the_reference(rung, shape, rng_seed):
+    rng, seed = rng_seed
+    m, n, k = shape
+    a, w = numbers(rng, np.float16, m, k), numbers(rng, np.float16, n, k)
+    check_gemm(run(rung, a, w), a, w, f"{rung} {m}x{n}x{k}", seed)
+
+
+@pytest.mark.parametrize("fmt", tg.FORMATS)
+def test_v2_and_v3_equal_v1_bit_for_bit(fmt, rng_seed):
+    """The same fragment words into the same mmas in the same order: the same bits, over two block rows, 5 steps
+    along K (v3's ring of 3 slots goes round; the last step holds 8 numbers), with a wide spread of magnitudes."""
+    rng, seed = rng_seed
+    a = (rng.standard_normal((70, 136)) * 2.0 ** rng.integers(-8, 8, (70, 136))).astype(DTYPES[fmt])
+    w = (rng.standard_normal((40, 136)) * 2.0 ** rng.integers(-8, 8, (40, 136))).astype(DTYPES[fmt])
+    v1, *others = (run(rung, a, w) for rung in RUNGS)
+    for rung, out in zip(RUNGS[1:], others):
+        np.testing.assert_array_equal(out.view(np.uint32), v1.view(np.uint32), err_msg=f"{rung}, seed {seed}")
+    check_gemm(v1, a, w, f"tc_gemm_v1_mma_shared {fmt}", seed)
+
+
+@pytest.mark.skipif(not course.on_simulator(), reason="a ring that computes on copies still in flight is a race")
+@pytest.mark.parametrize("mistake", ["one group too many in flight", "no wait"])
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")     # tiles never written hold any bits
+def test_v3_without_its_wait_fails_on_the_simulator(mistake, monkeypatch, rng_seed):
+    """The simulator's copies land only when their thread waits for them, so v3 computing a step whose copies may
+    still travel (``cp.async.wait_group 2`` with 3 slots, or no wait at all) reads the wrong tiles there too."""
+    from course.checking import CheckFailure
+
+    if mistake == "no wait":
+        monkeypatch.setattr(tg, "cp_async_wait_group", lambda n: None)
+    else:
+        monkeypatch.setattr(tg, "IN_FLIGHT", tg.STAGES - 1)
+    rng, seed = rng_seed
+    a, w = numbers(rng, np.float16, 20, 136), numbers(rng, np.float16, 24, 136)
+    with pytest.raises(CheckFailure):
+        check_gemm(run("tc_gemm_v3_cp_async", a, w), a, w, f"v3, {mistake}", seed)
+
+
+@pytest.mark.skipif(not course.on_simulator(), reason="counts launches with course.traffic (the simulator's)")
+@pytest.mark.parametrize("rung", RUNGS)
+def test_empty_shapes_launch_nothing_and_k_zero_gives_zeros(rung):
+    a, w = np.zeros((5, 0), np.float16), np.zeros((7, 0), np.float16)
+    with count_traffic() as t:
+        out = run(rung, a, w)
+        assert run(rung, np.zeros((0, 16), np.float16), np.zeros((7, 16), np.float16)).shape == (0, 7)
+        assert run(rung, np.zeros((5, 16), np.float16), np.zeros((0, 16), np.float16)).shape == (5, 0)
+    np.testing.assert_array_equal(out, np.zeros((5, 7), np.float32))
+    assert t.launches == 1
+
+
+@pytest.mark.skipif(not course.on_simulator(), reason="course.traffic counts on the simulator")
+@pytest.mark.parametrize("rung", RUNGS)
+def test_traffic_is_the_model(rung, rng_seed):
+    """Global bytes by argument and shared words, counted on the simulator, equal the model's, at a shape of 4
+    blocks (a partial block row and column) and K = 40 (a partial step of 32 and of 16)."""
+    rng, _ = rng_seed
+    m, n, k = 70, 72, 40
+    with count_traffic() as t:
+        run(rung, numbers(rng, np.float16, m, k), numbers(rng, np.float16, n, k))
+    assert t.kernel_names == [f"{rung}_kernel"]
+    counted = {name: (t.load_bytes[name], t.store_bytes[name]) for name in t.load_bytes}
+    assert counted == model.traffic(rung, m, n, k)
+    assert (t.shared_loads, t.shared_stores) == model.shared_words(m, n, k)
+
+
+def test_the_model_keeps_the_kernels_tiles_and_predicts_the_bank_conflicts():
+    assert (model.BLOCK_M, model.BLOCK_N, model.BLOCK_K, model.K_WORDS) == (tg.BLOCK_M, tg.BLOCK_N, tg.BLOCK_K,
+                                                                            tg.K_WORDS)
+    assert model.RUNGS == tuple(RUNGS)
+    assert model.flops(37, 45, 48) == 2 * 37 * 45 * 48
+    assert model.compulsory_bytes(37, 45, 48) == 2 * (37 * 48 + 45 * 48) + 4 * 37 * 45
+    # 64-byte rows: the 8 rows a load reads share 2 groups of 4 banks, 4-way conflicts; v2 and v3 issue 4 loads
+    # where v1 issues 16, for the same 64 shared passes per 16-wide step.
+    assert [model.shared_passes_per_mma_step(rung) for rung in RUNGS] == [64, 64, 64]
+    with pytest.raises(ValueError, match="rung must be one of"):
+        model.traffic("tc_gemm_v9", 1, 1, 1)
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: tg.tc_gemm_v1_mma_shared(np.zeros((4, 16), np.float32), np.zeros((8, 16), np.float32)), TypeError,
+     "a must have dtype one of float16, bfloat16, got float32"),
+    (lambda: tg.tc_gemm_v1_mma_shared(np.zeros((4, 16), np.float16), np.zeros((8, 16), BF16)), TypeError,
+     "w must have dtype float16, got bfloat16"),
+    (lambda: tg.tc_gemm_v2_ldmatrix(np.zeros((4, 16), np.float16), np.zeros((8, 32), np.float16)), ValueError,
+     r"w must have shape \(N=any, K=16\), got \(8, 32\) \(K is 32, not 16\)"),
+    (lambda: tg.tc_gemm_v2_ldmatrix(np.zeros((4, 16), np.float16), np.zeros((16, 8), np.float16).T), ValueError,
+     "w must be C-contiguous"),
+    (lambda: tg.tc_gemm_v1_mma_shared(np.zeros(16, np.float16), np.zeros((8, 16), np.float16)), ValueError,
+     r"a must have 2 dimensions \(M=any, K=any\), got shape \(16,\)"),
+    (lambda: tg.tc_gemm_v1_mma_shared(np.zeros((4, 16), np.float16), np.zeros((8, 16), np.float16),
+                                      out=np.zeros((8, 4), np.float32)), ValueError,
+     r"out must have shape \(M=4, N=8\), got \(8, 4\)"),
+    (lambda: tg.tc_gemm_v1_mma_shared(np.zeros((tg.MAX_M + 1, 0), np.float16), np.zeros((8, 0), np.float16)),
+     ValueError, r"a must have M at most 4194240 \(65535 block rows of 64: the grid's y dimension\), got M = 4194241"),
+    (lambda: tg.tc_gemm_v1_mma_shared(np.zeros((4, 16), np.float16), cuda.to_device(np.zeros((8, 16), np.float16))),
+     TypeError, "a, w must all be NumPy arrays or all be device arrays"),
+    (lambda: tg.tc_gemm_v1_mma_shared_kernel("float32"), ValueError, "fmt must be one of float16, bfloat16, got"),
+    (lambda: tg.tc_gemm_v3_cp_async(np.zeros((4, 33), np.float16), np.zeros((8, 33), np.float16)), ValueError,
+     "a must have K a multiple of 8 for tc_gemm_v3_cp_async .* got K = 33: tc_gemm_v2_ldmatrix takes any K"),
+])
+def test_launcher_errors_name_the_argument(call, error, words):
+    with pytest.raises(error, match=words):
+        call()
+
+
+# ------------------------------------------------------------------------------------------------
+# PTX for sm_80 and sm_90 (compiled in the background process)
+# ------------------------------------------------------------------------------------------------
+
+def records_of(compiled):
+    records = compiled()
+    assert {(r["rung"], r["fmt"], r["cc"]) for r in records} == {
+        (rung, fmt, cc) for rung in RUNGS for fmt in tg.FORMATS for cc in ("sm_80", "sm_90")}
+    return records
+
+
+def test_ptx_has_the_tensor_core_instructions_and_no_local_memory(compiled):
+    """Every accumulator and fragment in registers (no ``.local``), no float64, no calls; 8 mmas per 16-wide step
+    (2 steps of a 32-wide tile: 16) of the format's instruction; v2 and v3 load their fragments with 4 ldmatrix
+    per step and no other shared load, v1 with 32-bit shared loads and no ldmatrix; v3 alone copies with
+    cp.async (commits, waits for all but 1 group in its loop and for all at its end) and meets at one barrier a
+    step, where v1 and v2 meet at two."""
+    for r in records_of(compiled):
+        where = f"{r['rung']} {r['fmt']} {r['cc']}"
+        assert not r["local"] and not r["f64"] and r["calls"] == 0, where
+        fp16 = r["fmt"] == "float16"
+        assert (r["mma_f16"], r["mma_bf16"]) == ((16, 0) if fp16 else (0, 16)), where
+        if r["rung"] == "tc_gemm_v1_mma_shared":
+            assert r["ldmatrix"] == 0 and r["shared_loads"] == 32, where
+        else:
+            assert (r["ldmatrix"], r["shared_loads"]) == (8, 0), where
+        if r["rung"] == "tc_gemm_v3_cp_async":
+            assert r["cp_async"] > 0 and r["commits"] > 0 and r["waits"] == ["0", "1"], where
+            assert r["barriers"] == 1, where
+        else:
+            assert (r["cp_async"], r["commits"], r["waits"], r["barriers"]) == (0, 0, [], 2), where
+
+
+def assemble(ptx: str, cc: str, folder) -> str:
+    """``ptxas -v`` of the PTX for ``cc``, its report. NVVM may write a newer PTX version than this ptxas reads:
+    then the version line is set to the newest ptxas names (every instruction here is older)."""
+    source = folder / f"kernel_{cc}.ptx"
+    source.write_text(ptx)
+    command = ["ptxas", f"-arch={cc}", "-v", str(source), "-o", str(folder / f"kernel_{cc}.cubin")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    newest = re.search(r"Unsupported \.version \S+; current version is '([\d.]+)'", done.stderr)
+    if done.returncode and newest:
+        source.write_text(re.sub(r"^\.version \S+", f".version {newest.group(1)}", ptx, count=1, flags=re.MULTILINE))
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stderr + done.stdout
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas (CUDA's PTX assembler) is not installed")
+def test_ptx_assembles_without_stack_or_spills(compiled, tmp_path):
+    """ptxas accepts the inline PTX for sm_80 and sm_90 and keeps everything in registers: no stack frame, no
+    spill stores or loads, at most 255 registers a thread."""
+    for r in records_of(compiled):
+        report = assemble(r["ptx"], r["cc"], tmp_path)
+        where = f"{r['rung']} {r['fmt']} {r['cc']}"
+        assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, f"{where}\n{report}"
+        registers = int(re.search(r"Used (\d+) registers", report).group(1))
+        assert registers <= 255, where
+
+
+# ------------------------------------------------------------------------------------------------
+# On a GPU (make test-gpu): full size, the same bits for both rungs, the hardware's ldmatrix layout
+# ------------------------------------------------------------------------------------------------
+
+# A square size a GPU's cuBLAS is timed at, and one that no tile divides (K a multiple of 8, for v3).
+GPU_SHAPES = [(4096, 4096, 4096), (1000, 1030, 1000)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", tg.FORMATS)
+@pytest.mark.parametrize("shape", GPU_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_gpu_rungs_match_the_reference_at_full_size_and_agree_bit_for_bit(shape, fmt, rng_seed):
+    rng, seed = rng_seed
+    m, n, k = shape
+    a, w = numbers(rng, DTYPES[fmt], m, k), numbers(rng, DTYPES[fmt], n, k)
+    v1, *others = (run(rung, a, w) for rung in RUNGS)
+    check_gemm(v1, a, w, f"tc_gemm_v1_mma_shared {fmt} {m}x{n}x{k}", seed)
+    for rung, out in zip(RUNGS[1:], others):
+        np.testing.assert_array_equal(out.view(np.uint32), v1.view(np.uint32), err_msg=f"{rung}, seed {seed}")
+
+
+@pytest.mark.gpu
+def test_gpu_ldmatrix_layout_is_the_isas(rng_seed):
+    rng, seed = rng_seed
+    for _ in range(3):
+        words, rows, cols, want = ldmatrix_case(rng)
+        np.testing.assert_array_equal(run_ldmatrix(words, rows, cols), want, err_msg=f"seed {seed}")
