@@ -21,6 +21,7 @@ Their parts:
 - ``grader.tamper``: structure checks against the release and a scan of the student's code
 - ``grader.feedback``: feedback without hidden tests
 - ``grader.merge``: the per-submission gradebooks merged into one
+- ``grader.report``: the CSVs and the summary a run writes
 - ``grader.markers``: what is secret in a solution notebook
 - ``grader.nbgrader_api``: the course root, its nbgrader configuration, nbgrader's API
 

@@ -34,7 +34,7 @@ from numba import cuda, float32, int32
 from kernels.launching import WARP, cdiv, output_array, require_array, require_float32, require_same_kind
 from kernels.quantized_gemv import BLOCK_BYTES, GEMV_WARPS, QK, half_from_bytes, warp_sum
 from kernels.registry import Rung, ladder
-from kernels.token_gemv import TOKENS_PER_PASS
+from kernels.token_gemv import TOKENS_PER_PASS, q4_1_tokens_pass
 
 __all__ = ["RUNGS", "q4_1_norm_qkv_tokens_kernel", "q4_1_norm_qkv_tokens", "q4_1_residual_gemm_tokens_kernel",
            "q4_1_residual_gemm_tokens", "q4_1_norm_swiglu_tokens_kernel", "q4_1_norm_swiglu_tokens"]
@@ -143,36 +143,15 @@ def q4_1_norm_qkv_tokens(w, x, norm_weight, *, eps, rows, out=None, kernel=q4_1_
 
 @cuda.jit
 def q4_1_residual_gemm_tokens_kernel(w, x, residual, y):
-    """Warp ``row`` computes y[t, row] = residual[t, row] + sum_k W[row, k] x[t, k] for every token t."""
+    """Warp ``row`` computes y[t, row] = residual[t, row] + sum_k W[row, k] x[t, k] for every token t: the sums of
+    ``kernels.token_gemv``'s Q4_1 rung (``q4_1_tokens_pass``), the add in the epilogue."""
     lane = cuda.threadIdx.x % WARP
     row = cuda.blockIdx.x * GEMV_WARPS + cuda.threadIdx.x // WARP
     if row < w.shape[0]:
         tokens = x.shape[0]
         acc = cuda.local.array(TOKENS_PER_PASS, float32)
-        dot = cuda.local.array(TOKENS_PER_PASS, float32)
-        x_sum = cuda.local.array(TOKENS_PER_PASS, float32)
         for t0 in range(0, tokens, TOKENS_PER_PASS):
-            for c in range(TOKENS_PER_PASS):
-                acc[c] = float32(0.0)
-            for b in range(lane, w.shape[1], WARP):
-                d = half_from_bytes(w[row, b, 0], w[row, b, 1])
-                m = half_from_bytes(w[row, b, 2], w[row, b, 3])
-                first = b * QK
-                for c in range(TOKENS_PER_PASS):
-                    dot[c] = float32(0.0)
-                    x_sum[c] = float32(0.0)
-                for j in range(QK // 2):
-                    byte = int32(w[row, b, 4 + j])
-                    q_low = float32(byte & 0x0F)
-                    q_high = float32(byte >> 4)
-                    for c in range(TOKENS_PER_PASS):
-                        if t0 + c < tokens:
-                            low = x[t0 + c, first + j]
-                            high = x[t0 + c, first + QK // 2 + j]
-                            dot[c] += q_low * low + q_high * high
-                            x_sum[c] += low + high
-                for c in range(TOKENS_PER_PASS):
-                    acc[c] += d * dot[c] + m * x_sum[c]
+            q4_1_tokens_pass(w, x, row, t0, acc)
             for c in range(TOKENS_PER_PASS):
                 total = warp_sum(acc[c])
                 if lane == 0 and t0 + c < tokens:

@@ -33,7 +33,7 @@ from kernels.quantized_gemv import BLOCK_BYTES, GEMV_WARPS, QK, half_from_bytes,
 from kernels.registry import Rung, ladder
 
 __all__ = ["TOKENS_PER_PASS", "RUNGS", "q8_0_gemm_tokens_warp_per_row_kernel", "q8_0_gemm_tokens_warp_per_row",
-           "q4_1_gemm_tokens_warp_per_row_kernel", "q4_1_gemm_tokens_warp_per_row"]
+           "q4_1_tokens_pass", "q4_1_gemm_tokens_warp_per_row_kernel", "q4_1_gemm_tokens_warp_per_row"]
 
 TOKENS_PER_PASS = 8         # tokens a lane keeps a running sum for while it reads a block of W
 
@@ -90,40 +90,50 @@ def q8_0_gemm_tokens_warp_per_row_kernel(w, x, y):
                     y[t0 + c, row] = total
 
 
+@cuda.jit(device=True, inline=True)
+def q4_1_tokens_pass(w, x, row, t0, acc):
+    """acc[c] = this lane's share of row ``row`` of W times x[t0 + c], c < TOKENS_PER_PASS (tokens past x's left at
+    0): the lane's blocks l, l + 32, ..., byte j of a block loaded once, its low nibble weighing x[t, 32 b + j] and
+    its high nibble x[t, 32 b + 16 + j] for every token t; weight j is d q_j + m, the minimum paid once per block and
+    token. The warp's sum of acc[c] is y[t0 + c, row] (``kernels.fused_llama``'s residual GEMV takes it too)."""
+    lane = cuda.threadIdx.x % WARP
+    tokens = x.shape[0]
+    dot = cuda.local.array(TOKENS_PER_PASS, float32)
+    x_sum = cuda.local.array(TOKENS_PER_PASS, float32)
+    for c in range(TOKENS_PER_PASS):
+        acc[c] = float32(0.0)
+    for b in range(lane, w.shape[1], WARP):
+        d = half_from_bytes(w[row, b, 0], w[row, b, 1])
+        m = half_from_bytes(w[row, b, 2], w[row, b, 3])
+        first = b * QK
+        for c in range(TOKENS_PER_PASS):
+            dot[c] = float32(0.0)
+            x_sum[c] = float32(0.0)
+        for j in range(QK // 2):
+            byte = int32(w[row, b, 4 + j])
+            q_low = float32(byte & 0x0F)
+            q_high = float32(byte >> 4)
+            for c in range(TOKENS_PER_PASS):
+                if t0 + c < tokens:
+                    low = x[t0 + c, first + j]
+                    high = x[t0 + c, first + QK // 2 + j]
+                    dot[c] += q_low * low + q_high * high
+                    x_sum[c] += low + high
+        for c in range(TOKENS_PER_PASS):
+            acc[c] += d * dot[c] + m * x_sum[c]
+
+
 @cuda.jit
 def q4_1_gemm_tokens_warp_per_row_kernel(w, x, y):
-    """Warp ``row`` computes y[:, row], TOKENS_PER_PASS tokens a pass; lane l takes the blocks l, l + 32, ...;
-    byte j of a block's codes is loaded once per pass, its low nibble weighs x[t, 32 b + j] and its high nibble
-    x[t, 32 b + 16 + j] for every token t; weight j is d q_j + m, the minimum paid once per block and token."""
+    """Warp ``row`` computes y[:, row], TOKENS_PER_PASS tokens a pass (``q4_1_tokens_pass``), then the warp's sum of
+    each token's lanes."""
     lane = cuda.threadIdx.x % WARP
     row = cuda.blockIdx.x * GEMV_WARPS + cuda.threadIdx.x // WARP
     if row < w.shape[0]:
         tokens = x.shape[0]
         acc = cuda.local.array(TOKENS_PER_PASS, float32)
-        dot = cuda.local.array(TOKENS_PER_PASS, float32)
-        x_sum = cuda.local.array(TOKENS_PER_PASS, float32)
         for t0 in range(0, tokens, TOKENS_PER_PASS):
-            for c in range(TOKENS_PER_PASS):
-                acc[c] = float32(0.0)
-            for b in range(lane, w.shape[1], WARP):
-                d = half_from_bytes(w[row, b, 0], w[row, b, 1])
-                m = half_from_bytes(w[row, b, 2], w[row, b, 3])
-                first = b * QK
-                for c in range(TOKENS_PER_PASS):
-                    dot[c] = float32(0.0)
-                    x_sum[c] = float32(0.0)
-                for j in range(QK // 2):
-                    byte = int32(w[row, b, 4 + j])
-                    q_low = float32(byte & 0x0F)
-                    q_high = float32(byte >> 4)
-                    for c in range(TOKENS_PER_PASS):
-                        if t0 + c < tokens:
-                            low = x[t0 + c, first + j]
-                            high = x[t0 + c, first + QK // 2 + j]
-                            dot[c] += q_low * low + q_high * high
-                            x_sum[c] += low + high
-                for c in range(TOKENS_PER_PASS):
-                    acc[c] += d * dot[c] + m * x_sum[c]
+            q4_1_tokens_pass(w, x, row, t0, acc)
             for c in range(TOKENS_PER_PASS):
                 total = warp_sum(acc[c])
                 if lane == 0 and t0 + c < tokens:

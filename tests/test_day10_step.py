@@ -13,7 +13,7 @@ import pytest
 from numba import cuda
 
 from course import hostcode
-from course.exercise_checks import day10_step, day10_step_driver
+from course.exercise_checks import day10_step, day10_step_driver, day10_step_kernels
 from course.hostcode import HostCode
 from grader import cleanroom, host_answers
 from kernels import step_ops
@@ -342,16 +342,16 @@ def test_the_step_on_the_course_s_kernels_gives_the_numpy_model_s_logits_and_tak
     from inference.tiny import tiny_model
 
     model = tiny_model(3, layers=1, hidden=32, ffn=32, heads=2, kv_heads=1, vocab=40, context=16)
-    run = day10_step.decode_step_on_kernels(_function(CORRECT_BLOCKS), [5, 9], new_tokens=1, model=model,
+    run = day10_step_kernels.decode_step_on_kernels(_function(CORRECT_BLOCKS), [5, 9], new_tokens=1, model=model,
                                             block_size=2)
     want = NumpyModel(model).forward(run["tokens"])
     assert np.abs(run["logits"] - want).max() < 1e-4 * np.abs(want).max()
     assert run["tokens"][2] == int(want[1].argmax()) and run["launches"] == [19, 19, 19]
 
-    theirs = day10_step.decode_step_on_kernels(_function(CORRECT), [5], model=model,
+    theirs = day10_step_kernels.decode_step_on_kernels(_function(CORRECT), [5], model=model,
                                                kernels={"swiglu": swiglu_without_silu})
     assert np.abs(theirs["logits"][0] - want[0]).max() > 1e-2
     with pytest.raises(ValueError, match="kernels may replace rmsnorm, rope, swiglu"):
-        day10_step.decode_step_on_kernels(_function(CORRECT), [5], model=model, kernels={"gemv": swiglu_without_silu})
+        day10_step_kernels.decode_step_on_kernels(_function(CORRECT), [5], model=model, kernels={"gemv": swiglu_without_silu})
     with pytest.raises(TypeError, match="runs your step in the notebook"):
-        day10_step.decode_step_on_kernels(HostCode(CORRECT, "decode_step"), [5], model=model)
+        day10_step_kernels.decode_step_on_kernels(HostCode(CORRECT, "decode_step"), [5], model=model)

@@ -19,9 +19,10 @@ import distributed
 import pytest
 
 from grader import distributed as cluster_grading
-from grader.grade import grade, summary_table
+from grader.grade import grade
 from grader.hidden import PROJECT_ROOT
 from grader.markers import read_notebook, secret_lines
+from grader.report import summary_table
 from grader.sample_cases import find_cases, mismatches, write_submissions
 
 DAY = "day03_online_softmax"

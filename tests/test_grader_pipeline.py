@@ -9,8 +9,9 @@ import zipfile
 import pytest
 
 from grader import release
-from grader.grade import grade, summary_table
+from grader.grade import grade
 from grader.markers import read_notebook, secret_lines
+from grader.report import summary_table
 from grader.sample_cases import Case, build_submission
 from grader.toy import ADD_ONE_SOLUTION, SQUARE_SOLUTION, TOY, make_toy_course
 

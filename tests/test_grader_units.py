@@ -119,7 +119,7 @@ def test_collect_lists_every_file_it_does_not_grade_and_never_on_another_row(tmp
 
 
 def test_summary_lists_files_not_graded(tmp_path):
-    from grader.grade import read_not_graded, summary_table, write_not_graded
+    from grader.report import read_not_graded, summary_table, write_not_graded
 
     write_not_graded([collect.NotGraded(pathlib.PurePath("bob/helper.py"), "not a notebook (.ipynb)", "bob")],
                      tmp_path)

@@ -29,7 +29,7 @@ W8A8 GEMM within the rounding of one scaling of an exact integer sum; day 10's f
 of the float64 norm gives (its codes may move at a tie), its RoPE and SwiGLU against the float64 references.
 
 One module per day, ``day01`` ... ``day10`` (day 6's allocator in ``day06_allocator``, day 10's decode step in
-``day10_step``), over ``_common``;
+``day10_step``, its replay on the kernels in ``day10_step_kernels``), over ``_common``;
 this package holds every name of theirs. Hidden tests load a private copy of it,
 ``grader.hidden.pristine("course.exercise_checks")``, which executes this file again: so the day modules
 are imported here, and import each other, relatively, and the copy gets private copies of them too,
@@ -98,9 +98,9 @@ from .day10 import (
 )
 from .day10_step import (
     check_decode_step, decode_step_case, decode_step_cases, decode_step_every_group, decode_step_first_token,
-    decode_step_generates_greedy_tokens, decode_step_matches_reference, decode_step_on_kernels, decode_step_problems,
-    replay_logits, step_data,
+    decode_step_generates_greedy_tokens, decode_step_matches_reference, decode_step_problems, replay_logits, step_data,
 )
+from .day10_step_kernels import decode_step_on_kernels
 
 __all__ = [
     "axpb_matches_reference", "axpb_traffic_fits",
