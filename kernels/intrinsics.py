@@ -51,10 +51,13 @@ and ``_twin`` picks one, once, when this module is imported. The helpers, by wha
   kernel that reads a tile before waiting for it reads the old bytes in the simulator too;
 - ``mma_m16n8k32_s8(a0, ..., c3)``: PTX's ``mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32``, a warp's
   16 x 8 x 32 product of int8 matrices into int32 (sm_80 and later); its twin is the same exchange, the
-  product exact in int64 and wrapped to int32 as the register wraps it.
+  product exact in int64 and wrapped to int32 as the register wraps it;
+- ``load_u32x4(array, row, col)``: PTX's ``ld.global.nc.v4.u32``, 4 words of a 2-dimensional uint32 array in
+  global memory in one 16-byte load (numba's own loads stop at 8 bytes); the address must be 16-byte aligned,
+  which the twin checks as the GPU would fault.
 
 Day 9 adds the integer instructions of int8 kernels here: ``dp4a`` (above: a dot product of 4 int8 pairs
-into an int32), then ``lop3`` on packed bytes, 16-byte loads (``ld.global.v4``), and the int8 mma ``m16n8k32``.
+into an int32), the int8 mma ``m16n8k32`` and the 16-byte loads of ``load_u32x4``.
 
 The warp's size and full mask are ``kernels.launching.WARP`` and ``FULL_MASK`` (NumPy only, so the
 simulator can read them before numba is imported).
@@ -75,7 +78,7 @@ from kernels.launching import FULL_MASK
 __all__ = ["four_halves", "two_floats", "unpack_halves", "eight_codes", "e4m3_pairs", "byte_perm", "pack_halves",
            "bfloat16_bits", "bfloat16_value",
            "dp4a", "mma_m16n8k16", "mma_m16n8k16_bf16", "ldmatrix_x4", "cp_async_16", "cp_async_commit_group",
-           "cp_async_wait_group", "mma_m16n8k32_s8"]
+           "cp_async_wait_group", "mma_m16n8k32_s8", "load_u32x4"]
 
 
 def _twin(simulated):
@@ -340,6 +343,49 @@ def dp4a(typingctx, a, b, c):
     def codegen(context, builder, signature, args):
         return _asm_call(builder, "dp4a.s32.s32 $0, $1, $2, $3;", "=r,r,r,r", [ir.IntType(32)], list(args))[0]
     return types.int32(types.uint32, types.uint32, types.int32), codegen
+
+
+# ----------------------------------------------------------------------------------------------
+# 16-byte loads from global memory: ld.global.nc.v4.u32 (numba's own loads stop at 8 bytes)
+# ----------------------------------------------------------------------------------------------
+
+def _load_u32x4_simulated(array, row, col):
+    """Words ``col ... col + 3`` of row ``row`` of the 2-dimensional uint32 ``array``, as a tuple; the 16 bytes must
+    be 16-byte aligned (``col`` and the rows' length multiples of 4 words), as the GPU's instruction requires."""
+    if array.dtype != np.uint32 or len(array.shape) != 2:
+        raise TypeError(f"load_u32x4: array must be a 2-dimensional array of uint32 words, got "
+                        f"{len(array.shape)} dimensions of {array.dtype}")
+    row, col = int(row), int(col)
+    if array.shape[1] % 4 or col % 4:
+        raise ValueError(f"load_u32x4: 16 bytes at a 16-byte aligned address: the array's rows must be a multiple "
+                         f"of 4 words long and col a multiple of 4, got rows of {array.shape[1]} words and col {col}")
+    if not (0 <= row < array.shape[0] and 0 <= col and col + 4 <= array.shape[1]):
+        raise IndexError(f"load_u32x4: words {col} ... {col + 3} of row {row} lie outside an array of shape "
+                         f"{tuple(array.shape)}")
+    return tuple(uint32(array[row, col + j]) for j in range(4))
+
+
+@_twin(_load_u32x4_simulated)
+def load_u32x4(typingctx, array, row, col):
+    """Words ``col ... col + 3`` of row ``row`` of a 2-dimensional uint32 array in global memory, in one 16-byte
+    load: PTX's ``ld.global.nc.v4.u32`` (the read-only path; the array must not be written while the kernel
+    runs). The address must be 16-byte aligned: ``col`` a multiple of 4 and rows a multiple of 4 words long
+    (device arrays start on 256-byte boundaries). numba's own loads of a uint64 stop at 8 bytes, so a warp of
+    them moves 256 bytes an instruction; this moves 512."""
+    if not (isinstance(array, types.Array) and array.dtype == types.uint32 and array.ndim == 2
+            and isinstance(row, types.Integer) and isinstance(col, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        made = context.make_array(array_type)(context, builder, args[0])
+        indices = [context.cast(builder, value, kind, types.intp) for value, kind in zip(args[1:], signature.args[1:])]
+        element = cgutils.get_item_pointer(context, builder, array_type, made, indices, wraparound=False)
+        address = builder.ptrtoint(builder.addrspacecast(element, ir.PointerType(ir.IntType(32), 1)), ir.IntType(64))
+        words = _asm_call(builder, "ld.global.nc.v4.u32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l",
+                          [ir.IntType(32)] * 4, [address])
+        return context.make_tuple(builder, signature.return_type, words)
+    return types.UniTuple(types.uint32, 4)(array, row, col), codegen
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,13 +1,16 @@
-"""Day 9's quantized GEMV (``kernels.quantized_gemv`` and ``kernels.quantized_gemv_repacked``) on the simulator,
-and its PTX.
+"""Day 9's quantized GEMV (``kernels.quantized_gemv``, ``kernels.quantized_gemv_repacked`` and
+``kernels.quantized_gemv_wide``) on the simulator, and its PTX.
 
 Every rung against the GGUF references at awkward shapes (N not a multiple of the warps of a block, K = 32,
 a row of 33 blocks so a lane takes two), over blocks of zeros, constant blocks, blocks at the extreme codes
 and raw random bytes, into NaN-poisoned outputs; the repacked rungs also at a row of a whole chunk and one
 block more, N not a multiple of their rows per warp, and the batched rung at T = 0, 1, 3 and 16 tokens; the
-q8_1 and Q8_0 quantize kernels, ``half_from_bytes`` and ``dp4a`` bit for bit; ``q4_1_repack``; bad
-arguments; traffic = ``course.models.quantized``. A process without the simulator compiles the kernels for
-sm_80 and sm_90 and reads their PTX (dp4a, the fp16 conversions, word loads, the repacked rungs' 8-byte loads).
+q8_1 and Q8_0 quantize kernels, ``half_from_bytes`` and ``dp4a`` bit for bit; ``q4_1_repack`` and
+``q8_0_repack``; the wide rungs bit for bit against the dp4a rung (Q4_1) and against W times the q8_1 x (Q8_0),
+at N not a multiple of their 32 rows a block and rows of a whole chunk and more, with K past their shared
+memory refused; bad arguments; traffic = ``course.models.quantized``. A process without the simulator compiles
+the kernels for sm_80 and sm_90 and reads their PTX (dp4a, the fp16 conversions, word loads, the repacked
+rungs' 8-byte loads, the wide rungs' 16-byte loads).
 Sizes stay small: the whole file runs in well under a minute of simulator time.
 """
 
@@ -25,6 +28,7 @@ from course.traffic import count_traffic
 from kernels import intrinsics
 from kernels import quantized_gemv as qg
 from kernels import quantized_gemv_repacked as qgr
+from kernels import quantized_gemv_wide as qgw
 from kernels import reference
 from kernels.launching import WARP, cdiv
 
@@ -37,7 +41,10 @@ SHAPES = [(1, 32), (5, 32), (9, 64), (2, 33 * 32)]
 # The repacked rungs besides: N odd (a warp of 2 rows with one), 11 rows (the batched rung's last warp has 3 rows),
 # a row of a whole chunk of 128 blocks and one more (the repacked rung's chunk loop, then its tail).
 REPACKED_SHAPES = [(1, 32), (3, 96), (11, 32 * 5), (2, 129 * 32)]
-LADDER = qgr.RUNGS               # day 9's whole ladder: the four rungs of quantized_gemv, then the repacked ones
+LADDER = qgw.RUNGS               # day 9's whole ladder: the four rungs of quantized_gemv, the repacked, the wide
+# The wide rungs besides: 33 rows (a block of 32 rows and one more), 70 rows (the last warp with 2 of its 4 rows),
+# a row of a whole chunk (64 blocks for Q4_1, 32 for Q8_0) and one more, and of 3 chunks.
+WIDE_SHAPES = [(33, 96), (70, 65 * 32), (6, 64 * 32), (3, 129 * 32)]
 
 
 @pytest.fixture
@@ -99,6 +106,7 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
     from course.gpu_compile import COMPUTE_CAPABILITIES, ptx_for_targets
     from kernels import quantized_gemv as qg
     from kernels import quantized_gemv_repacked as qgr
+from kernels import quantized_gemv_wide as qgw
     f32, u32, u8 = numba.float32[::1], numba.uint32[::1], numba.uint8[:, :, ::1]
     u64_3d, u32_2d, f32_2d = numba.uint64[:, :, ::1], numba.uint32[:, ::1], numba.float32[:, ::1]
     kernels = [
@@ -112,6 +120,8 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
          (u64_3d, u32_2d, numba.uint64[::1], f32, f32, f32)),
         ("q4_1_gemv_q8_1_small_batch", qgr.q4_1_gemv_q8_1_small_batch_kernel,
          (u64_3d, u32_2d, numba.uint64[:, ::1], f32_2d, f32_2d, f32_2d)),
+        ("q4_1_gemv_q8_1_wide", qgw.q4_1_gemv_q8_1_wide_kernel, (u32_2d, u32_2d, f32, f32)),
+        ("q8_0_gemv_q8_1_wide", qgw.q8_0_gemv_q8_1_wide_kernel, (u32_2d, numba.uint16[:, ::1], f32, f32)),
     ]
     for name, kernel, signature in kernels:
         for (major, minor), ptx in ptx_for_targets(kernel.py_func, signature, COMPUTE_CAPABILITIES).items():
@@ -121,7 +131,8 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
                               "fp16_conversions": body.count("cvt.f32.f16"), "byte_loads": body.count("ld.global.u8")
                               + body.count("ld.global.s8"), "word_loads": body.count("ld.global.u32")
                               + body.count("ld.global.b32"), "wide_loads": body.count("ld.global.u64")
-                              + body.count("ld.global.v2.u32") + body.count("ld.global.v4.u32")}), flush=True)
+                              + body.count("ld.global.v2.u32") + body.count("ld.global.v4.u32"),
+                              "loads_16_bytes": body.count("ld.global.nc.v4.u32")}), flush=True)
 """)
 
 
@@ -387,6 +398,82 @@ def test_bad_arguments_of_the_repacked_rungs_are_named(call, error, words):
 
 
 # ------------------------------------------------------------------------------------------------
+# The wide rungs: one launch, 16-byte loads
+# ------------------------------------------------------------------------------------------------
+
+def q8_0_q8_1_reference(w, x):
+    """sum over blocks of d sum_j q_j x^_j, x^ the q8_1 values of x: W x as the Q8_0 wide rung defines it."""
+    codes, scales, _ = reference.quantize_q8_1(x)
+    x_hat = (codes.reshape(-1, 32) * scales.astype(np.float64)[:, None]).reshape(-1)
+    return reference.dequantize_q8_0(w.reshape(w.shape[0], -1)).astype(np.float64) @ x_hat
+
+
+@pytest.mark.parametrize("shape", SHAPES + WIDE_SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
+def test_wide_q4_1_rung_equals_the_dp4a_rung_bit_for_bit(shape, rng_seed):
+    """Its blocks of threads quantize x themselves, in the order of the q8_1 kernel's butterfly, and each lane
+    adds its blocks in the dp4a rung's order: the same bits, from the GGUF bytes and from weights repacked once;
+    and the dp4a rung's reference within float32's error."""
+    rng, seed = rng_seed
+    w, x = gguf_weights(rng, "q4_1", *shape), activations(rng, shape[1])
+    y = qgw.q4_1_gemv_q8_1_wide(w, x, out=poison(np.empty(shape[0], np.float32)))
+    check(y, dp4a_reference(w, x), name="q4_1_gemv_q8_1_wide", seed=seed)
+    np.testing.assert_array_equal(y, qg.q4_1_gemv_q8_1_dp4a(w, x))
+    np.testing.assert_array_equal(qgw.q4_1_gemv_q8_1_wide(qgr.q4_1_repack(w), x), y)
+
+
+@pytest.mark.parametrize("shape", SHAPES + WIDE_SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
+def test_wide_q8_0_rung_matches_w_times_the_quantized_activations(shape, rng_seed):
+    """Every code of Q8_0 (the raw bytes of the last row reach -128) against the q8_1 x, from the GGUF bytes and
+    from weights repacked once."""
+    rng, seed = rng_seed
+    w, x = gguf_weights(rng, "q8_0", *shape), activations(rng, shape[1])
+    y = qgw.q8_0_gemv_q8_1_wide(w, x, out=poison(np.empty(shape[0], np.float32)))
+    check(y, q8_0_q8_1_reference(w, x), name="q8_0_gemv_q8_1_wide", seed=seed)
+    np.testing.assert_array_equal(qgw.q8_0_gemv_q8_1_wide(qgw.q8_0_repack(w), x), y)
+
+
+def test_q8_0_repack_splits_each_block_into_its_codes_and_its_scale(rng_seed):
+    rng, _ = rng_seed
+    w = gguf_weights(rng, "q8_0", 3, 5 * 32)
+    codes, scales = qgw.q8_0_repack(w)
+    assert codes.dtype == np.uint32 and scales.dtype == np.uint16 and codes.shape == (3, 5, 8)
+    assert scales.shape == (3, 5) and codes.flags.c_contiguous and scales.flags.c_contiguous
+    np.testing.assert_array_equal(codes.view(np.uint8).reshape(3, 5, 32), w[..., 2:])
+    np.testing.assert_array_equal(scales, w[..., :2].copy().view(np.uint16)[..., 0])
+    on_device = qgw.q8_0_repack(cuda.to_device(w))
+    assert isinstance(on_device, qgw.Q8_0Repacked) and hasattr(on_device.codes, "copy_to_host")
+    np.testing.assert_array_equal(on_device.codes.copy_to_host(), codes)
+    np.testing.assert_array_equal(on_device.scales.copy_to_host(), scales)
+
+
+W80 = np.zeros((2, 3, 34), np.uint8)
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: qgw.q4_1_gemv_q8_1_wide(np.zeros((1, qgw.WIDE_MAX_K // 32 + 1, 20), np.uint8),
+                                     np.zeros(qgw.WIDE_MAX_K + 32, np.float32)), ValueError,
+     f"x must have K at most {qgw.WIDE_MAX_K} for q4_1_gemv_q8_1_wide .* q4_1_gemv_q8_1_repacked takes any K"),
+    (lambda: qgw.q8_0_gemv_q8_1_wide(np.zeros((1, qgw.WIDE_MAX_K // 32 + 1, 34), np.uint8),
+                                     np.zeros(qgw.WIDE_MAX_K + 32, np.float32)), ValueError,
+     f"x must have K at most {qgw.WIDE_MAX_K} for q8_0_gemv_q8_1_wide .* q8_0_gemv_warp_per_row takes any K"),
+    (lambda: qgw.q8_0_gemv_q8_1_wide(W41, X), ValueError,
+     r"w must have shape \(rows=any, blocks=any, q8_0_block_bytes=34\), got \(2, 3, 20\)"),
+    (lambda: qgw.q8_0_gemv_q8_1_wide(qgr.q4_1_repack(W41), X), TypeError,
+     "w must be Q8_0 GGUF bytes .* or q8_0_repack's Q8_0Repacked, got a Q4_1Repacked of 2"),
+    (lambda: qgw.q8_0_gemv_q8_1_wide(qgw.Q8_0Repacked(np.zeros((2, 3, 8), np.uint32), np.zeros((2, 3), np.float16)),
+                                     X), TypeError, "w.scales must have dtype uint16, got float16"),
+    (lambda: qgw.q4_1_gemv_q8_1_wide(W41, X[:64]), ValueError, r"x must have shape \(K=96,\), got \(64,\)"),
+    (lambda: qgw.q8_0_gemv_q8_1_wide(W80, X, out=np.zeros(3, np.float32)), ValueError,
+     r"out must have shape \(rows=2,\), got \(3,\)"),
+    (lambda: qgw.q8_0_gemv_q8_1_wide(qgw.q8_0_repack(cuda.to_device(W80)), X), TypeError,
+     "w.codes, w.scales, x must all be NumPy arrays or all be device arrays"),
+])
+def test_bad_arguments_of_the_wide_rungs_are_named(call, error, words):
+    with pytest.raises(error, match=words):
+        call()
+
+
+# ------------------------------------------------------------------------------------------------
 # Traffic and the byte model
 # ------------------------------------------------------------------------------------------------
 
@@ -438,6 +525,14 @@ def test_byte_model_numbers():
     assert (model.compulsory_bytes("q4_1_gemv_q8_1_small_batch", 2, 64, 4)
             == model.weight_bytes("q4_1", 2, 64) + 4 * (4 * 64 + 4 * 2 + 2 * (64 + 2 * 8)))
     assert (model.ROWS_PER_WARP, model.BATCH_ROWS_PER_WARP) == (qgr.ROWS_PER_WARP, qgr.BATCH_ROWS_PER_WARP)
+    # the wide rungs: W once, x once per 32 rows (2 blocks of threads here), y; no q8_1 array in global memory
+    assert model.bytes_q4_1_gemv_q8_1_wide(33, 64) == 33 * 2 * 20 + 2 * 64 * 4 + 33 * 4
+    assert model.bytes_q8_0_gemv_q8_1_wide(33, 64) == 33 * 2 * 34 + 2 * 64 * 4 + 33 * 4
+    assert (model.compulsory_bytes("q4_1_gemv_q8_1_wide", 2, 64)
+            == model.compulsory_bytes("q4_1_gemv_warp_per_row", 2, 64))
+    assert (model.compulsory_bytes("q8_0_gemv_q8_1_wide", 2, 64)
+            == model.compulsory_bytes("q8_0_gemv_warp_per_row", 2, 64))
+    assert model.WIDE_ROWS_PER_BLOCK == qgw.WIDE_WARPS * qgw.WIDE_ROWS_PER_WARP
     assert set(model.RUNG_FORMATS) == set(LADDER) and model.BATCHED_RUNGS == ("q4_1_gemv_q8_1_small_batch",)
     for call, error in [(lambda: model.weight_bytes("q5_0", 1, 32), ValueError),
                         (lambda: model.weight_bytes("q4_0", 1, 48), ValueError),
@@ -462,7 +557,7 @@ def test_ptx_of_every_kernel(compiled):
     records = compiled()
     assert {(r["kernel"], r["cc"]) for r in records} == {(k, cc) for k in (*WARP_PER_ROW, "q8_1_quantize",
                                                                          "q8_0_quantize", "q4_1_gemv_q8_1_dp4a",
-                                                                         *REPACKED)
+                                                                         *REPACKED, *WIDE)
                                                           for cc in ("sm_80", "sm_90")}
     for r in records:
         assert not r["local"] and not r["f64"], r
@@ -473,6 +568,9 @@ def test_ptx_of_every_kernel(compiled):
         if r["kernel"] in REPACKED:
             assert r["byte_loads"] == 0 and r["dp4a"] >= REPACKED[r["kernel"]]["dp4a"], r
             assert r["wide_loads"] >= REPACKED[r["kernel"]]["wide_loads"], r
+        if r["kernel"] in WIDE:
+            assert r["byte_loads"] == 0 and r["dp4a"] >= WIDE[r["kernel"]]["dp4a"], r
+            assert r["loads_16_bytes"] >= WIDE[r["kernel"]]["loads_16_bytes"], r
 
 
 # At least: the repacked rung's chunk unrolled, 2 rows x 4 blocks x 8 dp4a and 2 rows x 4 blocks x 2 8-byte loads of
@@ -480,3 +578,8 @@ def test_ptx_of_every_kernel(compiled):
 # 4 rows x 2 loads of codes and 16 tokens x 4 of activation codes.
 REPACKED = {"q4_1_gemv_q8_1_repacked": {"dp4a": 64, "wide_loads": 32},
             "q4_1_gemv_q8_1_small_batch": {"dp4a": 512, "wide_loads": 72}}
+# At least: a chunk's arithmetic unrolled, 4 rows x 2 blocks (Q4_1; Q8_0: 1 block) x 8 dp4a, and its loads twice (the
+# first chunk's, issued before x is quantized, and the next chunk's in the loop): 4 x 2 of 16 bytes each time for
+# Q4_1, 4 x 1 x 2 for Q8_0.
+WIDE = {"q4_1_gemv_q8_1_wide": {"dp4a": 64, "loads_16_bytes": 16},
+        "q8_0_gemv_q8_1_wide": {"dp4a": 32, "loads_16_bytes": 16}}

@@ -336,6 +336,16 @@ def _q4_1_times_q8_1_reference(w, x, **_):
     return reference.dequantize_q4_1(without_minimum.reshape(w.shape[0], -1)) @ x_hat + minimums @ sums
 
 
+def _q8_0_times_q8_1_reference(w, x, **_):
+    """W x with x quantized to q8_1: sum over blocks of d sum_j q_j x^_j, x^ the q8_1 values of x
+    (``q8_0_gemv_q8_1_wide``)."""
+    from kernels import reference
+
+    codes, scales, _ = reference.quantize_q8_1(x)
+    x_hat = (codes.reshape(-1, 32) * scales.astype(np.float64)[:, None]).reshape(-1)
+    return reference.dequantize_q8_0(w.reshape(w.shape[0], -1)).astype(np.float64) @ x_hat
+
+
 def _w8a8_gemm_inputs(rng, rung):
     """67 tokens (two block rows of 64, the second with 3) by 21 channels, K = 32 (one k step): random codes with
     -128 and 127 among them, a scale per token and per channel."""
@@ -451,7 +461,8 @@ OPERATIONS = {
     "q4_1_norm_swiglu": Operation(lambda rng, _: ((_q4_1(rng, 7), _q4_1(rng, 7), _floats(rng, 11, 96),
                                                    1 + _floats(rng, 96) / 10), {"eps": 1e-5, "out": _nan(11, 7)}),
                                   _norm_swiglu_reference),
-    "q4_1_gemv_q8_1": Operation(_quantized_gemv_inputs, _q4_1_times_q8_1_reference),   # dp4a, repacked
+    "q4_1_gemv_q8_1": Operation(_quantized_gemv_inputs, _q4_1_times_q8_1_reference),   # dp4a, repacked, wide
+    "q8_0_gemv_q8_1": Operation(_quantized_gemv_inputs, _q8_0_times_q8_1_reference),   # q8_0_gemv_q8_1_wide
     "q4_1_gemv_q8_1_small": Operation(_small_batch_inputs, _small_batch_reference),    # q4_1_gemv_q8_1_small_batch
     "w8a8_gemm": Operation(_w8a8_gemm_inputs, _w8a8_gemm_reference),
     "embedding_q8_0": Operation(_embedding_inputs, _embedding_reference),

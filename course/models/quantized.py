@@ -50,7 +50,9 @@ __all__ = ["QK", "BLOCK_BYTES", "RUNG_FORMATS", "BATCHED_RUNGS", "ROWS_PER_WARP"
            "traffic_q8_0_gemv_warp_per_row", "traffic_q4_0_gemv_warp_per_row", "traffic_q4_1_gemv_warp_per_row",
            "traffic_q4_1_gemv_q8_1_dp4a", "traffic_q4_1_gemv_q8_1_repacked", "traffic_q4_1_gemv_q8_1_small_batch",
            "bytes_q8_0_gemv_warp_per_row", "bytes_q4_0_gemv_warp_per_row", "bytes_q4_1_gemv_warp_per_row",
-           "bytes_q4_1_gemv_q8_1_dp4a", "bytes_q4_1_gemv_q8_1_repacked", "bytes_q4_1_gemv_q8_1_small_batch", "traffic",
+           "bytes_q4_1_gemv_q8_1_dp4a", "bytes_q4_1_gemv_q8_1_repacked", "bytes_q4_1_gemv_q8_1_small_batch",
+           "WIDE_ROWS_PER_BLOCK", "traffic_q4_1_gemv_q8_1_wide", "traffic_q8_0_gemv_q8_1_wide",
+           "bytes_q4_1_gemv_q8_1_wide", "bytes_q8_0_gemv_q8_1_wide", "traffic",
            "compulsory_bytes"]
 
 QK = GGUF_BLOCK_SIZE
@@ -58,10 +60,12 @@ BLOCK_BYTES = {"q8_0": Q8_0_BLOCK_BYTES, "q4_0": Q4_0_BLOCK_BYTES, "q4_1": Q4_1_
 # The weight format each rung of kernels.quantized_gemv_repacked (day 9's whole ladder) reads.
 RUNG_FORMATS = {"q8_0_gemv_warp_per_row": "q8_0", "q4_0_gemv_warp_per_row": "q4_0",
                 "q4_1_gemv_warp_per_row": "q4_1", "q4_1_gemv_q8_1_dp4a": "q4_1", "q4_1_gemv_q8_1_repacked": "q4_1",
-                "q4_1_gemv_q8_1_small_batch": "q4_1"}
+                "q4_1_gemv_q8_1_small_batch": "q4_1", "q4_1_gemv_q8_1_wide": "q4_1", "q8_0_gemv_q8_1_wide": "q8_0"}
 BATCHED_RUNGS = ("q4_1_gemv_q8_1_small_batch",)      # the rungs that take T tokens at once
 ROWS_PER_WARP = 2              # rows per warp of q4_1_gemv_q8_1_repacked: its warps read the q8_1 blocks
 BATCH_ROWS_PER_WARP = 4        # rows per warp of q4_1_gemv_q8_1_small_batch
+WIDE_ROWS_PER_BLOCK = 32       # rows per block of threads of the wide rungs: each block reads all of x once
+SCALE_BYTES = {"q8_0": 2, "q4_0": 2, "q4_1": 4}     # a block's bytes of scale (and minimum), beside its codes
 Q8_1_RUNGS = ("q4_1_gemv_q8_1_dp4a", "q4_1_gemv_q8_1_repacked", "q4_1_gemv_q8_1_small_batch")
 FLOAT32 = 4        # bytes of x, y, and of a q8_1 block's scale and sum
 Q8_1_EXTRA = 2 * FLOAT32    # bytes of a q8_1 block beside its 32 codes: its scale and its sum
@@ -171,6 +175,27 @@ def traffic_q4_1_gemv_q8_1_small_batch(N: int, K: int, T: int = 1) -> dict:
     return _repacked(N, K, T, BATCH_ROWS_PER_WARP)
 
 
+def _wide(fmt: str, N: int, K: int) -> dict:
+    """One kernel: W's codes and scales once, x once per block of threads of ``WIDE_ROWS_PER_BLOCK`` rows (each
+    quantizes all of x into its shared memory: nothing of q8_1 crosses global memory), y written."""
+    _check(N=N, K=K)
+    blocks = K // QK
+    scale = SCALE_BYTES[fmt]
+    return {"codes": (N * blocks * (BLOCK_BYTES[fmt] - scale), 0), "scales": (N * blocks * scale, 0),
+            "x": (-(-N // WIDE_ROWS_PER_BLOCK) * K * FLOAT32, 0), "y": (0, N * FLOAT32)}
+
+
+def traffic_q4_1_gemv_q8_1_wide(N: int, K: int) -> dict:
+    """W's 16 bytes of codes and 4 of scales per block once; x (4 K bytes, from L2 after the first block of
+    threads) once per 32 rows; y written."""
+    return _wide("q4_1", N, K)
+
+
+def traffic_q8_0_gemv_q8_1_wide(N: int, K: int) -> dict:
+    """W's 32 bytes of codes and 2 of scale per block once; x once per 32 rows; y written."""
+    return _wide("q8_0", N, K)
+
+
 def _total(traffic: dict) -> int:
     return sum(loads + stores for loads, stores in traffic.values())
 
@@ -205,12 +230,24 @@ def bytes_q4_1_gemv_q8_1_small_batch(N: int, K: int, T: int = 1) -> int:
     return _total(traffic_q4_1_gemv_q8_1_small_batch(N, K, T))
 
 
+def bytes_q4_1_gemv_q8_1_wide(N: int, K: int) -> int:
+    """All of ``traffic_q4_1_gemv_q8_1_wide``: 20 N K / 32 + 4 K ceil(N / 32) + 4 N."""
+    return _total(traffic_q4_1_gemv_q8_1_wide(N, K))
+
+
+def bytes_q8_0_gemv_q8_1_wide(N: int, K: int) -> int:
+    """All of ``traffic_q8_0_gemv_q8_1_wide``: 34 N K / 32 + 4 K ceil(N / 32) + 4 N."""
+    return _total(traffic_q8_0_gemv_q8_1_wide(N, K))
+
+
 _TRAFFIC = {"q8_0_gemv_warp_per_row": traffic_q8_0_gemv_warp_per_row,
             "q4_0_gemv_warp_per_row": traffic_q4_0_gemv_warp_per_row,
             "q4_1_gemv_warp_per_row": traffic_q4_1_gemv_warp_per_row,
             "q4_1_gemv_q8_1_dp4a": traffic_q4_1_gemv_q8_1_dp4a,
             "q4_1_gemv_q8_1_repacked": traffic_q4_1_gemv_q8_1_repacked,
-            "q4_1_gemv_q8_1_small_batch": traffic_q4_1_gemv_q8_1_small_batch}
+            "q4_1_gemv_q8_1_small_batch": traffic_q4_1_gemv_q8_1_small_batch,
+            "q4_1_gemv_q8_1_wide": traffic_q4_1_gemv_q8_1_wide,
+            "q8_0_gemv_q8_1_wide": traffic_q8_0_gemv_q8_1_wide}
 
 
 def _tokens(rung: str, T) -> int:
@@ -232,8 +269,9 @@ def traffic(rung: str, N: int, K: int, T: int = 1) -> dict:
 
 
 def compulsory_bytes(rung: str, N: int, K: int, T: int = 1) -> int:
-    """What must cross DRAM at least: W in the rung's format once, x and y once per token; the q8_1 rungs'
-    blocks (K bytes of codes, a scale and a sum per block) are written once and read once per token as well."""
+    """What must cross DRAM at least: W in the rung's format once, x and y once per token; the blocks of the q8_1
+    rungs that quantize x in a kernel of its own (K bytes of codes, a scale and a sum per block) are written once
+    and read once per token as well (the wide rungs keep them in shared memory)."""
     T = _tokens(rung, T)
     total = weight_bytes(RUNG_FORMATS[rung], N, K) + T * (K * FLOAT32 + N * FLOAT32)
     if rung in Q8_1_RUNGS:

@@ -1,7 +1,7 @@
-"""GPU recordings of day 9: quantized GEMV over GGUF blocks (``kernels.quantized_gemv`` and its continuation
-``kernels.quantized_gemv_repacked``).
+"""GPU recordings of day 9: quantized GEMV over GGUF blocks (``kernels.quantized_gemv`` and its continuations
+``kernels.quantized_gemv_repacked`` and ``kernels.quantized_gemv_wide``).
 
-A declaration for ``course.record.harness`` over the registry ``kernels.quantized_gemv_repacked.RUNGS`` (the
+A declaration for ``course.record.harness`` over the registry ``kernels.quantized_gemv_wide.RUNGS`` (the
 day's whole ladder, ``LADDER``): y = W x at batch 1, the decode step's matrix-vector product, with W stored in its
 llama.cpp bytes (``RUNG_FORMATS``:
 Q8_0, Q4_0, Q4_1) at two shapes of Llama 3 70B's layers (``SHAPES``, (N, K): 8192 x 8192, the attention
@@ -9,7 +9,8 @@ output projection, and 28672 x 8192, the MLP's gate and up projections). W is Ga
 0.02, as a trained layer's weights), quantized by ``kernels.reference`` (``quantize_q8_0``, ``quantize_q4_0``,
 ``quantize_q4_1``); x is Gaussian float32. Every row names its rung by its key in ``RUNGS`` (or torch's
 call, ``torch_...``), the shape it measured in ``N`` and ``K`` and the weights' format in ``fmt``. The rungs that
-read repacked weights (``REPACKED``) are given ``q4_1_repack(w)``, made once on the device before any timing
+read repacked weights (``REPACKED``) are given ``q4_1_repack(w)`` (``q8_0_repack(w)`` for the Q8_0 one), made once
+on the device before any timing
 (the repacking is a load-time step, never timed). The checks run first, then ``record(out_dir)`` writes:
 
 - ``day09_full_size_checks.json``: every rung at both shapes against the float64 reference: the
@@ -64,7 +65,7 @@ from course.models import quantized as model
 from course.record import harness
 from course.record.harness import Check, NcuCase, Sweep, Timed
 from course.models import quantized_gemm as gemm_model
-from kernels import quantized_gemm, quantized_gemv, quantized_gemv_repacked, reference
+from kernels import quantized_gemm, quantized_gemv, quantized_gemv_repacked, quantized_gemv_wide, reference
 
 SHAPES = ((8192, 8192), (28672, 8192))         # (N, K): Llama 3 70B's o_proj, and its gate and up projections
 QUICK_CHECK_SHAPES = ((1024, 4096),)
@@ -76,11 +77,11 @@ CHUNK_ROWS = 1024          # rows of W made, quantized and multiplied at a time 
 QK = model.QK
 DP4A = "q4_1_gemv_q8_1_dp4a"
 BATCHED = "q4_1_gemv_q8_1_small_batch"
-LADDER = quantized_gemv_repacked.RUNGS          # the day's whole ladder: quantized_gemv's rungs, then the repacked
+LADDER = quantized_gemv_wide.RUNGS              # the day's whole ladder: quantized_gemv's rungs, the repacked, the wide
 # The weight format of each rung, in ladder order (a test checks that these are the ladder's rungs).
 FORMATS = {name: model.RUNG_FORMATS[name] for name in LADDER}
 # The rungs whose reference is W times the q8_1 activations, and those timed on repacked weights.
-Q8_1_RUNGS = (DP4A, "q4_1_gemv_q8_1_repacked", BATCHED)
+Q8_1_RUNGS = (DP4A, "q4_1_gemv_q8_1_repacked", BATCHED, "q4_1_gemv_q8_1_wide", "q8_0_gemv_q8_1_wide")
 REPACKED = tuple(name for name in LADDER if name not in quantized_gemv.RUNGS)
 TOKENS = (1, 2, 4, 8, 16)                      # the decode batches of the batched sweep
 QUICK_BATCH_POINTS = ((8192, 8192, 1), (8192, 8192, 16))
@@ -152,6 +153,9 @@ def reference_gemv(rung: str, w: np.ndarray, x: np.ndarray) -> np.ndarray:
     sums = np.stack([np.asarray(block_sums, np.float64) for _, _, block_sums in quantized]).T
     for start in range(0, w.shape[0], CHUNK_ROWS):
         rows = w[start:start + CHUNK_ROWS].copy()
+        if fmt == "q8_0":                              # d q and no minimum
+            y[start:start + len(rows)] = dequantize(rows.reshape(len(rows), -1)) @ x_hat
+            continue
         minimums = rows[..., 2:4].copy().view("<f2")[..., 0].astype(np.float64)
         rows[..., 2:4] = 0                             # m = 0: the values are d q exactly
         y[start:start + len(rows)] = dequantize(rows.reshape(len(rows), -1)) @ x_hat + minimums @ sums
@@ -183,10 +187,12 @@ def device_weights(name: str, n: int, k: int, on_device: dict):
         on_device[fmt] = cuda.to_device(gguf_weights(fmt, n, k))
     if name not in REPACKED:
         return on_device[fmt]
-    if "repacked" not in on_device:
-        on_device["repacked"] = quantized_gemv_repacked.q4_1_repack(on_device[fmt])
+    key = f"repacked {fmt}"
+    if key not in on_device:
+        repack = quantized_gemv_repacked.q4_1_repack if fmt == "q4_1" else quantized_gemv_wide.q8_0_repack
+        on_device[key] = repack(on_device[fmt])
         cuda.synchronize()
-    return on_device["repacked"]
+    return on_device[key]
 
 
 GEMM_SIZES = (4096, 8192)                      # M = N = K of the W8A8 GEMM sweep
@@ -382,9 +388,9 @@ def gemv_sweep() -> Sweep:
         name="day09_gemv_timing",
         notes=("y = W x at batch 1, W (N, K) in GGUF blocks of 32 (fmt: q8_0, q4_0, q4_1; Gaussian W, std 0.02, "
                "quantized by kernels.reference), x (K,) and y (N,) float32; rung: the rung of "
-               "kernels.quantized_gemv_repacked.RUNGS ("
+               "kernels.quantized_gemv_wide.RUNGS ("
                + ", ".join(f"{name} on {fmt}" for name, fmt in FORMATS.items()) + "; " + ", ".join(REPACKED)
-               + " on the Q4_1 weights repacked once by q4_1_repack before timing, the "
+               + " on the weights repacked once by q4_1_repack or q8_0_repack before timing, the "
                "batched rung at T=1); torch_mv_fp16: torch.mv on an fp16 W (N, K) and fp16 x (cuBLAS's GEMV); "
                "torch_weight_int4pack_mm: torch._weight_int4pack_mm (tinygemm) on the same Q4_1 matrix as "
                "q4_1_gemv_warp_per_row (4-bit codes, bf16 scale and zero = m + 8 d per group of 32, bf16 x, "
@@ -503,7 +509,7 @@ def recorder() -> harness.Recorder:
         day="day09", checks=lambda quick: (checks(QUICK_CHECK_SHAPES if quick else SHAPES)
                                            + gemm_checks(QUICK_GEMM_SIZES[0] if quick else GEMM_CHECK_SIZE)),
         check_recording="day09_full_size_checks",
-        check_notes=("every rung of kernels.quantized_gemv_repacked.RUNGS (day 9's ladder) on Gaussian W (std 0.02) "
+        check_notes=("every rung of kernels.quantized_gemv_wide.RUNGS (day 9's ladder) on Gaussian W (std 0.02) "
                      "quantized by kernels.reference (fmt), x Gaussian float32, against the float64 reference: the "
                      "dequantized W times x (against='x'); for the q8_1 rungs (" + ", ".join(Q8_1_RUNGS) + "), the "
                      "dequantized W times x quantized to q8_1 (reference.quantize_q8_1) in the codes' product and "
