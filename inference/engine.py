@@ -18,6 +18,12 @@ With ``fused=True`` a block is 9 launches instead of 17 (``kernels.fused_llama``
 and V projections (one launch over their concatenated rows) and into gate and up, which also apply SwiGLU, and the
 residual adds in the epilogues of Wo and Wdown.
 
+With ``graphs=True`` (a GPU only) each step's launches are captured once as a CUDA graph (``inference.graphs``)
+per number of tokens and bucket of ``GRAPH_CONTEXT_STEP`` positions of the longest context, and replayed: the
+step's token ids, positions, block tables and context lengths are written into the arrays the graph reads, then
+one call runs every kernel of the step. The first step of each shape runs eagerly, then is captured; logits are
+computed for every token of a graph's step.
+
 Then the final norm and the output head (the Q8_0 embedding, ``q8_0_gemv_warp_per_row``, or the tokens rung for
 several) for the tokens whose logits are asked for. Attention reads the paged cache for every token, so a prompt's token t is a query over the
 t + 1 positions written so far (causal by construction), and a prompt whose first full blocks another sequence
@@ -35,6 +41,7 @@ import time
 import numpy as np
 from numba import cuda
 
+from inference import graphs as step_graphs
 from inference.config import ModelConfig
 from inference.paged import PagedModel
 from kernels import fused_llama as fused
@@ -45,7 +52,12 @@ from kernels.quantized_gemv import q4_1_gemv_warp_per_row, q8_0_gemv_warp_per_ro
 from kernels.reference import rope_table
 from kernels.token_gemv import q4_1_gemm_tokens_warp_per_row, q8_0_gemm_tokens_warp_per_row
 
-__all__ = ["KernelModel", "KERNELS_PER_LAUNCH"]
+__all__ = ["KernelModel", "KERNELS_PER_LAUNCH", "GRAPH_CONTEXT_STEP"]
+
+# With graphs=True, a step's graph is captured per number of tokens and per bucket of this many positions of the
+# longest context: attention's grid (its partitions) is sized for the bucket, and a sequence shorter than it
+# leaves the partitions past its end empty.
+GRAPH_CONTEXT_STEP = 256
 
 # Kernels one call of a launcher launches, where it is more than one (split-K attention and its merge).
 KERNELS_PER_LAUNCH = {"gqa_decode_split_k": 2}
@@ -61,11 +73,17 @@ class KernelModel(PagedModel):
     ``block_size`` positions per layer (float32) and day 6's block manager over it (``blocks``)."""
 
     def __init__(self, gguf_file, *, num_blocks: int = 256, block_size: int = 16, context: int | None = None,
-                 fused: bool = False):
+                 fused: bool = False, graphs: bool = False):
         super().__init__(ModelConfig.from_metadata(gguf_file.metadata), num_blocks=num_blocks, block_size=block_size,
                          context=context)
         c = self.config
         self.fused = bool(fused)
+        if graphs and not step_graphs.available():
+            raise ValueError("graphs=True replays each step as a CUDA graph, which needs a GPU: this process runs "
+                             "numba's simulator (graphs=False runs the same launches one by one)")
+        self.graphs = bool(graphs)
+        self._graphs: dict = {}              # (tokens, context bucket) -> (StepGraph, its input arrays, its logits)
+        self.graph_replays = 0
         self._formats = {}
         self.weights = []
         for i in range(c.layers):
@@ -152,16 +170,31 @@ class KernelModel(PagedModel):
         into the cache at its position (which the block manager has registered: ``add_sequence`` or ``append``),
         and each attends to positions 0 ... position of its sequence. Returns the logits (len(logits_for), vocab)
         float32 of the items at the indices ``logits_for`` (default: the last one), on the host."""
-        c = self.config
         positions, block_tables = self._step_tables(items)
         t = len(items)
+        wanted = [t - 1] if logits_for is None else list(logits_for)
+        ids = np.array([k for _, _, k in items], np.int32)
+        if self.graphs:
+            return self._replayed(ids, positions, block_tables)[wanted]
         self.launches = []
-        d_tables, d_positions = cuda.to_device(block_tables), cuda.to_device(positions)
-        d_rows = cuda.to_device(np.arange(t, dtype=np.int32))
-        d_context = cuda.to_device(positions + 1)
-        longest = int(positions.max()) + 1
+        inputs = self._device_inputs(ids, positions, block_tables)
+        return self._forward(inputs, int(positions.max()) + 1, wanted).copy_to_host()
 
-        x = self._call(layers.embedding_q8_0_rows, self.embedding, cuda.to_device(np.array([k for _, _, k in items], np.int32)))
+    @staticmethod
+    def _device_inputs(ids, positions, block_tables) -> dict:
+        """What a step reads besides the weights and the cache, on the device."""
+        return {"ids": cuda.to_device(ids), "positions": cuda.to_device(positions),
+                "tables": cuda.to_device(block_tables), "rows": cuda.to_device(np.arange(len(ids), dtype=np.int32)),
+                "context": cuda.to_device(positions + 1)}
+
+    def _forward(self, inputs: dict, longest: int, wanted: list):
+        """The step's launches on ``inputs`` (``_device_inputs``), attention over contexts up to ``longest``;
+        returns the logits (len(wanted), vocab) of the tokens at the indices ``wanted``, on the device."""
+        c = self.config
+        d_positions, d_tables, d_rows, d_context = (inputs[key] for key in ("positions", "tables", "rows", "context"))
+        t = len(inputs["ids"])
+        x = self._call(layers.embedding_q8_0_rows, self.embedding, inputs["ids"],
+                       out=cuda.device_array((t, c.hidden), np.float32))
         h = cuda.device_array((t, c.hidden), np.float32)
         q = cuda.device_array((t, c.heads * c.head_dim), np.float32)
         k = cuda.device_array((t, c.kv_heads * c.head_dim), np.float32)
@@ -184,7 +217,7 @@ class KernelModel(PagedModel):
             self._call(layers.rope_pairs_from_table, k3, d_positions, self.rope, out=k3)
             self._call(kv_cache_write, k3, v3, d_rows, d_positions, d_tables, self.k_cache[i], self.v_cache[i])
             self._call(gqa_decode_split_k, q3, self.k_cache[i], self.v_cache[i], d_tables, d_context, out=o,
-                               max_context=longest)
+                       max_context=longest)
             self._gemv("attn_output", w["attn_output"], o.reshape(t, c.heads * c.head_dim), y)
             self._call(layers.add_elementwise, x, y, out=x)
             self._call(layers.rmsnorm_block_per_row, x, w["ffn_norm"], eps=c.eps, out=h)
@@ -193,11 +226,45 @@ class KernelModel(PagedModel):
             self._call(layers.swiglu_elementwise, gate, up, out=gate)
             self._gemv("ffn_down", w["ffn_down"], gate, y)
             self._call(layers.add_elementwise, x, y, out=x)
-        wanted = [t - 1] if logits_for is None else list(logits_for)
         rows = cuda.device_array((len(wanted), c.hidden), np.float32)
         logits = cuda.device_array((len(wanted), c.vocab), np.float32)
-        for n, index in enumerate(wanted):
-            rows[n].copy_to_device(x[index])
-        self._call(layers.rmsnorm_block_per_row, rows, self.output_norm, eps=c.eps, out=rows)
+        if wanted == list(range(t)):
+            self._call(layers.rmsnorm_block_per_row, x, self.output_norm, eps=c.eps, out=rows)
+        else:
+            for n, index in enumerate(wanted):
+                rows[n].copy_to_device(x[index])
+            self._call(layers.rmsnorm_block_per_row, rows, self.output_norm, eps=c.eps, out=rows)
         self._gemv("output", self.embedding, rows, logits, fmt="Q8_0")
-        return logits.copy_to_host()
+        return logits
+
+    # ------------------------------------------------------------------ the step as a CUDA graph
+
+    def _replayed(self, ids, positions, block_tables) -> np.ndarray:
+        """The logits (T, vocab) of every item, on the host, from the graph of this step's shape: T tokens and the
+        longest context rounded up to ``GRAPH_CONTEXT_STEP``. A shape seen for the first time runs eagerly on the
+        graph's own input arrays (which compiles every kernel), then is captured for the steps after it."""
+        if self.timings is not None:
+            raise ValueError("timings time each launcher call between synchronizations, which a graph cannot hold: "
+                             "profile with graphs=False")
+        t, longest = len(ids), int(positions.max()) + 1
+        bucket = min(self.context, -(-longest // GRAPH_CONTEXT_STEP) * GRAPH_CONTEXT_STEP)
+        width = -(-self.context // self.blocks.block_size)
+        tables = np.zeros((t, width), np.int32)
+        tables[:, :block_tables.shape[1]] = block_tables
+        entry = self._graphs.get((t, bucket))
+        if entry is None:
+            inputs = self._device_inputs(ids, positions, tables)
+            self.launches = []
+            logits = self._forward(inputs, bucket, list(range(t))).copy_to_host()
+            graph, out = step_graphs.capture(lambda: self._forward(inputs, bucket, list(range(t))))
+            self._graphs[(t, bucket)] = (graph, inputs, out)
+            return logits
+        graph, inputs, out = entry
+        inputs["ids"].copy_to_device(ids)
+        inputs["positions"].copy_to_device(positions)
+        inputs["tables"].copy_to_device(tables)
+        inputs["context"].copy_to_device(positions + 1)
+        graph.replay()
+        self.graph_replays += 1
+        return out.copy_to_host()
+

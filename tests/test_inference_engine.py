@@ -152,6 +152,51 @@ def test_a_random_model_of_smollm2_s_shape_decodes_the_numpy_model_s_tokens_on_t
     assert worst < 1e-3 * np.abs(expected).max()
 
 
+def test_graphs_are_refused_on_the_simulator(models):
+    """A CUDA graph needs a GPU: asking for one on the simulator says so and names the way without."""
+    _, f = models
+    with pytest.raises(ValueError, match="graphs=True .* needs a GPU.*graphs=False"):
+        KernelModel(f, num_blocks=8, block_size=4, context=32, graphs=True)
+
+
+@pytest.mark.gpu
+def test_steps_replayed_as_cuda_graphs_give_the_eager_engine_s_logits():
+    """SmolLM2's shapes with random weights on the fused engine, eager and replayed as graphs: the same greedy
+    tokens over 40 decode steps that cross a bucket of GRAPH_CONTEXT_STEP positions (a new graph), logits within
+    float32's error (attention's partitions are sized for the bucket, so its sums may be split otherwise); and
+    two sequences decoding in one step. Both rates printed."""
+    import time
+
+    from inference.engine import GRAPH_CONTEXT_STEP
+
+    f = tiny_model(0, layers=30, hidden=576, ffn=1536, heads=9, kv_heads=3, vocab=49_152, context=1024)
+    eager = KernelModel(f, num_blocks=64, block_size=16, context=1024, fused=True)
+    graphed = KernelModel(f, num_blocks=64, block_size=16, context=1024, fused=True, graphs=True)
+    prompt = list(range(100, 100 + GRAPH_CONTEXT_STEP - 20))
+    (s1, l1), (s2, l2) = eager.prefill(prompt), graphed.prefill(prompt)
+    np.testing.assert_allclose(l2, l1, rtol=0, atol=1e-4 * np.abs(l1).max())
+    times = {"eager": [], "graphs": []}
+    for _ in range(40):
+        token = int(l1.argmax())
+        start = time.perf_counter()
+        l1 = eager.decode(s1, token)
+        times["eager"].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        l2 = graphed.decode(s2, token)
+        times["graphs"].append(time.perf_counter() - start)
+        np.testing.assert_allclose(l2, l1, rtol=0, atol=1e-4 * np.abs(l1).max())
+        assert int(l2.argmax()) == int(l1.argmax())
+    assert graphed.graph_replays >= 36 and len(graphed._graphs) >= 3      # prefill, two buckets of decode
+    other = [7, 8, 9]
+    (e1, _), (g1, _) = eager.prefill(other), graphed.prefill(other)
+    both = [(s1, eager.append(s1, 5), 5), (e1, eager.append(e1, 6), 6)]
+    both_g = [(s2, graphed.append(s2, 5), 5), (g1, graphed.append(g1, 6), 6)]
+    want, got = eager.step(both, logits_for=[0, 1]), graphed.step(both_g, logits_for=[0, 1])
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.abs(want).max())
+    rate = {name: 1 / np.median(t[2:]) for name, t in times.items()}
+    print(f"\ndecode at batch 1: eager {rate['eager']:.0f} tokens/s, graphs {rate['graphs']:.0f} tokens/s")
+
+
 @pytest.mark.gpu
 def test_day10_s_recorder_runs_quick_on_the_gpu(tmp_path):
     """``python -m course.record day10 --quick``'s path on the real model: its checks agree, its rows are there."""

@@ -9,8 +9,9 @@ as soon as it is made):
   fed the kernels' tokens: ``tokens_equal`` (the two greedy choices agree at every position), ``first_divergence``
   (-1 if none), ``max_logit_err`` (the largest |kernels - NumPy| of a position's logits over that position's largest
   |logit|), ``prompt_tokens`` and ``tokens``.
-- ``day10_decode_timing``: one request decoding at batch 1, on the plain engine and the fused one (column
-  ``engine``: "plain", 17 launches a block, or "fused", ``KernelModel(fused=True)``, 9). Row ``what="decode_step"``:
+- ``day10_decode_timing``: one request decoding at batch 1, on the plain engine, the fused one and the fused one
+  replayed as CUDA graphs (column ``engine``: "plain", 17 launches a block, "fused", ``KernelModel(fused=True)``,
+  9, or "graphs", ``KernelModel(fused=True, graphs=True)``, where a GPU runs it). Row ``what="decode_step"``:
   ``median_ms`` of a decode
   step (the host's wall time of ``KernelModel.decode``, which returns the logits on the host: the whole step a chat
   waits for), ``tokens_per_s``, ``kernels_launched`` per step, ``bytes`` (every tensor of the file read once),
@@ -69,6 +70,13 @@ def _fused_engine(model_file, *, num_blocks: int, context: int):
     return _kernel_engine(model_file, num_blocks=num_blocks, context=context, fused=True)
 
 
+def _graph_engine(model_file, *, num_blocks: int, context: int):
+    from inference.engine import KernelModel
+
+    return KernelModel(model_file, num_blocks=num_blocks, block_size=BLOCK_SIZE, context=context, fused=True,
+                       graphs=True)
+
+
 def _prompt_ids(model_file, question: str) -> list[int]:
     from inference.tokenizer import Tokenizer, chat_prompt
 
@@ -117,8 +125,14 @@ def decode_recording(model_file, *, steps: int = DECODE_STEPS, ceilings: dict | 
     rec = new_recording("day10_decode_timing", ceilings=ceilings or {}, notes=(
         f"batch-1 decode of {steps} steps after the prompt {PROMPTS[0]!r}; median_ms is the host's wall time of a "
         "step (logits back on the host); launcher rows: each call synchronized, so each is its own launch and kernel; "
-        "engine: plain (17 launches a block) or fused (KernelModel(fused=True), 9)"))
+        "engine: plain (17 launches a block), fused (KernelModel(fused=True), 9) or graphs (the fused engine's step "
+        "captured once as a CUDA graph and replayed, KernelModel(fused=True, graphs=True); no launcher rows: its "
+        "launches cannot be timed one by one)"))
+    from inference import graphs
+
     variants = (("plain", engine), ("fused", _fused_engine)) if engine is _kernel_engine else (("plain", engine),)
+    if engine is _kernel_engine and graphs.available():
+        variants += (("graphs", _graph_engine),)
     for name, make in variants:
         ids = _prompt_ids(model_file, PROMPTS[0])
         context = len(ids) + steps + 10           # the timed steps, then up to 8 profiled ones
@@ -134,7 +148,7 @@ def decode_recording(model_file, *, steps: int = DECODE_STEPS, ceilings: dict | 
         rec.add(what="decode_step", engine=name, batch=1, steps=steps, median_ms=median_ms,
                 tokens_per_s=1e3 / median_ms, kernels_launched=getattr(kernels, "kernels_launched", None),
                 bytes=step_bytes, bytes_limit_ms=step_bytes / (copy_gbps * 1e9) * 1e3 if copy_gbps else None)
-        if hasattr(kernels, "timings"):
+        if hasattr(kernels, "timings") and not getattr(kernels, "graphs", False):
             kernels.timings = {}
             profiled = max(1, min(steps, 8))
             for _ in range(profiled):
