@@ -134,41 +134,46 @@ def decode_recording(model_file, *, steps: int = DECODE_STEPS, ceilings: dict | 
     if engine is _kernel_engine and graphs.available():
         variants += (("graphs", _graph_engine),)
     for name, make in variants:
-        ids = _prompt_ids(model_file, PROMPTS[0])
-        context = len(ids) + steps + 10           # the timed steps, then up to 8 profiled ones
-        kernels = make(model_file, num_blocks=-(-context // BLOCK_SIZE), context=context)
         try:
-            seq, logits = kernels.prefill(ids)
+            _time_decode(rec, name, make, model_file, steps, step_bytes, copy_gbps)
         except Exception as exc:                  # a driver that refuses the capture: said, not hidden
             if name != "graphs":
                 raise
+            rec.rows = [row for row in rec.rows if row.get("engine") != name]
             rec.notes += f"; graphs not measured: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
-            continue
-        token, times = int(np.argmax(logits)), []
-        for _ in range(steps):
-            start = time.perf_counter()
-            logits = kernels.decode(seq, token)
-            times.append(time.perf_counter() - start)
-            token = int(np.argmax(logits))
-        median_ms = 1e3 * statistics.median(times[1:] or times)
-        rec.add(what="decode_step", engine=name, batch=1, steps=steps, median_ms=median_ms,
-                tokens_per_s=1e3 / median_ms, kernels_launched=getattr(kernels, "kernels_launched", None),
-                bytes=step_bytes, bytes_limit_ms=step_bytes / (copy_gbps * 1e9) * 1e3 if copy_gbps else None)
-        if hasattr(kernels, "timings") and not getattr(kernels, "graphs", False):
-            kernels.timings = {}
-            profiled = max(1, min(steps, 8))
-            for _ in range(profiled):
-                token = int(np.argmax(kernels.decode(seq, token)))
-            for launcher, (calls, seconds) in sorted(kernels.timings.items(), key=lambda item: -item[1][1]):
-                rec.add(what="launcher", engine=name, launcher=launcher, calls=calls // profiled,
-                        ms_per_step=1e3 * seconds / profiled)
-            kernels.timings = None
     tps, why = _transformers_tokens_per_s(steps)
     if tps is not None:
         rec.add(what="transformers", batch=1, steps=steps, tokens_per_s=tps, dtype="float16")
     else:
         rec.notes += f"; transformers not measured: {why}"
     return rec
+
+
+def _time_decode(rec, name, make, model_file, steps, step_bytes, copy_gbps) -> None:
+    """The rows of one engine: its decode step's median time, then (an engine that can) its launchers' times."""
+    ids = _prompt_ids(model_file, PROMPTS[0])
+    context = len(ids) + steps + 10           # the timed steps, then up to 8 profiled ones
+    kernels = make(model_file, num_blocks=-(-context // BLOCK_SIZE), context=context)
+    seq, logits = kernels.prefill(ids)
+    token, times = int(np.argmax(logits)), []
+    for _ in range(steps):
+        start = time.perf_counter()
+        logits = kernels.decode(seq, token)
+        times.append(time.perf_counter() - start)
+        token = int(np.argmax(logits))
+    median_ms = 1e3 * statistics.median(times[1:] or times)
+    rec.add(what="decode_step", engine=name, batch=1, steps=steps, median_ms=median_ms,
+            tokens_per_s=1e3 / median_ms, kernels_launched=getattr(kernels, "kernels_launched", None),
+            bytes=step_bytes, bytes_limit_ms=step_bytes / (copy_gbps * 1e9) * 1e3 if copy_gbps else None)
+    if hasattr(kernels, "timings") and not getattr(kernels, "graphs", False):
+        kernels.timings = {}
+        profiled = max(1, min(steps, 8))
+        for _ in range(profiled):
+            token = int(np.argmax(kernels.decode(seq, token)))
+        for launcher, (calls, seconds) in sorted(kernels.timings.items(), key=lambda item: -item[1][1]):
+            rec.add(what="launcher", engine=name, launcher=launcher, calls=calls // profiled,
+                    ms_per_step=1e3 * seconds / profiled)
+        kernels.timings = None
 
 
 def _transformers_tokens_per_s(steps: int):
