@@ -5,8 +5,8 @@ c (M, N) float32 with c[m, n] = sum_k a[m, k] w[n, k], that is C = A B with B = 
 one row of w per column of C: the ``.col`` operand of ``mma.sync ... .row.col`` takes B in exactly that order (a
 lane's B fragment is two numbers neighbouring along K), and it is the layout in which torch stores the weight
 of a linear layer (out_features, in_features), so ``y = x W^T`` is ``rung(x, W)``. Any M, N and K: rows and
-columns outside C and numbers past K enter the tiles as zeros and are stored nowhere (v3 copies 16 bytes at a
-time and needs K to be a multiple of 8); M = 0 or N = 0 launches nothing, K = 0 gives zeros. The float64
+columns outside C and numbers past K enter the tiles as zeros and are stored nowhere (v3, v4 and v5 copy 16
+bytes at a time and need K to be a multiple of 8); M = 0 or N = 0 launches nothing, K = 0 gives zeros. The float64
 reference is ``kernels.reference.gemm(a, w.T)``; the byte and FLOP models of each rung are in
 ``course.models.tensor_core_gemm``. fp16 and bf16 are one format argument of the same rungs: the kernels read
 the numbers as their 16 bits (a uint16 view, no copy) and only the mma instruction differs
@@ -17,6 +17,8 @@ The rungs, in ladder order, one line each (how each works follows):
 - ``tc_gemm_v1_mma_shared``: 64 x 64 tiles of C, a warp's 32 x 32 as 8 mma.sync m16n8k16 on fragments from shared words.
 - ``tc_gemm_v2_ldmatrix``: the same tiles, each warp loading its fragments with ldmatrix.x4, not 32-bit loads.
 - ``tc_gemm_v3_cp_async``: v2's fragments, the tiles filled by 16-byte cp.async copies into a ring of 3 steps.
+- ``tc_gemm_v4_swizzled``: v3 with the 16-byte chunks of each shared row XOR-swizzled: ldmatrix without bank conflicts.
+- ``tc_gemm_v5_large_tiles``: 128 x 128 tiles of C, 8 warps of 64 x 32 (16 mmas per 16 of K), v4's swizzled ring.
 
 v1 and v2 stage the same bytes: a block of 4 warps takes a 64 x 64 tile of C and steps through K 32 numbers at a
 time; its threads copy the step's 64 rows of A and 64 rows of w into shared memory (``a_tile``, ``w_tile``: 64
@@ -44,23 +46,61 @@ registers from the first step to the last; lane 4 g + t stores rows g, g + 8 and
   the copies of step s + 2 into the slot step s - 1 held and computes step s while they travel: one barrier a
   step instead of two. Fragments and mmas are v2's, in the same order, so v3 computes v1's bits too. Rows of a
   and w must start on 16-byte boundaries: K a multiple of 8 (device arrays start on 256-byte boundaries).
+- v4: v3's ring, copies, fragments and mmas, with each row's four 16-byte chunks stored in another order. Shared
+  memory has 32 banks of 4 bytes, byte b in bank (b / 4) mod 32, so a 16-byte chunk covers 4 banks and the banks
+  form 8 groups of 4: byte b lies in group (b / 16) mod 8. ldmatrix serves each of its 4 matrices, 8 rows of 16
+  bytes named by 8 lanes, in one pass (wavefront) when the 8 rows lie in 8 different groups. Chunk q (numbers 8 q
+  ... 8 q + 7 of the step) of tile row r starts at byte 64 r + 16 q, in group (4 r + q) mod 8 = 4 (r mod 2) + q; a
+  matrix is 8 rows r0 ... r0 + 7 (r0 a multiple of 8) at one chunk q, so v3's rows fall in 2 groups, 4 rows each:
+  4 passes a matrix, 16 an ldmatrix.x4. v4 stores chunk q of row r at chunk position q ^ s(r), s(r) = (r >> 1) & 3
+  (``_swizzled(row, chunk)``, the word where the chunk starts), so it lies in group 4 (r mod 2) + (q ^ s(r)). Over
+  the 8 rows r = r0 + 2 j + p (j < 4, p < 2) of a matrix, p = r mod 2 and s(r) = j take each of the 8 pairs once
+  and, q fixed, q ^ j takes each of 0 ... 3 once as j does: 8 different groups, 1 pass a matrix, 4 an ldmatrix.x4
+  (A's and w's matrices alike: every one starts on a row that is a multiple of 8). The copies keep v3's order,
+  the 8 copies of a quarter warp covering rows 2 j, 2 j + 1 whole: they land in groups 4 p + (q ^ j) for p < 2 and
+  q < 4, 8 different groups too, as v3's did. The XOR permutes a row's own 4 chunks, so the tile keeps its size
+  and every chunk its 16-byte alignment; the copy of chunk q of row r writes words ``_swizzled(r, q)`` ... + 3 and
+  the lane of ldmatrix that wants chunk q of row r names the same word, so each lane gets v3's words into v3's
+  mmas in v3's order: v1's bits. (A K step of 64 numbers, 8 chunks a row and q ^ (r mod 8), would do the same
+  with 128-byte rows; v4 keeps v3's step and ring so the swizzle is its only change of layout.) Each thread makes
+  v3's copies in v3's order, written as a loop of a constant 2 copies (chunks thread and thread + 128) where
+  v3's ``range(thread, 256, THREADS)`` leaves the count to the compiler, which then keeps a general loop and its
+  addresses: ptxas gives v4 fewer registers than v3 for that reason, not for the swizzle.
+- v5: a block of 8 warps (256 threads) takes a 128 x 128 tile of C; warp (wm, wn) = divmod(warp, 4) owns rows 64
+  wm ... + 63 and columns 32 wn ... + 31 as 4 x 4 mma tiles of 16 x 8, 64 float32 accumulators a lane. Per 16 of K
+  a warp issues 2 ldmatrix.x4 for w (4 mma columns) and 4 for A (one per mma row) for 16 mmas: 3 KB of shared
+  loads for 16 mmas where v4 loads 2 KB for 8 (21 FLOPs a byte loaded, not 16). Per step of 32 along K the block
+  stages 16 KB (128 rows of A and of w, 64 bytes each) for 128 x 128 x 32 products, twice v4's FLOPs per staged
+  byte, and each number of A is read from global memory once per 128-wide block column, each of w once per block
+  row: half v1-v4's global (L2) traffic. The ring is v4's, 3 steps of 16 KB: 48 KB, exactly the most a block may
+  declare statically (more needs dynamic shared memory and an opt-in attribute numba does not set), with v4's
+  swizzle (the rows are v4's 64 bytes, the matrices start on multiples of 8 rows), v4's wait, one barrier a step
+  and 2 copies per thread, operand and step. Each element of C still gets one mma per 16 of K, k ascending, on the
+  same fragment words: v1's bits.
 
-Predictions, to be measured on a GPU (nothing here has been timed): v1 and v2 spend more instructions staging
-(two 2-byte global loads, a shift and an or per shared word, 32 loads a thread per step) than the tensor cores
-spend computing (8 mmas a warp per 16 of K), and the warps wait at both barriers of every step with nothing to
-overlap, so v1 should run far below the tensor cores' peak; v2 cuts the shared load instructions of the mmas
-4-fold but not the staging, so it should be faster than v1 by a modest factor at most; v3 removes most of the
-staging's instructions and hides the global loads behind two steps of mmas, so it should be the largest step of
-the three. The rows of the shared tiles are 64 bytes long, so the 8 rows a fragment load reads fall in 2 groups
-of banks: 4-way bank conflicts in all three rungs (the same number of shared wavefronts for v1's 16 loads and
-v2's and v3's 4), which Nsight Compute should show and the ladder's swizzled layout is to remove; with v3's
-loads off the critical path they may become what limits it. The next rungs: swizzled shared rows, larger warp
-and block tiles, a tile shape chosen per GPU.
+Predictions, to be measured on a GPU (nothing here has been timed or run on a GPU): v1 and v2 spend more
+instructions staging (two 2-byte global loads, a shift and an or per shared word, 32 loads a thread per step) than
+the tensor cores spend computing (8 mmas a warp per 16 of K), and the warps wait at both barriers of every step
+with nothing to overlap, so v1 should run far below the tensor cores' peak; v2 cuts the shared load instructions
+of the mmas 4-fold but not the staging, so it should be faster than v1 by a modest factor at most; v3 removes most
+of the staging's instructions and hides the global loads behind two steps of mmas, so it should be the largest
+step of the three. The rows of the shared tiles are 64 bytes long, so the 8 rows a fragment load reads fall in 2
+groups of banks: 4-way bank conflicts in v1, v2 and v3 (the same number of shared wavefronts for v1's 16 loads and
+v2's and v3's 4), which Nsight Compute should show; with v3's loads off the critical path they may become what
+limits it. v4 should show a quarter of v3's shared wavefronts for the fragments (16 a warp per 16 of K, not 64)
+and no bank conflicts of ldmatrix; it is faster than v3 only as far as those loads limited v3. v5 should be the
+next large step on large matrices: half the global (L2) traffic per FLOP, fewer fragment loads per mma, and 64
+independent accumulators a lane to keep the tensor cores busy, at the cost of 256-thread blocks with 48 KB of
+shared memory and more registers each (fewer blocks an SM: ptxas of CUDA 13.0 gives v5 126 registers a thread for
+sm_90, so two of its blocks, 16 warps, fit an SM's 64 K registers, where v4's 86 let five of its blocks in, 20
+warps); with 128 x 128 tiles a matrix of about 1000 x 1000 makes 64 blocks, fewer than an H100 has SMs, so there
+v5 may lose to v4. The next rung: a tile shape chosen per GPU and problem size.
 
 Each rung is a kernel built per format, ``<rung>_kernel(fmt)`` (``fmt`` "float16" or "bfloat16", compiled on
 first use and kept), plus the launcher ``<rung>(a, w, *, out=None, kernel=<rung>_kernel)``, which validates the
-arguments, launches a grid of ceil(N / 64) x ceil(M / 64) blocks of 128 threads and returns c (v3's shared
-ring is 24 KB a block, v1's and v2's tiles 8 KB). Launchers accept NumPy arrays or numba device arrays
+arguments, launches a grid of ceil(N / 64) x ceil(M / 64) blocks of 128 threads (v5: ceil(N / 128) x ceil(M /
+128) blocks of 256) and returns c (v3's and v4's shared rings are 24 KB a block, v5's 48 KB, v1's and v2's tiles
+8 KB). Launchers accept NumPy arrays or numba device arrays
 (``kernels.launching``).
 """
 
@@ -77,8 +117,11 @@ from kernels.registry import Rung, ladder
 
 __all__ = ["FORMATS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "K_WORDS", "WARPS_M", "WARPS_N", "WARP_TILE_M",
            "WARP_TILE_N", "MMA_M", "MMA_N", "MMA_K", "THREADS", "MAX_M", "RUNGS", "gemm_shape",
-           "STAGES", "CHUNK", "IN_FLIGHT", "tc_gemm_v1_mma_shared_kernel", "tc_gemm_v1_mma_shared",
-           "tc_gemm_v2_ldmatrix_kernel", "tc_gemm_v2_ldmatrix", "tc_gemm_v3_cp_async_kernel", "tc_gemm_v3_cp_async"]
+           "STAGES", "CHUNK", "IN_FLIGHT", "LARGE_BLOCK_M", "LARGE_BLOCK_N", "LARGE_WARPS_M", "LARGE_WARPS_N",
+           "LARGE_WARP_TILE_M", "LARGE_WARP_TILE_N", "LARGE_THREADS", "LARGE_MAX_M", "tc_gemm_v1_mma_shared_kernel",
+           "tc_gemm_v1_mma_shared", "tc_gemm_v2_ldmatrix_kernel", "tc_gemm_v2_ldmatrix", "tc_gemm_v3_cp_async_kernel",
+           "tc_gemm_v3_cp_async", "tc_gemm_v4_swizzled_kernel", "tc_gemm_v4_swizzled", "tc_gemm_v5_large_tiles_kernel",
+           "tc_gemm_v5_large_tiles"]
 
 # The storage formats of a and w, by dtype name (bfloat16: ml_dtypes'), and the mma that multiplies each.
 FORMATS = ("float16", "bfloat16")
@@ -103,35 +146,52 @@ THREADS = WARPS_M * WARPS_N * WARP
 STAGES = 3
 CHUNK = 8
 CHUNKS = BLOCK_K // CHUNK           # copies of a row per step
+MMA_CHUNKS = MMA_K // CHUNK         # chunks of a row an mma's 16 of K take (v4, v5: its ldmatrix rows)
 IN_FLIGHT = STAGES - 2              # groups of copies a thread may leave in flight when it computes a step
+# v5: a 128 x 128 tile of C per block of 2 x 4 warps, each a 64 x 32 patch of 4 x 4 mma tiles; v4's ring of STAGES
+# steps of BLOCK_K, 16 KB a step: 48 KB of shared memory, the most a block may declare statically.
+LARGE_BLOCK_M = 128
+LARGE_BLOCK_N = 128
+LARGE_WARPS_M = 2
+LARGE_WARPS_N = 4
+LARGE_WARP_TILE_M = LARGE_BLOCK_M // LARGE_WARPS_M
+LARGE_WARP_TILE_N = LARGE_BLOCK_N // LARGE_WARPS_N
+LARGE_MMAS_M = LARGE_WARP_TILE_M // MMA_M
+LARGE_MMAS_N = LARGE_WARP_TILE_N // MMA_N
+LARGE_THREADS = LARGE_WARPS_M * LARGE_WARPS_N * WARP
 # The grid's y dimension counts block rows, at most 65535 of them.
 MAX_M = 65535 * BLOCK_M
+LARGE_MAX_M = 65535 * LARGE_BLOCK_M
 _KERNELS: dict = {}
 
 
-def gemm_shape(a, w, out=None) -> tuple[int, int, int, str]:
-    """Validate a (M, K) and w (N, K), both fp16 or both bf16 (and out (M, N) float32 if given), M at most MAX_M;
-    return (M, N, K, fmt), fmt the dtype's name ("float16" or "bfloat16")."""
+def gemm_shape(a, w, out=None, *, block_m: int = BLOCK_M) -> tuple[int, int, int, str]:
+    """Validate a (M, K) and w (N, K), both fp16 or both bf16 (and out (M, N) float32 if given), M at most 65535
+    block rows of ``block_m`` (MAX_M for v1-v4, LARGE_MAX_M for v5); return (M, N, K, fmt), fmt the dtype's name
+    ("float16" or "bfloat16")."""
     fmt = require_dtype("a", a, FORMATS).name
     m, k = require_array("a", a, (None, None), fmt, dims=("M", "K"))
     n = require_array("w", w, (None, k), fmt, dims=("N", "K"))[0]
     require_same_kind(a=a, w=w)
-    if m > MAX_M:
-        raise ValueError(f"a must have M at most {MAX_M} (65535 block rows of {BLOCK_M}: the grid's y dimension), "
-                         f"got M = {m}")
+    if m > 65535 * block_m:
+        raise ValueError(f"a must have M at most {65535 * block_m} (65535 block rows of {block_m}: the grid's y "
+                         f"dimension), got M = {m}")
     if out is not None:
         require_float32("out", out, (m, n), dims=("M", "N"))
     return m, n, k, fmt
 
 
-def _launch(kernel, a, w, out, *, chunked=False):
-    m, n, k, fmt = gemm_shape(a, w, out)
+def _launch(kernel, a, w, out, *, chunked=None, block=(BLOCK_M, BLOCK_N), threads=THREADS):
+    """Validate, then launch ceil(N / block[1]) x ceil(M / block[0]) blocks of ``threads``. ``chunked``: the rung's
+    name, for a rung that copies 16 bytes at a time (K must be a multiple of CHUNK)."""
+    block_m, block_n = block
+    m, n, k, fmt = gemm_shape(a, w, out, block_m=block_m)
     if chunked and k % CHUNK:
-        raise ValueError(f"a must have K a multiple of {CHUNK} for tc_gemm_v3_cp_async (rows of a and w are copied "
+        raise ValueError(f"a must have K a multiple of {CHUNK} for {chunked} (rows of a and w are copied "
                          f"16 bytes, {CHUNK} numbers, at a time), got K = {k}: tc_gemm_v2_ldmatrix takes any K")
     out = output_array("out", out, (m, n), like=a)
     if m and n:
-        kernel(fmt)[(cdiv(n, BLOCK_N), cdiv(m, BLOCK_M)), THREADS](a.view(np.uint16), w.view(np.uint16), out)
+        kernel(fmt)[(cdiv(n, block_n), cdiv(m, block_m)), threads](a.view(np.uint16), w.view(np.uint16), out)
     return out
 
 
@@ -167,28 +227,38 @@ def _stage(tile, x, first, k0, thread):
         tile[r, kw] = low | (high << uint32(16))
 
 
-@cuda.jit(device=True, inline=True)
-def _clear(acc):
-    for mi in range(MMAS_M):
-        for ni in range(MMAS_N):
-            for e in range(4):
-                acc[mi, ni, e] = float32(0.0)
+def _accumulators(mmas_m: int, mmas_n: int):
+    """``clear(acc)`` and ``store(c, acc, row, col, g, t)`` for a warp's mmas_m x mmas_n mma tiles (constants of
+    the device functions, so their loops unroll and acc stays in registers)."""
+
+    @cuda.jit(device=True, inline=True)
+    def clear(acc):
+        for mi in range(mmas_m):
+            for ni in range(mmas_n):
+                for e in range(4):
+                    acc[mi, ni, e] = float32(0.0)
+
+    @cuda.jit(device=True, inline=True)
+    def store(c, acc, row, col, g, t):
+        """Lane 4 g + t's accumulators into c: rows row + 16 mi + g (+ 8), columns col + 8 ni + 2t (+ 1), inside
+        c."""
+        m = c.shape[0]
+        n = c.shape[1]
+        for mi in range(mmas_m):
+            for h in range(2):
+                r = row + mi * MMA_M + g + 8 * h
+                if r < m:
+                    for ni in range(mmas_n):
+                        for e in range(2):
+                            cc = col + ni * MMA_N + 2 * t + e
+                            if cc < n:
+                                c[r, cc] = acc[mi, ni, 2 * h + e]
+
+    return clear, store
 
 
-@cuda.jit(device=True, inline=True)
-def _store(c, acc, row, col, g, t):
-    """Lane 4 g + t's accumulators into c: rows row + 16 mi + g (+ 8), columns col + 8 ni + 2t (+ 1), inside c."""
-    m = c.shape[0]
-    n = c.shape[1]
-    for mi in range(MMAS_M):
-        for h in range(2):
-            r = row + mi * MMA_M + g + 8 * h
-            if r < m:
-                for ni in range(MMAS_N):
-                    for e in range(2):
-                        cc = col + ni * MMA_N + 2 * t + e
-                        if cc < n:
-                            c[r, cc] = acc[mi, ni, 2 * h + e]
+_clear, _store = _accumulators(MMAS_M, MMAS_N)                          # v1-v4: 2 x 4 mma tiles a warp
+_clear_large, _store_large = _accumulators(LARGE_MMAS_M, LARGE_MMAS_N)  # v5: 4 x 4
 
 
 # ----------------------------------------------------------------------------------------------
@@ -413,7 +483,208 @@ def tc_gemm_v3_cp_async(a, w, *, out=None, kernel=tc_gemm_v3_cp_async_kernel):
     """c = a w^T (M, N) float32 on tensor cores, tiles filled by 16-byte cp.async copies into a ring of 3 steps,
     fragments loaded with ldmatrix.x4; K must be a multiple of 8. v1's grid and blocks. ``kernel`` is a function of
     the format that returns the kernel."""
-    return _launch(kernel, a, w, out, chunked=True)
+    return _launch(kernel, a, w, out, chunked="tc_gemm_v3_cp_async")
+
+
+# ----------------------------------------------------------------------------------------------
+# v4: v3 with each shared row's 16-byte chunks XOR-swizzled, so ldmatrix meets no bank conflict
+# ----------------------------------------------------------------------------------------------
+
+@cuda.jit(device=True, inline=True)
+def _swizzled(row, chunk):
+    """The word of a swizzled tile (rows of 16 words, 4 chunks of 16 bytes) where chunk ``chunk`` of row ``row``
+    starts: chunk position chunk ^ ((row >> 1) & 3), a permutation of the row's own 4 chunks. The 8 rows of any 8
+    consecutive rows, the first a multiple of 8, at one chunk lie in 8 different groups of 4 banks (the module's
+    docstring, v4). The copies and the ldmatrix rows of v4 and v5 both take their words from here."""
+    return 4 * (chunk ^ ((row >> 1) & 3))
+
+
+def _swizzled_copier(tile_rows: int, threads: int):
+    """``copy_step(tile, x, first, k0, thread)`` for a block of ``threads``: v3's ``_copy_step`` into a swizzled
+    tile of ``tile_rows`` rows. The block's threads start the copies of rows first ... first + tile_rows - 1 of x
+    (16-bit numbers, (rows, K), K a multiple of 8), numbers k0 ... k0 + 31, 4 copies of 16 bytes a row,
+    consecutive threads on consecutive chunks (a warp on 8 rows), thread i on chunks i, i + threads, ... (a
+    constant count, 2 for v4 and v5, so the loop unrolls); chunk q of row r lands at words ``_swizzled(r, q)`` ...
+    + 3. A copy of a row past x or of numbers past K reads nothing and writes zeros."""
+
+    copies = tile_rows * CHUNKS // threads          # a thread's copies per operand and step, a constant
+
+    @cuda.jit(device=True, inline=True)
+    def copy_step(tile, x, first, k0, thread):
+        rows = x.shape[0]
+        k = x.shape[1]
+        for i in range(copies):
+            chunk = thread + i * threads
+            r = chunk // CHUNKS
+            q = chunk - r * CHUNKS
+            row = first + r
+            col = k0 + CHUNK * q
+            valid = row < rows and col < k
+            cp_async_16(tile, r, _swizzled(r, q), x, row if valid else 0, col if valid else 0, valid)
+
+    return copy_step
+
+
+_copy_step_swizzled = _swizzled_copier(BLOCK_M, THREADS)                 # v4: 64 rows, 128 threads
+_copy_step_large = _swizzled_copier(LARGE_BLOCK_M, LARGE_THREADS)        # v5: 128 rows, 256 threads
+
+
+def _build_v4(fmt: str):
+    mma = _MMA[fmt]
+
+    @cuda.jit
+    def tc_gemm_v4_swizzled_kernel(a, w, c):
+        """v3 on swizzled tiles: the copies write chunk q of tile row r at words ``_swizzled(r, q)``, and the lane
+        of ldmatrix that wants chunk q of row r names that word; ring, waits, barrier and mmas are v3's. a (M, K)
+        and w (N, K) are the numbers' 16 bits, K a multiple of 8."""
+        a_tiles = cuda.shared.array((STAGES, BLOCK_M, K_WORDS), uint32, alignment=16)
+        w_tiles = cuda.shared.array((STAGES, BLOCK_N, K_WORDS), uint32, alignment=16)
+        acc = cuda.local.array((MMAS_M, MMAS_N, 4), float32)
+        b_frag = cuda.local.array((MMAS_N, 2), uint32)
+        thread = cuda.threadIdx.x
+        warp = thread // WARP
+        lane = thread % WARP
+        g = lane // 4
+        t = lane % 4
+        warp_row = (warp // WARPS_N) * WARP_TILE_M
+        warp_col = (warp % WARPS_N) * WARP_TILE_N
+        # v3's ldmatrix rows, their 16-byte chunk of the mma's 16 of K (0 or 1) in place of the word (0 or 4).
+        a_row = lane % 16
+        a_chunk = lane // 16
+        w_row = lane % 8 + 8 * (lane // 16)
+        w_chunk = (lane // 8) % 2
+        row0 = cuda.blockIdx.y * BLOCK_M
+        col0 = cuda.blockIdx.x * BLOCK_N
+        k = a.shape[1]
+        steps = (k + BLOCK_K - 1) // BLOCK_K
+        _clear(acc)
+        for s in range(STAGES - 1):                 # the first steps in flight, a group each (empty past K)
+            if s < steps:
+                _copy_step_swizzled(a_tiles[s], a, row0, s * BLOCK_K, thread)
+                _copy_step_swizzled(w_tiles[s], w, col0, s * BLOCK_K, thread)
+            cp_async_commit_group()
+        for step in range(steps):
+            cp_async_wait_group(IN_FLIGHT)          # this thread's copies of this step have landed
+            cuda.syncthreads()                      # everyone's have, and nobody still reads step - 1's slot
+            ahead = step + STAGES - 1
+            if ahead < steps:
+                _copy_step_swizzled(a_tiles[ahead % STAGES], a, row0, ahead * BLOCK_K, thread)
+                _copy_step_swizzled(w_tiles[ahead % STAGES], w, col0, ahead * BLOCK_K, thread)
+            cp_async_commit_group()
+            a_tile = a_tiles[step % STAGES]
+            w_tile = w_tiles[step % STAGES]
+            k0 = step * BLOCK_K
+            for ks in range(K_STEPS):
+                if k0 + ks * MMA_K < k:             # the same in the whole block: no mma on a step past K
+                    q = ks * MMA_CHUNKS
+                    for nj in range(MMAS_N // 2):
+                        r = warp_col + 2 * nj * MMA_N + w_row
+                        b_frag[2 * nj, 0], b_frag[2 * nj, 1], b_frag[2 * nj + 1, 0], b_frag[2 * nj + 1, 1] = \
+                            ldmatrix_x4(w_tile, r, _swizzled(r, q + w_chunk))
+                    for mi in range(MMAS_M):
+                        r = warp_row + mi * MMA_M + a_row
+                        a0, a1, a2, a3 = ldmatrix_x4(a_tile, r, _swizzled(r, q + a_chunk))
+                        for ni in range(MMAS_N):
+                            acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3] = mma(
+                                a0, a1, a2, a3, b_frag[ni, 0], b_frag[ni, 1],
+                                acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3])
+        cp_async_wait_group(0)                      # no copy left in flight when the block ends
+        _store(c, acc, row0 + warp_row, col0 + warp_col, g, t)
+
+    return tc_gemm_v4_swizzled_kernel
+
+
+def tc_gemm_v4_swizzled_kernel(fmt: str = "float16"):
+    """v4's kernel for a and w stored in ``fmt`` ("float16" or "bfloat16"), compiled on first use and kept."""
+    return _kernel_for(_build_v4, "v4", fmt)
+
+
+def tc_gemm_v4_swizzled(a, w, *, out=None, kernel=tc_gemm_v4_swizzled_kernel):
+    """c = a w^T (M, N) float32 on tensor cores, v3 with the shared rows' 16-byte chunks XOR-swizzled (ldmatrix
+    without bank conflicts); K must be a multiple of 8. v1's grid and blocks. ``kernel`` is a function of the
+    format that returns the kernel."""
+    return _launch(kernel, a, w, out, chunked="tc_gemm_v4_swizzled")
+
+
+# ----------------------------------------------------------------------------------------------
+# v5: 128 x 128 tiles of C, 8 warps of 64 x 32, on v4's swizzled ring of 3 steps (48 KB)
+# ----------------------------------------------------------------------------------------------
+
+def _build_v5(fmt: str):
+    mma = _MMA[fmt]
+
+    @cuda.jit
+    def tc_gemm_v5_large_tiles_kernel(a, w, c):
+        """Block (bx, by) computes c[128 by:, 128 bx:]; warp (wm, wn) = divmod(warp, 4) its rows 64 wm + 16 mi + ...
+        and columns 32 wn + 8 ni + ... (mi, ni < 4), on v4's swizzled ring of STAGES steps (128 rows of a and of w a
+        step). a (M, K) and w (N, K) are the numbers' 16 bits, K a multiple of 8."""
+        a_tiles = cuda.shared.array((STAGES, LARGE_BLOCK_M, K_WORDS), uint32, alignment=16)
+        w_tiles = cuda.shared.array((STAGES, LARGE_BLOCK_N, K_WORDS), uint32, alignment=16)
+        acc = cuda.local.array((LARGE_MMAS_M, LARGE_MMAS_N, 4), float32)
+        b_frag = cuda.local.array((LARGE_MMAS_N, 2), uint32)
+        thread = cuda.threadIdx.x
+        warp = thread // WARP
+        lane = thread % WARP
+        g = lane // 4
+        t = lane % 4
+        warp_row = (warp // LARGE_WARPS_N) * LARGE_WARP_TILE_M
+        warp_col = (warp % LARGE_WARPS_N) * LARGE_WARP_TILE_N
+        a_row = lane % 16
+        a_chunk = lane // 16
+        w_row = lane % 8 + 8 * (lane // 16)
+        w_chunk = (lane // 8) % 2
+        row0 = cuda.blockIdx.y * LARGE_BLOCK_M
+        col0 = cuda.blockIdx.x * LARGE_BLOCK_N
+        k = a.shape[1]
+        steps = (k + BLOCK_K - 1) // BLOCK_K
+        _clear_large(acc)
+        for s in range(STAGES - 1):                 # the first steps in flight, a group each (empty past K)
+            if s < steps:
+                _copy_step_large(a_tiles[s], a, row0, s * BLOCK_K, thread)
+                _copy_step_large(w_tiles[s], w, col0, s * BLOCK_K, thread)
+            cp_async_commit_group()
+        for step in range(steps):
+            cp_async_wait_group(IN_FLIGHT)          # this thread's copies of this step have landed
+            cuda.syncthreads()                      # everyone's have, and nobody still reads step - 1's slot
+            ahead = step + STAGES - 1
+            if ahead < steps:
+                _copy_step_large(a_tiles[ahead % STAGES], a, row0, ahead * BLOCK_K, thread)
+                _copy_step_large(w_tiles[ahead % STAGES], w, col0, ahead * BLOCK_K, thread)
+            cp_async_commit_group()
+            a_tile = a_tiles[step % STAGES]
+            w_tile = w_tiles[step % STAGES]
+            k0 = step * BLOCK_K
+            for ks in range(K_STEPS):
+                if k0 + ks * MMA_K < k:             # the same in the whole block: no mma on a step past K
+                    q = ks * MMA_CHUNKS
+                    for nj in range(LARGE_MMAS_N // 2):
+                        r = warp_col + 2 * nj * MMA_N + w_row
+                        b_frag[2 * nj, 0], b_frag[2 * nj, 1], b_frag[2 * nj + 1, 0], b_frag[2 * nj + 1, 1] = \
+                            ldmatrix_x4(w_tile, r, _swizzled(r, q + w_chunk))
+                    for mi in range(LARGE_MMAS_M):
+                        r = warp_row + mi * MMA_M + a_row
+                        a0, a1, a2, a3 = ldmatrix_x4(a_tile, r, _swizzled(r, q + a_chunk))
+                        for ni in range(LARGE_MMAS_N):
+                            acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3] = mma(
+                                a0, a1, a2, a3, b_frag[ni, 0], b_frag[ni, 1],
+                                acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3])
+        cp_async_wait_group(0)                      # no copy left in flight when the block ends
+        _store_large(c, acc, row0 + warp_row, col0 + warp_col, g, t)
+
+    return tc_gemm_v5_large_tiles_kernel
+
+
+def tc_gemm_v5_large_tiles_kernel(fmt: str = "float16"):
+    """v5's kernel for a and w stored in ``fmt`` ("float16" or "bfloat16"), compiled on first use and kept."""
+    return _kernel_for(_build_v5, "v5", fmt)
+
+
+def tc_gemm_v5_large_tiles(a, w, *, out=None, kernel=tc_gemm_v5_large_tiles_kernel):
+    """c = a w^T (M, N) float32 on tensor cores, 128 x 128 tiles of C a block of 8 warps (64 x 32 each), on v4's
+    swizzled cp.async ring; K must be a multiple of 8, M at most LARGE_MAX_M. Grid (ceil(N/128), ceil(M/128)) of
+    256 threads. ``kernel`` is a function of the format that returns the kernel."""
+    return _launch(kernel, a, w, out, chunked="tc_gemm_v5_large_tiles", block=(LARGE_BLOCK_M, LARGE_BLOCK_N),
+                   threads=LARGE_THREADS)
 
 
 RUNGS = ladder(
@@ -423,4 +694,8 @@ RUNGS = ladder(
          "the same tiles and mmas, each warp's fragments loaded by ldmatrix.x4: 4 loads per 8 mmas, not 16"),
     Rung("tc_gemm_v3_cp_async", tc_gemm_v3_cp_async,
          "16-byte cp.async copies into a ring of 3 steps: loads skip registers and overlap mmas, 1 barrier a step"),
+    Rung("tc_gemm_v4_swizzled", tc_gemm_v4_swizzled,
+         "v3 with each shared row's 16-byte chunks XOR-swizzled (q ^ (r >> 1 & 3)): ldmatrix without bank conflicts"),
+    Rung("tc_gemm_v5_large_tiles", tc_gemm_v5_large_tiles,
+         "128 x 128 tiles of C, 8 warps of 64 x 32 (16 mmas per 6 ldmatrix), v4's swizzled ring in 48 KB"),
 )

@@ -12,14 +12,18 @@
   comes from storage and the output is judged by the float32 rule (``check``'s default), as day 8's tests judge
   their kernels on the stored cache; on the simulator, where the mma's twin rounds once per 16-wide step, each
   element is also within ceil(K / 16) float32 roundings of the sum of |a| |w|.
-- v2 and v3 equal v1 bit for bit (the same fragment words into the same mmas); on the simulator v3 fails when its
-  wait lets one group too many travel or is left out; the traffic of every rung is
-  ``course.models.tensor_core_gemm``'s, global and shared; the launchers' errors name the argument.
+- v2, v3, v4 and v5 equal v1 bit for bit (the same fragment words into the same mmas, k ascending; v5 also over
+  two block rows and two block columns of its 128 x 128 tiles); v4's and v5's swizzle is the model's, a permutation
+  of each row's chunks that puts the 8 rows of every ldmatrix phase and every quarter warp's copies in 8 different
+  groups of banks; on the simulator v3, v4 and v5 fail when their wait lets one group too many travel or is left
+  out; the traffic of every rung is ``course.models.tensor_core_gemm``'s, global and shared; the launchers' errors
+  name the argument.
 - A process without the simulator compiles every kernel, fp16 and bf16, for sm_80 and sm_90: no local memory,
-  no float64, the expected ``mma.sync.aligned.m16n8k16``, ``ldmatrix``, ``cp.async`` and barrier counts; where
-  ``ptxas`` is installed it assembles the PTX and reports no stack frame and no spills.
-- Marked ``gpu`` (``make test-gpu``): the same checks at full size on a GPU, v2 = v3 = v1 there too, and the
-  ldmatrix layout of the hardware against the ISA's.
+  no float64, the expected ``mma.sync.aligned.m16n8k16``, ``ldmatrix``, ``cp.async`` and barrier counts and static
+  shared memory (v5: 48 KB, the static limit); where ``ptxas`` is installed it assembles the PTX and reports no
+  stack frame and no spills.
+- Marked ``gpu`` (``make test-gpu``): the same checks at full size on a GPU, v2 = v3 = v4 = v5 = v1 there too, and
+  the ldmatrix layout of the hardware against the ISA's.
 """
 
 import math
@@ -47,10 +51,12 @@ from kernels.intrinsics import (cp_async_16, cp_async_commit_group, cp_async_wai
 BF16 = ml_dtypes.bfloat16
 DTYPES = {"float16": np.float16, "bfloat16": BF16}
 RUNGS = list(tg.RUNGS)
+# The rungs that fill a ring of shared tiles with cp.async (K a multiple of 8).
+RING_RUNGS = ["tc_gemm_v3_cp_async", "tc_gemm_v4_swizzled", "tc_gemm_v5_large_tiles"]
 # (M, N, K): partial tiles every way (one block, a step of 32 and one of 16); exactly one tile and one step; one
 # row of one mma column of one 16-wide step; two block rows (the second with 6 rows) and a last step of 8 numbers.
 SHAPES = [(37, 45, 48), (64, 64, 32), (1, 8, 16), (70, 9, 40)]
-# K not a multiple of 8, for the rungs that take any K (v3 copies 16 bytes at a time): odd, the last number alone
+# K not a multiple of 8, for the rungs that take any K (v3-v5 copy 16 bytes at a time): odd, the last number alone
 # in its word; and 12, one 16-wide step whose last 4 numbers are zeros.
 ANY_K_RUNGS = ["tc_gemm_v1_mma_shared", "tc_gemm_v2_ldmatrix"]
 ANY_K_SHAPES = [(70, 9, 33), (5, 20, 12)]
@@ -100,13 +106,15 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
                                   "commits": body.count("cp.async.commit_group"),
                                   "waits": sorted(set(re.findall(r"cp\.async\.wait_group (\d+)", body))),
                                   "barriers": len(re.findall(r"\bbar\.sync\b", body)),
+                                  "shared_bytes": sum(int(size) for size in re.findall(
+                                      r"\.shared\s+\.align\s+\d+\s+\.b8\s+\w+\[(\d+)\]", ptx)),
                                   "shared_loads": len(re.findall(r"\bld\.shared\.", body))}), flush=True)
 """)
 
 
 @pytest.fixture(scope="module")
 def compiled():
-    """Compile both rungs at both formats for sm_80 and sm_90 in a fresh process without the simulator."""
+    """Compile every rung at both formats for sm_80 and sm_90 in a fresh process without the simulator."""
     yield from compiling(COMPILE_PROGRAM)
 
 
@@ -379,25 +387,64 @@ def test_rungs_that_take_any_k_match_the_reference(rung, shape, rng_seed):
     check_gemm(run(rung, a, w), a, w, f"{rung} {m}x{n}x{k}", seed)
 
 
+def spread(rng, dtype, *shape):
+    """Numbers with a wide spread of magnitudes (2**-8 to 2**8 times a normal number)."""
+    return (rng.standard_normal(shape) * 2.0 ** rng.integers(-8, 8, shape)).astype(dtype)
+
+
 @pytest.mark.parametrize("fmt", tg.FORMATS)
-def test_v2_and_v3_equal_v1_bit_for_bit(fmt, rng_seed):
-    """The same fragment words into the same mmas in the same order: the same bits, over two block rows, 5 steps
-    along K (v3's ring of 3 slots goes round; the last step holds 8 numbers), with a wide spread of magnitudes."""
+def test_later_rungs_equal_v1_bit_for_bit(fmt, rng_seed):
+    """The same fragment words into the same mmas in the same order: the same bits, over two block rows of v1-v4
+    (one block of v5, its second warp row with 6 rows and its second warp column with 8 columns), 5 steps along K
+    (the ring of 3 slots goes round; the last step holds 8 numbers), with a wide spread of magnitudes."""
     rng, seed = rng_seed
-    a = (rng.standard_normal((70, 136)) * 2.0 ** rng.integers(-8, 8, (70, 136))).astype(DTYPES[fmt])
-    w = (rng.standard_normal((40, 136)) * 2.0 ** rng.integers(-8, 8, (40, 136))).astype(DTYPES[fmt])
+    a, w = spread(rng, DTYPES[fmt], 70, 136), spread(rng, DTYPES[fmt], 40, 136)
     v1, *others = (run(rung, a, w) for rung in RUNGS)
     for rung, out in zip(RUNGS[1:], others):
         np.testing.assert_array_equal(out.view(np.uint32), v1.view(np.uint32), err_msg=f"{rung}, seed {seed}")
     check_gemm(v1, a, w, f"tc_gemm_v1_mma_shared {fmt}", seed)
 
 
+@pytest.mark.parametrize("fmt", tg.FORMATS)
+@pytest.mark.parametrize("shape", [(130, 24, 40), (20, 136, 72)], ids=lambda s: "x".join(map(str, s)))
+def test_v5_over_two_blocks_equals_v1_bit_for_bit(shape, fmt, rng_seed):
+    """v5's 128 x 128 tiles of C two blocks at a time: two block rows (the second with 2 rows), then two block
+    columns (the second with 8 columns), each the same bits as v1's."""
+    rng, seed = rng_seed
+    m, n, k = shape
+    a, w = spread(rng, DTYPES[fmt], m, k), spread(rng, DTYPES[fmt], n, k)
+    v1, v5 = run("tc_gemm_v1_mma_shared", a, w), run("tc_gemm_v5_large_tiles", a, w)
+    np.testing.assert_array_equal(v5.view(np.uint32), v1.view(np.uint32), err_msg=f"seed {seed}")
+
+
+def test_the_swizzle_is_the_models_and_spreads_each_phase_over_8_bank_groups():
+    """The kernels' ``_swizzled`` is the model's ``swizzled_word``: for every row a permutation of its 4 chunks, and
+    for any 8 rows from a multiple of 8 at one chunk (an ldmatrix phase) and for a quarter warp's 8 copies (2 rows,
+    4 chunks each) 8 different groups of 4 banks, where v3's layout gives 2 groups to the 8 rows of a phase."""
+    swizzled = getattr(tg._swizzled, "py_func", None) or tg._swizzled.fn
+    rows = range(tg.LARGE_BLOCK_M)
+    assert all(swizzled(r, q) == model.swizzled_word(r, q) for r in rows for q in range(tg.CHUNKS))
+    assert all(sorted(swizzled(r, q) for q in range(tg.CHUNKS)) == [0, 4, 8, 12] for r in rows)
+
+    def group(r, word):                         # 16-byte group of banks, 8 of them across 128 bytes
+        return (r * tg.K_WORDS + word) // 4 % 8
+
+    for first in range(0, tg.LARGE_BLOCK_M, 8):
+        for q in range(tg.CHUNKS):
+            assert len({group(r, swizzled(r, q)) for r in range(first, first + 8)}) == 8, (first, q)
+            assert len({group(r, 4 * q) for r in range(first, first + 8)}) == 2          # v3: 4-way conflicts
+    for first in range(0, tg.LARGE_BLOCK_M, 2):
+        assert len({group(r, swizzled(r, q)) for r in (first, first + 1) for q in range(tg.CHUNKS)}) == 8
+
+
 @pytest.mark.skipif(not course.on_simulator(), reason="a ring that computes on copies still in flight is a race")
 @pytest.mark.parametrize("mistake", ["one group too many in flight", "no wait"])
+@pytest.mark.parametrize("rung", RING_RUNGS)
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")     # tiles never written hold any bits
-def test_v3_without_its_wait_fails_on_the_simulator(mistake, monkeypatch, rng_seed):
-    """The simulator's copies land only when their thread waits for them, so v3 computing a step whose copies may
-    still travel (``cp.async.wait_group 2`` with 3 slots, or no wait at all) reads the wrong tiles there too."""
+def test_a_ring_without_its_wait_fails_on_the_simulator(rung, mistake, monkeypatch, rng_seed):
+    """The simulator's copies land only when their thread waits for them, so v3, v4 or v5 computing a step whose
+    copies may still travel (``cp.async.wait_group 2`` with 3 slots, or no wait at all) reads the wrong tiles
+    there too."""
     from course.checking import CheckFailure
 
     if mistake == "no wait":
@@ -407,7 +454,7 @@ def test_v3_without_its_wait_fails_on_the_simulator(mistake, monkeypatch, rng_se
     rng, seed = rng_seed
     a, w = numbers(rng, np.float16, 20, 136), numbers(rng, np.float16, 24, 136)
     with pytest.raises(CheckFailure):
-        check_gemm(run("tc_gemm_v3_cp_async", a, w), a, w, f"v3, {mistake}", seed)
+        check_gemm(run(rung, a, w), a, w, f"{rung}, {mistake}", seed)
 
 
 @pytest.mark.skipif(not course.on_simulator(), reason="counts launches with course.traffic (the simulator's)")
@@ -426,7 +473,8 @@ def test_empty_shapes_launch_nothing_and_k_zero_gives_zeros(rung):
 @pytest.mark.parametrize("rung", RUNGS)
 def test_traffic_is_the_model(rung, rng_seed):
     """Global bytes by argument and shared words, counted on the simulator, equal the model's, at a shape of 4
-    blocks (a partial block row and column) and K = 40 (a partial step of 32 and of 16)."""
+    blocks of v1-v4 (a partial block row and column; one block of v5) and K = 40 (a partial step of 32 and of
+    16)."""
     rng, _ = rng_seed
     m, n, k = 70, 72, 40
     with count_traffic() as t:
@@ -434,18 +482,25 @@ def test_traffic_is_the_model(rung, rng_seed):
     assert t.kernel_names == [f"{rung}_kernel"]
     counted = {name: (t.load_bytes[name], t.store_bytes[name]) for name in t.load_bytes}
     assert counted == model.traffic(rung, m, n, k)
-    assert (t.shared_loads, t.shared_stores) == model.shared_words(m, n, k)
+    assert (t.shared_loads, t.shared_stores) == model.shared_words(m, n, k, rung)
 
 
 def test_the_model_keeps_the_kernels_tiles_and_predicts_the_bank_conflicts():
     assert (model.BLOCK_M, model.BLOCK_N, model.BLOCK_K, model.K_WORDS) == (tg.BLOCK_M, tg.BLOCK_N, tg.BLOCK_K,
                                                                             tg.K_WORDS)
+    assert (model.LARGE_BLOCK_M, model.LARGE_BLOCK_N, model.LARGE_WARPS) == (
+        tg.LARGE_BLOCK_M, tg.LARGE_BLOCK_N, tg.LARGE_WARPS_M * tg.LARGE_WARPS_N)
     assert model.RUNGS == tuple(RUNGS)
     assert model.flops(37, 45, 48) == 2 * 37 * 45 * 48
     assert model.compulsory_bytes(37, 45, 48) == 2 * (37 * 48 + 45 * 48) + 4 * 37 * 45
+    # v5 reads A and w half as often as v4 where 128 divides M and N.
+    assert model.bytes_tc_gemm_v5_large_tiles(256, 256, 64) == 2 * 2 * (256 * 64 * 2) + 4 * 256 * 256
+    assert model.bytes_tc_gemm_v4_swizzled(256, 256, 64) == 2 * 4 * (256 * 64 * 2) + 4 * 256 * 256
     # 64-byte rows: the 8 rows a load reads share 2 groups of 4 banks, 4-way conflicts; v2 and v3 issue 4 loads
-    # where v1 issues 16, for the same 64 shared passes per 16-wide step.
-    assert [model.shared_passes_per_mma_step(rung) for rung in RUNGS] == [64, 64, 64]
+    # where v1 issues 16, for the same 64 shared passes per 16-wide step. v4's swizzle: 1 pass a phase, 16 for
+    # its 4 ldmatrix; v5: 24 for its 6, which feed 16 mmas.
+    assert [model.shared_passes_per_mma_step(rung) for rung in RUNGS] == [64, 64, 64, 16, 24]
+    assert [model.warp_mmas_per_step(rung) for rung in RUNGS] == [8, 8, 8, 8, 16]
     with pytest.raises(ValueError, match="rung must be one of"):
         model.traffic("tc_gemm_v9", 1, 1, 1)
 
@@ -471,6 +526,18 @@ def test_the_model_keeps_the_kernels_tiles_and_predicts_the_bank_conflicts():
     (lambda: tg.tc_gemm_v1_mma_shared_kernel("float32"), ValueError, "fmt must be one of float16, bfloat16, got"),
     (lambda: tg.tc_gemm_v3_cp_async(np.zeros((4, 33), np.float16), np.zeros((8, 33), np.float16)), ValueError,
      "a must have K a multiple of 8 for tc_gemm_v3_cp_async .* got K = 33: tc_gemm_v2_ldmatrix takes any K"),
+    (lambda: tg.tc_gemm_v4_swizzled(np.zeros((4, 12), BF16), np.zeros((8, 12), BF16)), ValueError,
+     "a must have K a multiple of 8 for tc_gemm_v4_swizzled .* got K = 12: tc_gemm_v2_ldmatrix takes any K"),
+    (lambda: tg.tc_gemm_v5_large_tiles(np.zeros((4, 33), np.float16), np.zeros((8, 33), np.float16)), ValueError,
+     "a must have K a multiple of 8 for tc_gemm_v5_large_tiles .* got K = 33: tc_gemm_v2_ldmatrix takes any K"),
+    (lambda: tg.tc_gemm_v5_large_tiles(np.zeros((4, 16), np.float16), np.zeros((8, 16), np.float32)), TypeError,
+     "w must have dtype float16, got float32"),
+    (lambda: tg.tc_gemm_v5_large_tiles(np.zeros((4, 16), np.float16), np.zeros((8, 16), np.float16),
+                                       out=np.zeros((4, 8), np.float16)), TypeError,
+     "out must have dtype float32, got float16"),
+    (lambda: tg.tc_gemm_v5_large_tiles(np.zeros((tg.LARGE_MAX_M + 1, 0), np.float16), np.zeros((8, 0), np.float16)),
+     ValueError, r"a must have M at most 8388480 \(65535 block rows of 128: the grid's y dimension\), got M = 8388481"),
+    (lambda: tg.tc_gemm_v5_large_tiles_kernel("int8"), ValueError, "fmt must be one of float16, bfloat16, got"),
 ])
 def test_launcher_errors_name_the_argument(call, error, words):
     with pytest.raises(error, match=words):
@@ -488,26 +555,35 @@ def records_of(compiled):
     return records
 
 
+# Static shared memory of each rung's kernel, bytes: v1's and v2's tiles, v3's and v4's ring of 3, v5's ring of 3
+# steps of 128 rows, exactly the 48 KB a block may declare statically.
+SHARED_BYTES = {"tc_gemm_v1_mma_shared": 8192, "tc_gemm_v2_ldmatrix": 8192, "tc_gemm_v3_cp_async": 24576,
+                "tc_gemm_v4_swizzled": 24576, "tc_gemm_v5_large_tiles": 48 * 1024}
+
+
 def test_ptx_has_the_tensor_core_instructions_and_no_local_memory(compiled):
     """Every accumulator and fragment in registers (no ``.local``), no float64, no calls; 8 mmas per 16-wide step
-    (2 steps of a 32-wide tile: 16) of the format's instruction; v2 and v3 load their fragments with 4 ldmatrix
-    per step and no other shared load, v1 with 32-bit shared loads and no ldmatrix; v3 alone copies with
-    cp.async (commits, waits for all but 1 group in its loop and for all at its end) and meets at one barrier a
-    step, where v1 and v2 meet at two."""
+    (2 steps of a 32-wide tile: 16) of the format's instruction, v5 16 (32); v2-v4 load their fragments with 4
+    ldmatrix per step and no other shared load, v5 with 6, v1 with 32-bit shared loads and no ldmatrix; v3-v5 copy
+    with cp.async (commits, wait for all but 1 group in their loop and for all at their end) and meet at one
+    barrier a step, where v1 and v2 meet at two; static shared memory as SHARED_BYTES says, none past 48 KB."""
     for r in records_of(compiled):
         where = f"{r['rung']} {r['fmt']} {r['cc']}"
         assert not r["local"] and not r["f64"] and r["calls"] == 0, where
         fp16 = r["fmt"] == "float16"
-        assert (r["mma_f16"], r["mma_bf16"]) == ((16, 0) if fp16 else (0, 16)), where
+        large = r["rung"] == "tc_gemm_v5_large_tiles"
+        mmas = 32 if large else 16
+        assert (r["mma_f16"], r["mma_bf16"]) == ((mmas, 0) if fp16 else (0, mmas)), where
         if r["rung"] == "tc_gemm_v1_mma_shared":
             assert r["ldmatrix"] == 0 and r["shared_loads"] == 32, where
         else:
-            assert (r["ldmatrix"], r["shared_loads"]) == (8, 0), where
-        if r["rung"] == "tc_gemm_v3_cp_async":
+            assert (r["ldmatrix"], r["shared_loads"]) == (12 if large else 8, 0), where
+        if r["rung"] in RING_RUNGS:
             assert r["cp_async"] > 0 and r["commits"] > 0 and r["waits"] == ["0", "1"], where
             assert r["barriers"] == 1, where
         else:
             assert (r["cp_async"], r["commits"], r["waits"], r["barriers"]) == (0, 0, [], 2), where
+        assert r["shared_bytes"] == SHARED_BYTES[r["rung"]] <= 48 * 1024, where
 
 
 def assemble(ptx: str, cc: str, folder) -> str:
@@ -538,10 +614,10 @@ def test_ptx_assembles_without_stack_or_spills(compiled, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------
-# On a GPU (make test-gpu): full size, the same bits for both rungs, the hardware's ldmatrix layout
+# On a GPU (make test-gpu): full size, the same bits for every rung, the hardware's ldmatrix layout
 # ------------------------------------------------------------------------------------------------
 
-# A square size a GPU's cuBLAS is timed at, and one that no tile divides (K a multiple of 8, for v3).
+# A square size a GPU's cuBLAS is timed at, and one that no tile divides (K a multiple of 8, for v3-v5).
 GPU_SHAPES = [(4096, 4096, 4096), (1000, 1030, 1000)]
 
 
