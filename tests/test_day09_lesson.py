@@ -126,6 +126,11 @@ def test_the_prose_states_the_code_s_constants():
     assert f"a W of {rows} rows of {weights:,} weights ({weights // model.QK} blocks: one per lane)" in \
         " ".join(cells["ladder-reading"].split())
     assert weights // model.QK == 32                 # one block per lane of the warp
+    from kernels import quantized_gemv_wide
+
+    wide_words = f"each block of threads ({quantized_gemv_wide.WIDE_WARPS} warps, {model.WIDE_ROWS_PER_BLOCK} rows)"
+    assert wide_words in " ".join(cells["wide-md"].split())
+    assert f"each read serves {quantized_gemv_wide.WIDE_ROWS_PER_WARP} rows" in " ".join(cells["wide-md"].split())
     (group_int4,) = constant("bytes-per-token", r"^GROUP = (\d+)")
     assert f"an fp16 scale per {group_int4}" in cells["formats-md"] and 576 % int(group_int4)   # SmolLM2's short groups
 
@@ -445,7 +450,11 @@ def beyond_claims(shown: str) -> None:
     for name in ("q4_1_gemv_q8_1_repacked", "q4_1_gemv_q8_1_small_batch", "w8a8_gemm_v1_dp4a",
                  "w8a8_gemm_v2_tensor_cores"):
         assert re.search(rf"^{name}: OK \(", shown, re.M), name
-    assert len(re.findall(r"bytes counted, the model agrees", shown)) >= 4 and "DISAGREES" not in shown
+    assert len(re.findall(r"bytes counted, the model agrees", shown)) >= 6 and "DISAGREES" not in shown
+    # the wide rungs: the dp4a rung's bits, one launch each, x once per block of threads
+    assert "q4_1_gemv_q8_1_wide: the same bits as q4_1_gemv_q8_1_dp4a" in shown
+    assert re.search(r"^q8_0_gemv_q8_1_wide: OK \(", shown, re.M)
+    assert len(re.findall(r"^  1 launch, [\d,]+ bytes counted, the model agrees", shown, re.M)) == 2
     sums = [int(v.replace(",", "")) for v in re.findall(r"\(the sum ([\d,]+) times its scales\)", shown)]
     assert len(sums) == 2 and min(sums) > 32_767
     recorded = load_recording("day09_gemm_timing")
