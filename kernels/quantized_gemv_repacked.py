@@ -86,7 +86,7 @@ from kernels.quantized_gemv import BLOCK_BYTES, GEMV_WARPS, QK, q8_1_quantize_ke
 from kernels.registry import Rung, ladder
 
 __all__ = ["ROWS_PER_WARP", "BLOCKS_PER_LANE", "BATCH_ROWS_PER_WARP", "MAX_TOKENS", "CODE_WORDS", "RUNGS",
-           "Q4_1Repacked", "q4_1_repack", "q4_1_block_dot",
+           "Q4_1Repacked", "q4_1_repack", "repacked_weights", "q4_1_block_dot",
            "q4_1_gemv_q8_1_repacked_kernel", "q4_1_gemv_q8_1_repacked",
            "q4_1_gemv_q8_1_small_batch_kernel", "q4_1_gemv_q8_1_small_batch"]
 
@@ -124,9 +124,10 @@ def q4_1_repack(w) -> Q4_1Repacked:
     return Q4_1Repacked(codes, scales)
 
 
-def _repacked_weights(w, x) -> tuple[Q4_1Repacked, int, int]:
+def repacked_weights(w, x) -> tuple[Q4_1Repacked, int, int]:
     """``(repacked w, N, blocks)`` of w, the GGUF bytes or ``q4_1_repack``'s result, after checking it and that
-    it is of x's kind (NumPy or device)."""
+    it is of x's kind (NumPy or device): what every launcher over repacked Q4_1 weights starts with (this
+    module's and ``kernels.quantized_gemv_wide``'s)."""
     if isinstance(w, Q4_1Repacked):
         n, blocks, _ = require_array("w.codes", w.codes, (None, None, CODE_WORDS), np.uint32,
                                      dims=("rows", "blocks", "code_words"))
@@ -247,7 +248,7 @@ def q4_1_gemv_q8_1_repacked(w, x, *, out=None, quantize_kernel=q8_1_quantize_ker
     """y = W x for Q4_1 weights ``w`` (the GGUF bytes (N, blocks, 20), repacked here, or ``q4_1_repack(w)``) and
     x (32 blocks,) float32, quantized to q8_1 first by ``quantize_kernel`` (a warp per block); ``kernel`` takes
     ``ROWS_PER_WARP`` rows a warp, grid ceil(N / (2 GEMV_WARPS)) blocks of 128 threads."""
-    w, n, blocks = _repacked_weights(w, x)
+    w, n, blocks = repacked_weights(w, x)
     require_float32("x", x, (blocks * QK,), dims=("K",))
     if out is not None:
         require_float32("out", out, (n,), dims=("rows",))
@@ -337,7 +338,7 @@ def q4_1_gemv_q8_1_small_batch(w, x, *, out=None, quantize_kernel=q8_1_quantize_
     and x (T, K) float32, 0 <= T <= ``MAX_TOKENS``, giving y (T, N); or x (K,), giving y (N,) (T = 1).
     ``quantize_kernel`` quantizes every token's x to q8_1, ``kernel`` takes ``BATCH_ROWS_PER_WARP`` rows a warp
     for all tokens: grid ceil(N / (4 GEMV_WARPS)) blocks of 128 threads."""
-    w, n, blocks = _repacked_weights(w, x)
+    w, n, blocks = repacked_weights(w, x)
     k = blocks * QK
     if getattr(x, "ndim", None) == 2:
         tokens, _ = require_float32("x", x, (None, k), dims=("T", "K"))

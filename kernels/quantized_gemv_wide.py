@@ -66,7 +66,7 @@ from kernels.launching import (WARP, cdiv, is_device_array, output_array, requir
                                require_same_kind)
 from kernels.quantized_gemv import BLOCK_BYTES, NO_INVERSE, QK, round_half_away, warp_sum
 from kernels import quantized_gemv_repacked
-from kernels.quantized_gemv_repacked import CODE_WORDS, _repacked_weights
+from kernels.quantized_gemv_repacked import CODE_WORDS, repacked_weights
 from kernels.registry import Rung, ladder
 
 __all__ = ["WIDE_WARPS", "WIDE_ROWS_PER_WARP", "WIDE_BLOCKS_PER_LANE", "WIDE_MAX_K", "activation_shared_bytes",
@@ -272,7 +272,7 @@ def q4_1_gemv_q8_1_wide(w, x, *, out=None, kernel=q4_1_gemv_q8_1_wide_kernel):
     """y = W x for Q4_1 weights ``w`` (the GGUF bytes (N, blocks, 20), repacked here, or ``q4_1_repack(w)``) and
     x (K,) float32, K a multiple of 32 up to ``WIDE_MAX_K``: one launch of ``kernel``, which quantizes x to q8_1
     in each block's shared memory and reads the codes 16 bytes at a time."""
-    w, n, blocks = _repacked_weights(w, x)
+    w, n, blocks = repacked_weights(w, x)
     return _launch("q4_1_gemv_q8_1_wide", kernel, w, n, blocks, x, out)
 
 

@@ -106,7 +106,7 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
     from course.gpu_compile import COMPUTE_CAPABILITIES, ptx_for_targets
     from kernels import quantized_gemv as qg
     from kernels import quantized_gemv_repacked as qgr
-from kernels import quantized_gemv_wide as qgw
+    from kernels import quantized_gemv_wide as qgw
     f32, u32, u8 = numba.float32[::1], numba.uint32[::1], numba.uint8[:, :, ::1]
     u64_3d, u32_2d, f32_2d = numba.uint64[:, :, ::1], numba.uint32[:, ::1], numba.float32[:, ::1]
     kernels = [

@@ -499,6 +499,7 @@ def test_day09_reference_is_the_same_in_chunks_of_rows():
         x = day09.batch_activations(k, 2) if rung == day09.BATCHED else day09.activations(k)
         operation = operation_of(day09.LADDER[rung])
         np.testing.assert_allclose(day09.reference_gemv(rung, w, x), operation.reference(w, x), rtol=1e-12, atol=1e-12)
+    w = day09.gguf_weights("q4_1", n, k)
     codes, d, m = day09.q4_1_parts(w)
     np.testing.assert_array_equal((codes.reshape(n, -1, 32) * d[..., None] + m[..., None]).reshape(n, k),
                                   day09.reference.dequantize_q4_1(w.reshape(n, -1)))
