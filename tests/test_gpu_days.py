@@ -176,7 +176,8 @@ DAYS = (
     GpuDay("day06", ladders=("kernels.paged_attention", "kernels.kv_cache"), exact=("kernels.kv_cache",)),
     GpuDay("day07", ladders=("kernels.gqa_attention",)),
     GpuDay("day08", ladders=("kernels.low_precision_attention",), other_gpu=True, extra_cases=day08_fp8_cases),
-    GpuDay("day09", ladders=("kernels.quantized_gemv", "kernels.quantized_gemv_repacked", "kernels.quantized_gemm"),
+    GpuDay("day09", ladders=("kernels.quantized_gemv", "kernels.quantized_gemv_repacked", "kernels.quantized_gemv_wide",
+                              "kernels.quantized_gemm"),
            extra_cases=day09_gguf_cases),
 )
 # Ladders of kernels/ that no row holds, and why.
