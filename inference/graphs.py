@@ -15,7 +15,8 @@ launchers launch on the default stream, so while ``fn`` runs, two things are rou
   graph reads and writes those addresses at every replay, so they must outlive the capture. The graph holds
   them (``StepGraph.keep``) and they are freed with it.
 
-The build mode is ``relaxed`` (allocating memory is allowed while recording). Nothing of ``fn`` may copy
+The build mode is ``relaxed`` (allocating memory is allowed while recording), and numba's frees wait until the
+recording ends (``cuda.defer_cleanup``): freeing memory synchronizes the device, which a recording cannot hold. Nothing of ``fn`` may copy
 between the host and the device or synchronize: a graph holds kernels only, and a copy would run once, at
 capture, instead of at every replay. Scalars a launcher passes (a grid, ``eps``, a partition size) are
 recorded as they were: the caller captures one graph per set of them (``inference.engine`` keys its graphs by
@@ -47,15 +48,18 @@ def available() -> bool:
 
 
 class StepGraph:
-    """A captured graph, the stream it replays on and the device arrays its kernels use (``keep``)."""
+    """A captured graph and the device arrays its kernels use (``keep``). It replays on the default stream, where
+    numba copies: it starts after the copies of its inputs made before it, and a copy of its outputs after it waits
+    for it."""
 
-    def __init__(self, graph, stream, keep: list):
-        self.graph, self.stream, self.keep = graph, stream, keep
+    def __init__(self, graph, keep: list):
+        self.graph, self.keep = graph, keep
 
     def replay(self) -> None:
-        """Launch the graph and wait for it (the host reads its outputs next)."""
-        self.graph.launch(self.stream)
-        self.stream.sync()
+        """Launch the graph on the default stream (the host reads its outputs next, which waits for it)."""
+        from numba.cuda.cudadrv import driver
+
+        self.graph.launch(driver._to_core_stream(0))
 
 
 @contextlib.contextmanager
@@ -91,11 +95,12 @@ def capture(fn):
     builder = device.create_graph_builder()
     kept: list = []
     cuda.synchronize()
-    builder.begin_building("relaxed")
-    try:
-        with _routed_to(builder, kept):
-            result = fn()
-    finally:
-        builder.end_building()
-    graph = builder.complete()
-    return StepGraph(graph, device.create_stream(), kept), result
+    with cuda.defer_cleanup():               # no memory freed (and no device synchronized) while recording
+        builder.begin_building("relaxed")
+        try:
+            with _routed_to(builder, kept):
+                result = fn()
+        finally:
+            builder.end_building()
+        graph = builder.complete()
+    return StepGraph(graph, kept), result
