@@ -256,6 +256,7 @@ class KernelModel(PagedModel):
             inputs = self._device_inputs(ids, positions, tables)
             self.launches = []
             logits = self._forward(inputs, bucket, list(range(t))).copy_to_host()
+            self.launches = []                   # the graph's launches, recorded once
             graph, out = step_graphs.capture(lambda: self._forward(inputs, bucket, list(range(t))))
             self._graphs[(t, bucket)] = (graph, inputs, out)
             return logits
