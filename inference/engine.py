@@ -14,9 +14,9 @@ sequence at decode, or both at once: the engine does not tell them apart), and f
     rmsnorm_block_per_row, 2 GEMVs, swiglu      a = silu(Wgate h) * (Wup h)
     q4_1_gemv_warp_per_row, add_elementwise     x += Wdown a
 
-With ``fused=True`` a block is 9 launches instead of 17 (``kernels.fused_llama``): RMSNorm folded into the Q, K
-and V projections (one launch over their concatenated rows) and into gate and up, which also apply SwiGLU, and the
-residual adds in the epilogues of Wo and Wdown.
+With ``fused=True`` a block is 7 launches instead of 17 (``kernels.fused_llama``): RMSNorm folded into the Q, K
+and V projections (one launch over their concatenated rows) and into gate and up, which also apply SwiGLU, the
+residual adds in the epilogues of Wo and Wdown, and RoPE on q and k with the cache write in one launch.
 
 With ``graphs=True`` (a GPU only) each step's launches are captured once as a CUDA graph (``inference.graphs``)
 per number of tokens and bucket of ``GRAPH_CONTEXT_STEP`` positions of the longest context, and replayed: the
@@ -144,16 +144,15 @@ class KernelModel(PagedModel):
         return out
 
     def _fused_block(self, i, w, x, q, k, v, o, a, positions, tables, rows, context, longest) -> None:
-        """Block i in 9 launches (``kernels.fused_llama``): the norms folded into the GEMVs that read them, gate and
-        up with SwiGLU, the residual adds in the GEMVs' epilogues."""
+        """Block i in 7 launches (``kernels.fused_llama``): the norms folded into the GEMVs that read them, gate and
+        up with SwiGLU, the residual adds in the GEMVs' epilogues, RoPE with the cache write."""
         c, t = self.config, x.shape[0]
         q3 = q.reshape(t, c.heads, c.head_dim)
         k3, v3 = k.reshape(t, c.kv_heads, c.head_dim), v.reshape(t, c.kv_heads, c.head_dim)
         self._call(fused.q4_1_norm_qkv_tokens, w["attn_qkv"], x, w["attn_norm"], eps=c.eps,
                    rows=(q.shape[1], k.shape[1], v.shape[1]), out=(q, k, v))
-        self._call(layers.rope_pairs_from_table, q3, positions, self.rope, out=q3)
-        self._call(layers.rope_pairs_from_table, k3, positions, self.rope, out=k3)
-        self._call(kv_cache_write, k3, v3, rows, positions, tables, self.k_cache[i], self.v_cache[i])
+        self._call(fused.rope_qk_cache_write, q3, k3, v3, rows, positions, self.rope, tables, self.k_cache[i],
+                   self.v_cache[i])
         self._call(gqa_decode_split_k, q3, self.k_cache[i], self.v_cache[i], tables, context, out=o,
                    max_context=longest)
         self._call(fused.q4_1_residual_gemm_tokens, w["attn_output"], o.reshape(t, c.heads * c.head_dim), x, out=x)

@@ -5,7 +5,7 @@ sum per token in registers).
 
 For a model this small a decode step's time is its launches, not its bytes (day 10's lesson): the unfused block of
 ``inference.engine`` launches RMSNorm, three GEMVs, RoPE twice, the cache write, attention (two kernels), a GEMV and
-an add, RMSNorm, two GEMVs, SwiGLU, a GEMV and an add: 17. With these rungs it launches 9:
+an add, RMSNorm, two GEMVs, SwiGLU, a GEMV and an add: 17. With these rungs it launches 7:
 
 - ``q4_1_norm_qkv_tokens``: q, k, v = W_qkv rmsnorm(x) for the concatenated rows of Wq, Wk and Wv (the engine
   concatenates them once, at load): each warp computes its tokens' inverse root mean square itself (K values from
@@ -16,10 +16,16 @@ an add, RMSNorm, two GEMVs, SwiGLU, a GEMV and an add: 17. With these rungs it l
 - ``q4_1_norm_swiglu_tokens``: a = silu(Wgate rmsnorm(x)) * (Wup rmsnorm(x)): warp n computes row n of both
   matrices, which share the normalized x and so its per-block sum (the minimum's term), then one silu and one
   product; the (T, ffn) gate and up never reach memory.
+- ``rope_qk_cache_write``: RoPE on q and k and the cache write in one launch: block t turns token t's query heads in
+  place, and its key heads on their way to the slot of its position, where its values go too. The same arithmetic as
+  ``kernels.llama_layers.rope_pairs_from_table`` and the same slot as ``kernels.kv_cache.kv_cache_write``: the same
+  bits as those three launches.
 
 Numerics: the norm's scale multiplies a token's finished sum instead of every value, so the results differ from the
-unfused engine's in float32's last bits (the NumPy model's order is a third one); ``tests/test_fused_llama.py``
-holds each rung to its float64 reference and the fused engine's greedy tokens to the NumPy model's.
+unfused engine's in float32's last bits (the NumPy model's order is a third one). ``tests/test_kernels_pattern.py``
+holds each rung to its float64 reference, ``tests/test_fused_layers.py`` the last one to the three launches it
+replaces, bit for bit, and ``tests/test_inference_engine.py`` the fused engine's greedy tokens to the NumPy
+model's.
 
 Each is a ``<rung>_kernel`` plus its launcher, ``kernel=`` the kernel to launch (as every rung of the course).
 """
@@ -31,13 +37,18 @@ import math
 import numpy as np
 from numba import cuda, float32, int32
 
-from kernels.launching import WARP, cdiv, output_array, require_array, require_float32, require_same_kind
+from kernels.kv_cache import check_cache_write
+from kernels.launching import (WARP, cdiv, note_output, output_array, require_array, require_float32, require_int32,
+                               require_same_kind)
 from kernels.quantized_gemv import BLOCK_BYTES, GEMV_WARPS, QK, half_from_bytes, warp_sum
 from kernels.registry import Rung, ladder
 from kernels.token_gemv import TOKENS_PER_PASS, q4_1_tokens_pass
 
 __all__ = ["RUNGS", "q4_1_norm_qkv_tokens_kernel", "q4_1_norm_qkv_tokens", "q4_1_residual_gemm_tokens_kernel",
-           "q4_1_residual_gemm_tokens", "q4_1_norm_swiglu_tokens_kernel", "q4_1_norm_swiglu_tokens"]
+           "q4_1_residual_gemm_tokens", "q4_1_norm_swiglu_tokens_kernel", "q4_1_norm_swiglu_tokens",
+           "ROPE_THREADS", "rope_qk_cache_write_kernel", "rope_qk_cache_write"]
+
+ROPE_THREADS = 128           # threads of a block of rope_qk_cache_write (a token)
 
 
 @cuda.jit(device=True, inline=True)
@@ -243,6 +254,66 @@ def q4_1_norm_swiglu_tokens(w_gate, w_up, x, norm_weight, *, eps, out=None, kern
     return out
 
 
+# ----------------------------------------------------------------------------------------------
+# RoPE on q and k, and the cache write, in one launch
+# ----------------------------------------------------------------------------------------------
+
+@cuda.jit
+def rope_qk_cache_write_kernel(q, k, v, token_seqs, positions, table, block_tables, k_cache, v_cache):
+    """Block t: every pair (2i, 2i + 1) of token t's query heads turned in place by table[positions[t], i]; its key
+    heads turned and written, with its values, to the slot of its position (block_tables[token_seqs[t], p //
+    block_size], offset p % block_size). k and v are read, not written."""
+    t = cuda.blockIdx.x
+    half = q.shape[2] // 2
+    p = positions[t]
+    block_size = k_cache.shape[2]
+    block = block_tables[token_seqs[t], p // block_size]
+    slot = p % block_size
+    for n in range(cuda.threadIdx.x, q.shape[1] * half, cuda.blockDim.x):
+        head = n // half
+        i = n - head * half
+        cos, sin = table[p, i, 0], table[p, i, 1]
+        even, odd = q[t, head, 2 * i], q[t, head, 2 * i + 1]
+        q[t, head, 2 * i] = even * cos - odd * sin
+        q[t, head, 2 * i + 1] = even * sin + odd * cos
+    for n in range(cuda.threadIdx.x, k.shape[1] * half, cuda.blockDim.x):
+        head = n // half
+        i = n - head * half
+        cos, sin = table[p, i, 0], table[p, i, 1]
+        even, odd = k[t, head, 2 * i], k[t, head, 2 * i + 1]
+        k_cache[block, head, slot, 2 * i] = even * cos - odd * sin
+        k_cache[block, head, slot, 2 * i + 1] = even * sin + odd * cos
+        v_cache[block, head, slot, 2 * i] = v[t, head, 2 * i]
+        v_cache[block, head, slot, 2 * i + 1] = v[t, head, 2 * i + 1]
+
+
+def rope_qk_cache_write(q, k, v, token_seqs, positions, table, block_tables, k_cache, v_cache, *,
+                        kernel=rope_qk_cache_write_kernel):
+    """q (T, heads, d) turned in place by RoPE on adjacent pairs at ``positions`` (``table``: ``rope_table(context,
+    d, base)``); k (T, kv_heads, d) turned and written with v (T, kv_heads, d) to each token's slot of ``k_cache`` and
+    ``v_cache`` (num_blocks, kv_heads, block_size, d), as ``kv_cache_write`` writes them (``token_seqs``, ``positions``
+    (T,) int32, ``block_tables`` (num_seqs, max_blocks) int32); returns q. NumPy inputs are checked to the last index
+    (positions rows of the table, slots in the cache, no two tokens on one slot) by the checks of the launches it
+    replaces."""
+    t, heads, d = require_float32("q", q, (None, None, None), dims=("T", "heads", "head_dim"))
+    if d % 2:
+        raise ValueError(f"q must have an even head_dim (its last dimension), got shape {tuple(q.shape)}")
+    _, kv_heads, _ = require_float32("k", k, (t, None, d), dims=("T", "kv_heads", "head_dim"))
+    require_float32("v", v, (t, kv_heads, d), dims=("T", "kv_heads", "head_dim"))
+    context, _, _ = require_float32("table", table, (None, d // 2, 2), dims=("context", "head_dim / 2", "cos, sin"))
+    require_int32("positions", positions, (t,), dims=("T",))
+    require_same_kind(q=q, k=k, v=v, token_seqs=token_seqs, positions=positions, table=table, block_tables=block_tables,
+                      k_cache=k_cache, v_cache=v_cache)
+    if isinstance(positions, np.ndarray) and t and (positions.min() < 0 or positions.max() >= context):
+        raise ValueError(f"positions must be rows of table, 0 ... {context - 1}, got {positions.min()} ... "
+                         f"{positions.max()}")
+    check_cache_write(k, v, token_seqs, positions, block_tables, k_cache, v_cache)
+    note_output(q)
+    if t and d:
+        kernel[t, ROPE_THREADS](q, k, v, token_seqs, positions, table, block_tables, k_cache, v_cache)
+    return q
+
+
 RUNGS = ladder(
     Rung("q4_1_norm_qkv_tokens", q4_1_norm_qkv_tokens,
          "RMSNorm folded into the Q, K and V projections: one launch, each token's scale applied to its sums"),
@@ -250,4 +321,6 @@ RUNGS = ladder(
          "the residual add in the GEMV's epilogue: y = x W^T + residual"),
     Rung("q4_1_norm_swiglu_tokens", q4_1_norm_swiglu_tokens,
          "RMSNorm, gate, up and SwiGLU in one launch: both matrices' rows per warp, silu(g) u written"),
+    Rung("rope_qk_cache_write", rope_qk_cache_write,
+         "RoPE on q and k and the cache write in one launch: a block per token, k turned on its way to its slot"),
 )

@@ -23,7 +23,7 @@ from numba import cuda
 from kernels.launching import cdiv, is_device_array, note_output, require_array, require_int32, require_same_kind
 from kernels.registry import Rung, ladder
 
-__all__ = ["THREADS", "kv_cache_write_kernel", "kv_cache_write", "RUNGS"]
+__all__ = ["THREADS", "kv_cache_write_kernel", "kv_cache_write", "check_cache_write", "RUNGS"]
 
 THREADS = 128
 
@@ -45,9 +45,9 @@ def kv_cache_write_kernel(k_new, v_new, token_seqs, token_positions, block_table
         v_cache[block, head, slot, c] = v_new[t, head, c]
 
 
-def kv_cache_write(k_new, v_new, token_seqs, token_positions, block_tables, k_cache, v_cache, *,
-                   kernel=kv_cache_write_kernel):
-    """Store each new token's K and V at its slot of ``k_cache`` and ``v_cache`` (in place); return both.
+def check_cache_write(k_new, v_new, token_seqs, token_positions, block_tables, k_cache, v_cache) -> int:
+    """Check the arguments of a cache write (``kv_cache_write``'s, and those of every kernel that writes the cache
+    as it does) and mark both caches as outputs; return the number of tokens.
 
     NumPy inputs are checked to the last index: every token's sequence has a row of the table, its
     position fits that row, the table entry names a block of the cache, and no two tokens share a
@@ -71,6 +71,15 @@ def kv_cache_write(k_new, v_new, token_seqs, token_positions, block_tables, k_ca
         _check_slots(token_seqs, token_positions, block_tables, num_seqs, max_blocks, block_size, num_blocks)
     note_output(k_cache)
     note_output(v_cache)
+    return num_tokens
+
+
+def kv_cache_write(k_new, v_new, token_seqs, token_positions, block_tables, k_cache, v_cache, *,
+                   kernel=kv_cache_write_kernel):
+    """Store each new token's K and V at its slot of ``k_cache`` and ``v_cache`` (in place); return both. The
+    arguments are checked by ``check_cache_write`` (errors name the argument)."""
+    num_tokens = check_cache_write(k_new, v_new, token_seqs, token_positions, block_tables, k_cache, v_cache)
+    kv_heads, head_dim = k_new.shape[1], k_new.shape[2]
     if num_tokens and kv_heads and head_dim:
         kernel[num_tokens, min(THREADS, 32 * cdiv(kv_heads * head_dim, 32))](
             k_new, v_new, token_seqs, token_positions, block_tables, k_cache, v_cache)

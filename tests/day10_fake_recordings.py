@@ -16,11 +16,11 @@ LAUNCHERS = {"plain": {"q4_1_gemv_warp_per_row": (210, 9.0), "gqa_decode_split_k
                        "embedding_q8_0_rows": (1, 0.03), "q8_0_gemv_warp_per_row": (1, 0.06)},
              "fused": {"q4_1_norm_qkv_tokens": (30, 1.1), "q4_1_residual_gemm_tokens": (60, 2.0),
                        "q4_1_norm_swiglu_tokens": (30, 1.3), "gqa_decode_split_k": (30, 2.4),
-                       "rope_pairs_from_table": (60, 1.5), "kv_cache_write": (30, 0.8),
+                       "rope_qk_cache_write": (30, 0.9),
                        "rmsnorm_block_per_row": (1, 0.03), "embedding_q8_0_rows": (1, 0.03),
                        "q8_0_gemv_warp_per_row": (1, 0.06)}}
 STEP_MS = {"plain": 11.0, "fused": 6.2}
-KERNELS = {"plain": 513, "fused": 273}
+KERNELS = {"plain": 513, "fused": 213}
 TRANSFORMERS_TPS = 95.0
 CONCURRENCY = (1, 8, 32, 64)
 

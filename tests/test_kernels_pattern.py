@@ -207,6 +207,25 @@ def _wide_prefill_inputs(rng, rung):
     return (q, k, v), {"out": _nan(1, 6, 45, 131)}
 
 
+def _tensor_prefill_inputs(rng, rung):
+    """``_gqa_prefill_inputs``'s groups of 3 query heads on 2 KV heads stored in fp16 (the tensor-core prefill
+    multiplies the numbers as stored; it refuses float32) at head_dim 16 (a multiple of the mma's k): 67 positions
+    make two blocks of 64, the second with 3; 70 keys two tiles of 64, the second with 6."""
+    q, k, v = (_floats(rng, 1, heads, n, 16).astype(np.float16) for heads, n in ((6, 67), (2, 70), (2, 70)))
+    return (q, k, v), {"out": np.full((1, 6, 67, 16), np.nan, np.float16)}
+
+
+def _judge_tensor_prefill(result, args, kwargs, seed):
+    """fp16 output, judged by day 8's storage-precision rule (``docs/design-notes.md`` §5) against the float64
+    reference on the stored inputs, whose same-precision reference is that reference rounded to fp16."""
+    from course.checking import check
+    from kernels import reference
+
+    q, k, v = args
+    check(result.astype(np.float64), reference.attention(q, k, v), name="gqa_prefill_tensor_cores", seed=seed,
+          precision="fp16", same_precision_ref=reference.attention_at_precision(q, k, v, "fp16"))
+
+
 def _wide_decode_inputs(rng, rung):
     """``_paged_inputs`` with 3 query heads on its one KV head at head_dim 136, past 128: a whole warp a token, its
     lanes 17 to 31 without channels; partitions of 4 tokens (a multiple of a run, 2 tokens of a float32 cache)."""
@@ -404,6 +423,26 @@ def _rope_reference(x, positions, table, **_):
     return reference.rope_pairs(x, positions, 1e4)
 
 
+def _rope_cache_inputs(rng, rung):
+    """``_kv_cache_inputs``'s two sequences and slots, the tokens' q (3 heads) and k, v (2 KV heads) of d = 4 at
+    their positions of a 16-position table (``kernels.fused_llama.rope_qk_cache_write``)."""
+    from kernels import reference
+
+    (k_new, v_new, seqs, positions, tables, k_cache, v_cache), _ = _kv_cache_inputs(rng, rung)
+    _CACHES_BEFORE.pop(id(k_cache))
+    k_new, v_new = _floats(rng, 8, 2, 4), _floats(rng, 8, 2, 4)
+    k_cache, v_cache = _floats(rng, 8, 2, 4, 4), _floats(rng, 8, 2, 4, 4)
+    q = _floats(rng, 8, 3, 4)
+    _CACHES_BEFORE[id(q)] = q.copy()                     # q is turned in place: the reference reads it as it was
+    return (q, k_new, v_new, seqs, positions, reference.rope_table(16, 4, 1e4), tables, k_cache, v_cache), {}
+
+
+def _rope_cache_reference(q, k, v, token_seqs, positions, table, block_tables, k_cache, v_cache, **_):
+    from kernels import reference
+
+    return reference.rope_pairs(_CACHES_BEFORE.pop(id(q)), positions, 1e4)
+
+
 def _rmsnorm_reference(x, weight, *, eps, **_):
     from kernels import reference
 
@@ -450,6 +489,7 @@ OPERATIONS = {
     "gqa_decode_half": Operation(_half_warps_inputs, _paged_reference),      # gqa_decode_half_warps
     "gqa_decode_tensor": Operation(_tensor_cores_inputs, _paged_reference),  # gqa_decode_tensor_cores
     "gqa_prefill_wide": Operation(_wide_prefill_inputs, _attention_reference),   # gqa_prefill_wide_heads
+    "gqa_prefill_tensor": Operation(_tensor_prefill_inputs, None, judge=_judge_tensor_prefill),  # ..._tensor_cores
     "gqa_decode_wide": Operation(_wide_decode_inputs, _paged_reference),         # gqa_decode_wide_heads
     **{f"{fmt}_gemv": Operation(_quantized_gemv_inputs, _quantized_gemv_reference(fmt))
        for fmt in ("q8_0", "q4_0", "q4_1")},
@@ -473,6 +513,7 @@ OPERATIONS = {
                                                "out_scales": _nan(3, 9), "out_sums": _nan(3, 9)}),
                               None, judge=_judge_rmsnorm_q8_1),
     "rope_pairs": Operation(_rope_inputs, _rope_reference),
+    "rope_qk_cache": Operation(_rope_cache_inputs, _rope_cache_reference),       # rope_qk_cache_write: q turned
     "swiglu": Operation(lambda rng, _: ((5 * _floats(rng, 4, 333), _floats(rng, 4, 333)), {"out": _nan(4, 333)}),
                         _swiglu_reference),
     "add": Operation(lambda rng, _: ((_floats(rng, 4, 333), _floats(rng, 4, 333)), {"out": _nan(4, 333)}),
