@@ -27,8 +27,8 @@ as soon as it is made):
   (answer tokens over the wall time), ``mean_ttft_ms`` and ``max_ttft_ms`` (submit to first token), ``steps``;
   and ``what="prefill"``: a prompt of ``PREFILL_TOKENS`` tokens prefilled in one step, ``tokens_per_s``.
 
-``sanitize()`` runs a tiny random model of the same architecture (``inference.tiny``) for two steps, every launcher
-once, small, under compute-sanitizer.
+``sanitize()`` runs a tiny random model of the same architecture (``inference.tiny``) for two steps on the plain and
+the fused engine, every launcher once, small, under compute-sanitizer.
 """
 
 from __future__ import annotations
@@ -263,9 +263,11 @@ def record(out_dir, quick: bool = False, *, model_file=None, engine=_kernel_engi
 
 
 def sanitize() -> None:
-    """Every launcher of a step once, small: a tiny random model's prefill of 5 tokens and one decode step."""
+    """Every launcher of a step once, small: a tiny random model's prefill of 5 tokens and one decode step, on the
+    plain engine and on the fused one."""
     from inference.tiny import tiny_model
 
-    kernels = _kernel_engine(tiny_model(0), num_blocks=4, context=16)
-    seq, logits = kernels.prefill([3, 17, 5, 60, 2])
-    kernels.decode(seq, int(np.argmax(logits)))
+    for make in (_kernel_engine, _fused_engine):
+        kernels = make(tiny_model(0), num_blocks=4, context=16)
+        seq, logits = kernels.prefill([3, 17, 5, 60, 2])
+        kernels.decode(seq, int(np.argmax(logits)))
