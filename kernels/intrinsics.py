@@ -26,6 +26,8 @@ and ``_twin`` picks one, once, when this module is imported. The helpers, by wha
   instruction, its results kept packed (the A and B fragments of an mma);
 - ``byte_perm(a, b, selector)``: PTX's ``prmt.b32``, any 4 of the 8 bytes of two words;
 - ``pack_halves(low, high)``: two float32 numbers rounded to fp16 and packed, PTX's ``cvt.rn.f16x2.f32``;
+- ``pack_bfloat16s(low, high)``: two float32 numbers rounded to bf16 and packed, PTX's ``cvt.rn.bf16x2.f32``
+  (sm_80 and later): the A fragment of a bf16 mma from float32 numbers, one instruction a word;
 - ``bfloat16_bits(x)``: a float32 number rounded to the nearest bf16, as its 16 bits (uint16), PTX's
   ``cvt.rn.bf16.f32`` (sm_80 and later): what numba-cuda does for a store into a bf16 array by a call to a
   linked function, one instruction;
@@ -43,6 +45,10 @@ and ``_twin`` picks one, once, when this module is imported. The helpers, by wha
   16-bit numbers read from shared memory by the warp, each lane getting the words of an mma fragment; lane l
   names row l % 8 of matrix l // 8 by its position in a shared uint32 array ``tile``. Its twin is one exchange
   among the warp's lanes, each bringing the 16 bytes of the row it names;
+- ``ldmatrix_x4_trans(tile, row, col)``: the same with ``.trans``, PTX's
+  ``ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16``: each 8 x 8 matrix is handed out transposed, so a lane
+  gets two numbers of one column (rows 2c and 2c + 1), the B fragment of an mma from a row-major (k, n) tile
+  (V in attention's P V); the same rows named, the same twin's exchange;
 - ``cp_async_16(tile, row, col, src, src_row, src_col, valid)``, ``cp_async_commit_group()``,
   ``cp_async_wait_group(n)``: PTX's ``cp.async.cg.shared.global`` (16 bytes of a global array of 16-bit
   numbers copied into a shared uint32 array without passing through registers, or 16 zero bytes when not
@@ -77,7 +83,8 @@ from kernels.launching import FULL_MASK
 
 __all__ = ["four_halves", "two_floats", "unpack_halves", "eight_codes", "e4m3_pairs", "byte_perm", "pack_halves",
            "bfloat16_bits", "bfloat16_value",
-           "dp4a", "mma_m16n8k16", "mma_m16n8k16_bf16", "ldmatrix_x4", "cp_async_16", "cp_async_commit_group",
+           "pack_bfloat16s", "dp4a", "mma_m16n8k16", "mma_m16n8k16_bf16", "ldmatrix_x4", "ldmatrix_x4_trans",
+           "cp_async_16", "cp_async_commit_group",
            "cp_async_wait_group", "mma_m16n8k32_s8", "load_u32x4"]
 
 
@@ -278,6 +285,27 @@ def pack_halves(typingctx, low, high):
 
     def codegen(context, builder, signature, args):
         return _asm_call(builder, "cvt.rn.f16x2.f32 $0, $2, $1;", "=r,f,f", [ir.IntType(32)], list(args))[0]
+    return types.uint32(types.float32, types.float32), codegen
+
+
+def _pack_bfloat16s_simulated(low, high):
+    """Two float32 numbers rounded to the nearest bf16 (ties to even) and packed into a uint32 (``low`` in the low
+    half)."""
+    import ml_dtypes
+
+    return uint32(np.array([low, high], np.float32).astype(ml_dtypes.bfloat16).view(np.uint32)[0])
+
+
+@_twin(_pack_bfloat16s_simulated)
+def pack_bfloat16s(typingctx, low, high):
+    """Two float32 numbers rounded to the nearest bf16 (ties to even) and packed into a uint32, ``low`` in the low
+    half: PTX's ``cvt.rn.bf16x2.f32`` (sm_80 and later), ``pack_halves`` for bf16: the words of a bf16 mma's
+    A fragment, or of a bf16 output, from float32 numbers in one instruction."""
+    if (low, high) != (types.float32,) * 2:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return _asm_call(builder, "cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,f,f", [ir.IntType(32)], list(args))[0]
     return types.uint32(types.float32, types.float32), codegen
 
 
@@ -496,25 +524,64 @@ def _ldmatrix_x4_of_warp(rows):
     return [tuple(rows[8 * i + (lane >> 2)][lane & 3] for i in range(4)) for lane in range(32)]
 
 
+def _ldmatrix_x4_trans_of_warp(rows):
+    """``_ldmatrix_x4_of_warp`` with each matrix transposed (``.trans``): lanes 8 i ... 8 i + 7 name rows 0 ... 7
+    of matrix i, and lane 4 r + c gets, from each matrix i, number r of row 2c in the low half of its word and
+    number r of row 2c + 1 in the high half (column r of the matrix, rows 2c and 2c + 1: the layout of an mma's
+    B fragment when the tile holds B row by row, k by k)."""
+    numbers = [np.array(words, np.uint32).view(np.uint16) for words in rows]        # 8 numbers a named row
+    return [tuple(int(numbers[8 * i + 2 * (lane & 3)][lane >> 2]) | int(numbers[8 * i + 2 * (lane & 3) + 1][lane >> 2])
+                  << 16 for i in range(4)) for lane in range(32)]
+
+
+def _named_row(name, tile, row, col):
+    """The 4 words of the row a lane names for ldmatrix (``name`` is the helper, for the errors): words ``col``
+    ... ``col + 3`` of row ``row`` of ``tile``, 16 bytes that must be 16-byte aligned (``col`` and the row's length
+    multiples of 4 words)."""
+    if tile.dtype != np.uint32 or len(tile.shape) != 2:
+        raise TypeError(f"{name}: tile must be a 2-dimensional shared array of uint32 words, got "
+                        f"{len(tile.shape)} dimensions of {tile.dtype}")
+    row, col = int(row), int(col)
+    if tile.shape[1] % _ROW_WORDS or col % _ROW_WORDS:
+        raise ValueError(f"{name}: a row of a matrix is 16 bytes at a 16-byte aligned address: tile's rows "
+                         f"must be a multiple of {_ROW_WORDS} words long and col a multiple of {_ROW_WORDS}, got "
+                         f"rows of {tile.shape[1]} words and col {col}")
+    if not (0 <= row < tile.shape[0] and 0 <= col and col + _ROW_WORDS <= tile.shape[1]):
+        raise IndexError(f"{name}: words {col} ... {col + _ROW_WORDS - 1} of row {row} lie outside tile of "
+                         f"shape {tuple(tile.shape)}")
+    return tuple(int(tile[row, col + j]) for j in range(_ROW_WORDS))
+
+
 def _ldmatrix_x4_simulated(tile, row, col):
     """Four 8 x 8 matrices of 16-bit numbers read by the warp: this lane reads the row it names, words ``col``
     ... ``col + 3`` of row ``row`` of ``tile`` (16 bytes, which must be 16-byte aligned: ``col`` and the row's
     length multiples of 4 words), then one exchange among the warp's 32 lanes (all must call, as
     ``.sync.aligned`` requires) hands each lane its words."""
-    if tile.dtype != np.uint32 or len(tile.shape) != 2:
-        raise TypeError(f"ldmatrix_x4: tile must be a 2-dimensional shared array of uint32 words, got "
-                        f"{len(tile.shape)} dimensions of {tile.dtype}")
-    row, col = int(row), int(col)
-    if tile.shape[1] % _ROW_WORDS or col % _ROW_WORDS:
-        raise ValueError(f"ldmatrix_x4: a row of a matrix is 16 bytes at a 16-byte aligned address: tile's rows "
-                         f"must be a multiple of {_ROW_WORDS} words long and col a multiple of {_ROW_WORDS}, got "
-                         f"rows of {tile.shape[1]} words and col {col}")
-    if not (0 <= row < tile.shape[0] and 0 <= col and col + _ROW_WORDS <= tile.shape[1]):
-        raise IndexError(f"ldmatrix_x4: words {col} ... {col + _ROW_WORDS - 1} of row {row} lie outside tile of "
-                         f"shape {tuple(tile.shape)}")
-    words = tuple(int(tile[row, col + j]) for j in range(_ROW_WORDS))
+    words = _named_row("ldmatrix_x4", tile, row, col)
     results = cuda.simulator_collective_sync(FULL_MASK, words, _ldmatrix_x4_of_warp)
     return tuple(uint32(w) for w in results)
+
+
+def _ldmatrix_codegen(text):
+    """The code generator of an ldmatrix.x4 whose PTX is ``text`` (its 4 results, then the shared address)."""
+    def codegen(context, builder, signature, args):
+        tile_type = signature.args[0]
+        array = context.make_array(tile_type)(context, builder, args[0])
+        indices = [context.cast(builder, value, kind, types.intp) for value, kind in zip(args[1:], signature.args[1:])]
+        element = cgutils.get_item_pointer(context, builder, tile_type, array, indices, wraparound=False)
+        shared = builder.addrspacecast(element, ir.PointerType(ir.IntType(32), 3))
+        address = builder.ptrtoint(shared, ir.IntType(32))
+        words = _asm_call(builder, text, "=r,=r,=r,=r,r", [ir.IntType(32)] * 4, [address], side_effect=True)
+        return context.make_tuple(builder, signature.return_type, words)
+    return codegen
+
+
+def _ldmatrix_typed(tile, row, col):
+    """The signature of an ldmatrix.x4 helper for these argument types, or None."""
+    if not (isinstance(tile, types.Array) and tile.dtype == types.uint32 and tile.ndim == 2
+            and isinstance(row, types.Integer) and isinstance(col, types.Integer)):
+        return None
+    return types.UniTuple(types.uint32, 4)(tile, row, col)
 
 
 @_twin(_ldmatrix_x4_simulated)
@@ -528,21 +595,34 @@ def ldmatrix_x4(typingctx, tile, row, col):
     ``mma_m16n8k16``'s ``a0 ... a3`` (or two B fragments, ``b0, b1`` of two n8 tiles). The address is the
     element's, converted to the shared window (NVVM folds the conversion when it sees the array's origin). All
     32 lanes of the warp must call it together."""
-    if not (isinstance(tile, types.Array) and tile.dtype == types.uint32 and tile.ndim == 2
-            and isinstance(row, types.Integer) and isinstance(col, types.Integer)):
+    signature = _ldmatrix_typed(tile, row, col)
+    if signature is None:
         return None
+    return signature, _ldmatrix_codegen("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4];")
 
-    def codegen(context, builder, signature, args):
-        tile_type = signature.args[0]
-        array = context.make_array(tile_type)(context, builder, args[0])
-        indices = [context.cast(builder, value, kind, types.intp) for value, kind in zip(args[1:], signature.args[1:])]
-        element = cgutils.get_item_pointer(context, builder, tile_type, array, indices, wraparound=False)
-        shared = builder.addrspacecast(element, ir.PointerType(ir.IntType(32), 3))
-        address = builder.ptrtoint(shared, ir.IntType(32))
-        words = _asm_call(builder, "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4];",
-                          "=r,=r,=r,=r,r", [ir.IntType(32)] * 4, [address], side_effect=True)
-        return context.make_tuple(builder, signature.return_type, words)
-    return types.UniTuple(types.uint32, 4)(tile, row, col), codegen
+
+def _ldmatrix_x4_trans_simulated(tile, row, col):
+    """``_ldmatrix_x4_simulated`` with ``.trans``: this lane reads the row it names, then one exchange among the
+    warp's 32 lanes hands each lane its words of the transposed matrices."""
+    words = _named_row("ldmatrix_x4_trans", tile, row, col)
+    results = cuda.simulator_collective_sync(FULL_MASK, words, _ldmatrix_x4_trans_of_warp)
+    return tuple(uint32(w) for w in results)
+
+
+@_twin(_ldmatrix_x4_trans_simulated)
+def ldmatrix_x4_trans(typingctx, tile, row, col):
+    """``ldmatrix_x4`` with each 8 x 8 matrix transposed on its way to the registers: PTX's
+    ``ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16`` (sm_75 and later). The lanes name the same rows in the same
+    way (lane l: row l % 8 of matrix l // 8, 16 bytes at ``tile[row, col]``, 16-byte aligned); lane 4 r + c gets 4
+    uint32 words, word i holding number r of rows 2c (low half) and 2c + 1 (high half) of matrix i. With the
+    matrix's rows the k of an mma and its columns the n, that is ``mma_m16n8k16``'s B fragment (``b = B[2t:2t+2,
+    g]``, t = c, g = r): matrices of rows k 0-7 and 8-15 of one n8 tile give its b0 and b1, so a tile held row by
+    row along k (V, keys by channels, in attention's P V) needs no transposing copy. All 32 lanes of the warp must
+    call it together."""
+    signature = _ldmatrix_typed(tile, row, col)
+    if signature is None:
+        return None
+    return signature, _ldmatrix_codegen("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {$0, $1, $2, $3}, [$4];")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -61,7 +61,10 @@ DECODE_FORMATS = {"gqa_decode_mixed_group": ("float32", "float16"), "gqa_decode_
                   "gqa_decode_tensor_cores": ("float16", "fp8_e4m3"),          # narrow caches only
                   # head sizes to 256 and a bf16 cache; timed here at the day's head_dim of 128 on the day's caches
                   "gqa_decode_wide_heads": FORMATS}
-PREFILL_RUNGS = ("gqa_prefill_mixed_tiles", "gqa_prefill_mixed_precision", "gqa_prefill_wide_heads")
+PREFILL_RUNGS = ("gqa_prefill_mixed_tiles", "gqa_prefill_mixed_precision", "gqa_prefill_wide_heads",
+                 "gqa_prefill_tensor_cores")
+# The prefill rungs that multiply the numbers as stored, on tensor cores: fp16 and bf16 only, head_dim a multiple of 16.
+TENSOR_PREFILL = ("gqa_prefill_tensor_cores",)
 # The rows the speedups are taken over: the first rung that takes every cache, and the page-runs rung, on float32.
 FIRST_FP32 = {"rung": "gqa_decode_mixed_precision", "fmt": "float32"}
 RUNS_FP32 = {"rung": "gqa_decode_page_runs", "fmt": "float32"}
@@ -323,7 +326,8 @@ def _prefill_cases(point) -> list[Timed]:
         out, _ = device_output(q.shape, dtype)
         moved = model.compulsory_bytes_prefill(B, heads, kv_heads, n, d, dtype=dtype)
         cases += [Timed(rung, lambda prefill=lp.RUNGS[rung], dq=dq, dk=dk, dv=dv, out=out: prefill(
-            dq, dk, dv, causal=True, out=out), moved, flops, {"fmt": dtype, "group": group}) for rung in PREFILL_RUNGS]
+            dq, dk, dv, causal=True, out=out), moved, flops, {"fmt": dtype, "group": group}) for rung in PREFILL_RUNGS
+            if not (dtype == "float32" and rung in TENSOR_PREFILL)]
         if dtype == "float32":
             cases.append(Timed(DAY7_PREFILL, lambda dq=dq, dk=dk, dv=dv, out=out: gqa_attention.RUNGS[DAY7_PREFILL](
                 dq, dk, dv, causal=True, out=out), moved, flops, {"fmt": dtype, "group": group}))
@@ -348,7 +352,8 @@ def prefill_sweep() -> Sweep:
         name="day08_prefill_timing",
         notes=(f"causal GQA prefill, B={PREFILL['B']}, heads={PREFILL['heads']}, kv_heads={PREFILL['kv_heads']}, "
                f"d={PREFILL['d']}: {' and '.join(PREFILL_RUNGS)} on fp16, bf16 and float32 tensors (fmt float16, "
-               f"bfloat16, float32), day 7's {DAY7_PREFILL} (float32), "
+               f"bfloat16, float32; {' and '.join(TENSOR_PREFILL)} fp16 and bf16 only), day 7's {DAY7_PREFILL} "
+               f"(float32), "
                f"torch.nn.functional.scaled_dot_product_attention(is_causal=True, enable_gqa=True) in fp16 and bf16 "
                f"(torch_sdpa_fp16, torch_sdpa_bf16), and torch SDPA in float32 on K and V repeated to every query "
                f"head (torch_sdpa_fp32_repeated_kv); tflops from the causal FLOPs; gbps from the compulsory bytes "
@@ -443,8 +448,9 @@ def sanitize() -> None:
         _decode_launch(rung, fmt, device, caches, cuda.device_array(tuple(device["q"].shape), np.float32), 37)()
     lens = cuda.to_device(np.array([40], np.int32))
     for dtype in PREFILL_DTYPES:
-        q, k, v = (to_device_as(a, dtype) for a in _prefill_inputs(1, 9, 3, 45, 24, seed=3))
         for rung in PREFILL_RUNGS:
+            d = 32 if rung in TENSOR_PREFILL else 24           # the tensor-core rung takes multiples of 16
+            q, k, v = (to_device_as(a, dtype) for a in _prefill_inputs(1, 9, 3, 45, d, seed=3))
             lp.RUNGS[rung](q, k, v, causal=True, kv_lens=lens, out=device_output(q.shape, dtype)[0])
     cuda.synchronize()
 

@@ -13,6 +13,9 @@ each module's docstring saying what it adds and what it measured:
   compile time, each row's query and accumulator in registers.
 - ``gqa_prefill_wide_heads`` (``wide_heads``): head_dim up to 256 (``WIDE_HEAD_DIM_MAX``): past 128, two
   threads share a row, each with every other channel of its query and accumulator, and tiles of 8 keys.
+- ``gqa_prefill_tensor_cores`` (``tensor_core_prefill``): FlashAttention-2 on ``mma.sync`` m16n8k16 for fp16 and
+  bf16 tensors: a warp's 16 query rows in registers, K and V tiles of 64 keys copied by cp.async, P rounded to
+  the tensors' format and fed from the score mma's accumulators to the P V mma, V through ldmatrix ``.trans``.
 - ``gqa_decode_mixed_group`` (``decode``): day 7's ``gqa_decode_group`` over a paged cache stored in fp16,
   each element converted once per block. The day's exercise.
 - ``gqa_decode_mixed_precision`` (``decode``): day 7's ``gqa_decode_split_k`` with tokens in flight over a
@@ -34,8 +37,8 @@ the ladder: their outputs are bits, checked bit for bit, where the registry's ch
   nearest even, saturating; the given scales or ``amax / 448`` per group. The day's exercise.
 - ``fp8_dequantize``: codes and scales back to float32, ``code value * scale``.
 
-The modules: ``prefill``, ``decode``, ``page_runs``, ``half_warps``, ``tensor_cores``, ``wide_heads`` (the
-rungs, as above), ``fp8`` (the e4m3 codec and the tools), ``partitions`` (the tensor-core decode's partition model)
+The modules: ``prefill``, ``decode``, ``page_runs``, ``half_warps``, ``tensor_cores``, ``wide_heads``,
+``tensor_core_prefill`` (the rungs, as above), ``fp8`` (the e4m3 codec and the tools), ``partitions`` (the tensor-core decode's partition model)
 and ``common`` (what the decode rungs share: the cache formats and their checks, a decode step's sizing,
 the device steps of their kernels, and the layout of a decode step). The instructions numba cannot write
 (bit casts, fp8 conversions, byte permutes, the mma) are ``kernels.intrinsics``.
@@ -66,6 +69,10 @@ from .partitions import (TENSOR_BLOCK_COST, TENSOR_BLOCKS_PER_SM, TENSOR_PARTITI
                          tensor_partition_size)
 from .prefill import (PREFILL_DTYPES, check_prefill_inputs, gqa_prefill_mixed_precision,
                       gqa_prefill_mixed_precision_kernel, gqa_prefill_mixed_tiles, gqa_prefill_mixed_tiles_kernel)
+from .tensor_core_prefill import (TENSOR_PREFILL_FORMATS, TENSOR_PREFILL_HEAD_DIM_STEP, TENSOR_PREFILL_KEYS,
+                                  TENSOR_PREFILL_ROWS, TENSOR_PREFILL_THREADS, TENSOR_PREFILL_WARPS,
+                                  gqa_prefill_tensor_cores, gqa_prefill_tensor_cores_kernel, tensor_prefill_grid,
+                                  tensor_prefill_shared_bytes)
 from .tensor_cores import (P_UNIT, Q_UNIT, TENSOR_MIN_BLOCKS, TILE_TOKENS, gqa_decode_tensor_cores,
                            gqa_decode_tensor_cores_kernel)
 from .wide_heads import (WIDE_CHANNELS, WIDE_MIN_BLOCKS, WIDE_RUN_TOKENS, four_bfloat16s, gqa_decode_wide_heads,
@@ -85,12 +92,14 @@ __all__ = ["E4M3_MAX", "E4M3_MIN_NORMAL", "PREFILL_DTYPES", "CACHE_FORMATS", "TO
            "WIDE_CACHE_FORMATS", "row_threads", "wide_prefill_tiling", "wide_prefill_geometry", "wide_tile_kv",
            "wide_prefill_shared_bytes", "gqa_prefill_wide_heads_kernel", "gqa_prefill_wide_heads", "four_bfloat16s",
            "token_lanes", "wide_decode_tiling", "wide_decode_shared_bytes", "gqa_decode_wide_heads_kernel",
-           "gqa_decode_wide_heads", "RUNGS",
+           "gqa_decode_wide_heads", "TENSOR_PREFILL_FORMATS", "tensor_prefill_grid", "tensor_prefill_shared_bytes",
+           "gqa_prefill_tensor_cores_kernel", "gqa_prefill_tensor_cores", "RUNGS",
            # the constants of days 6 and 7 the kernels use, and those of the later rungs
            "WARP", "WARPS", "THREADS", "CHANNELS", "FULL_MASK", "HEAD_DIM_MAX", "GROUP_MAX", "TILE_POS", "ROWS_MAX",
            "TILE_KV", "HALF", "HALF_CHANNELS", "HALF_MIN_BLOCKS", "Q_UNIT", "P_UNIT", "TENSOR_MIN_BLOCKS",
            "TENSOR_PARTITION_MIN", "TENSOR_BLOCKS_PER_SM", "TENSOR_SM_RATES", "TENSOR_BLOCK_COST", "WIDE_HEAD_DIM_MAX",
-           "WIDE_CHANNELS", "WIDE_RUN_TOKENS", "WIDE_MIN_BLOCKS"]
+           "WIDE_CHANNELS", "WIDE_RUN_TOKENS", "WIDE_MIN_BLOCKS", "TENSOR_PREFILL_ROWS", "TENSOR_PREFILL_KEYS",
+           "TENSOR_PREFILL_WARPS", "TENSOR_PREFILL_THREADS", "TENSOR_PREFILL_HEAD_DIM_STEP"]
 
 RUNGS = ladder(
     Rung("gqa_prefill_mixed_tiles", gqa_prefill_mixed_tiles,
@@ -99,6 +108,8 @@ RUNGS = ladder(
          "head_dim fixed at compile time: each row's query and accumulator in registers, as day 7's flash rung"),
     Rung("gqa_prefill_wide_heads", gqa_prefill_wide_heads,
          "head_dim up to 256: past 128 two threads share a row, every other channel each, in tiles of 8 keys"),
+    Rung("gqa_prefill_tensor_cores", gqa_prefill_tensor_cores,
+         "FlashAttention-2 on mma.sync for fp16 and bf16: P from the score mma's accumulators into the P V mma"),
     Rung("gqa_decode_mixed_group", gqa_decode_mixed_group,
          "day 7's one block per (KV head, sequence, partition) over an fp16 cache, each element converted once"),
     Rung("gqa_decode_mixed_precision", gqa_decode_mixed_precision,
