@@ -59,8 +59,8 @@ FORMATS = ("float32", "float16", "fp8_e4m3")
 DECODE_FORMATS = {"gqa_decode_mixed_group": ("float32", "float16"), "gqa_decode_mixed_precision": FORMATS,
                   "gqa_decode_page_runs": FORMATS, "gqa_decode_half_warps": FORMATS,
                   "gqa_decode_tensor_cores": ("float16", "fp8_e4m3"),          # narrow caches only
-                  # head sizes to 256 and a bf16 cache; timed here at the day's head_dim of 128 on the day's caches
-                  "gqa_decode_wide_heads": FORMATS}
+                  # head sizes to 256 and a bf16 cache; timed here at the day's head_dim of 128, bf16 among its caches
+                  "gqa_decode_wide_heads": (*FORMATS, "bfloat16")}
 PREFILL_RUNGS = ("gqa_prefill_mixed_tiles", "gqa_prefill_mixed_precision", "gqa_prefill_wide_heads",
                  "gqa_prefill_tensor_cores")
 # The prefill rungs that multiply the numbers as stored, on tensor cores: fp16 and bf16 only, head_dim a multiple of 16.
@@ -94,7 +94,10 @@ def _decode_flops(lens) -> int:
 
 def narrow_caches(device: dict, t: dict) -> dict:
     """The float32 cache of ``paged_inputs`` stored as each format: {fmt: (k_cache, v_cache, extra)} of
-    device arrays, ``extra`` the fp8 scales (one per page and KV head, computed by ``fp8_quantize``)."""
+    device arrays, ``extra`` the fp8 scales (one per page and KV head, computed by ``fp8_quantize``). The bf16 cache
+    is torch's rounding of the float32 one, its bits viewed as ``ml_dtypes.bfloat16`` (numba has no bf16 of its own)."""
+    import ml_dtypes
+    import torch
     from numba import cuda
 
     from kernels.low_precision_attention import fp8_quantize
@@ -103,6 +106,9 @@ def narrow_caches(device: dict, t: dict) -> dict:
     halves = [t[name].half() for name in ("k_cache", "v_cache")]
     t["k_cache16"], t["v_cache16"] = halves                    # kept alive with the numba views
     caches["float16"] = (*(cuda.as_cuda_array(h) for h in halves), {})
+    bf16_bits = [t[name].bfloat16().view(torch.int16) for name in ("k_cache", "v_cache")]
+    t["k_cache_bf16"], t["v_cache_bf16"] = bf16_bits
+    caches["bfloat16"] = (*(cuda.as_cuda_array(b).view(np.uint16).view(ml_dtypes.bfloat16) for b in bf16_bits), {})
     (k_codes, k_scales), (v_codes, v_scales) = (fp8_quantize(device[name]) for name in ("k_cache", "v_cache"))
     caches["fp8_e4m3"] = (k_codes, v_codes, {"k_scales": k_scales, "v_scales": v_scales})
     return caches
@@ -190,6 +196,7 @@ def decode_checks(longest: int) -> list[Check]:
     exact = reference.paged_attention(host["q"], host["k_cache"], host["v_cache"], *args)
     stored = {"float32": (host["k_cache"], host["v_cache"]),
               "float16": tuple(caches["float16"][i].copy_to_host() for i in (0, 1)),
+              "bfloat16": tuple(caches["bfloat16"][i].copy_to_host().astype(np.float32) for i in (0, 1)),
               "fp8_e4m3": (reference.dequantize_fp8(k_codes.copy_to_host(), scales["k_scales"].copy_to_host()),
                            reference.dequantize_fp8(v_codes.copy_to_host(), scales["v_scales"].copy_to_host()))}
     on_stored_of = {"float32": exact}
@@ -205,7 +212,7 @@ def decode_checks(longest: int) -> list[Check]:
                            launch, out.copy_to_host, lambda on_stored=on_stored: on_stored, seed=8, poisoned=(out,),
                            columns=dict(columns, against="stored values")))
         if fmt != "float32":
-            precision = "fp16" if fmt == "float16" else "fp8"
+            precision = {"float16": "fp16", "bfloat16": "bf16"}.get(fmt, "fp8")
             found.append(Check(f"out of {rung} ({fmt} cache) against the float32 cache it was stored from", launch,
                                out.copy_to_host, lambda: exact, seed=8, poisoned=(out,),
                                options=dict(precision=precision, same_precision_ref=on_stored),
@@ -285,7 +292,8 @@ def decode_sweep() -> Sweep:
         notes=(f"one paged GQA decode step, heads={SHAPE['heads']} kv_heads={SHAPE['kv_heads']} d={SHAPE['d']} "
                f"block_size={SHAPE['block_size']}, shuffled block tables, every sequence of the point at the same "
                f"context; rung: the rung of kernels.low_precision_attention.RUNGS (day 7's for {DAY7_DECODE}), fmt: "
-               f"the cache's format, float32, float16 or fp8_e4m3 (codes with a float32 scale per page and KV head). "
+               f"the cache's format, float32, float16, fp8_e4m3 (codes with a float32 scale per page and KV head) or "
+               f"bfloat16 (gqa_decode_wide_heads only). "
                f"Every decode rung over each cache it takes: "
                + "; ".join(f"{rung} ({', '.join(formats)})" for rung, formats in DECODE_FORMATS.items())
                + f" (gqa_decode_half_warps decodes fp8 by PTX's cvt.rn.f16x2.e4m3x2 on this GPU if its compute "
