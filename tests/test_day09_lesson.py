@@ -167,6 +167,15 @@ def test_the_fake_has_the_real_recording_s_columns():
         assert set(real.ceilings) <= set(fake.ceilings)
 
 
+def test_the_gemv_fakes_have_the_real_recordings_columns():
+    import day09_fake_recordings as fake
+
+    for name, made in (("day09_gemv_timing", fake.gemv_timing), ("day09_batched_timing", fake.batched_timing)):
+        if name in recorded_names():
+            real, synthetic = load_recording(name), made()
+            assert {k for r in real.rows for k in r} <= {k for r in synthetic.rows for k in r}, name
+
+
 ALWAYS = ("the published shapes, and what they add up to", "the bytes one decode step reads, weights only",
           "decode agrees bit for bit with the references", "one Q4_0 block, its 18 bytes:",
           "the identity times x[i] = i must give y[n] = n exactly", "the figure in numbers",
@@ -174,15 +183,19 @@ ALWAYS = ("the published shapes, and what they add up to", "the bytes one decode
 
 
 def test_lesson_runs_and_its_prose_holds(tmp_path):
+    import day09_fake_recordings
+
     fake_roofs().save(tmp_path / f"{ROOFS}.json")
     fake = load_recording(tmp_path / f"{ROOFS}.json")          # as the lesson reads it: "recorded on Fake GPU"
+    day09_fake_recordings.write(tmp_path)
     run = run_lesson(LESSON, fake_dir=tmp_path)
     shipped = run.shipped_text
     for line in ALWAYS:
         assert line in shipped, f"the lesson no longer prints {line!r}"
     assert run.rerun == [f'roofs = live_else_recorded("{ROOFS}")',
                          'hierarchy = live_else_recorded("day01_memory_hierarchy")',
-                         'gemm_timing = live_else_recorded("day09_gemm_timing")'], run.rerun
+                         'gemm_timing = live_else_recorded("day09_gemm_timing")',
+                         'gemv_timing = live_else_recorded("day09_gemv_timing")'], run.rerun
     assert "the recording day09_gemm_timing is missing" in run.fake_text
     assert "the day 1 recording day01_memory_hierarchy is missing" in run.fake_text
     model_claims(shipped)
@@ -199,6 +212,45 @@ def test_lesson_runs_and_its_prose_holds(tmp_path):
     real_model_claims(shipped)
     ladder_claims(shipped)
     beyond_claims(shipped)
+    if "day09_gemv_timing" in recorded_names():
+        gemv_timing_claims(shipped, load_recording("day09_gemv_timing"), load_recording("day09_batched_timing"))
+    else:
+        assert "the recording day09_gemv_timing is missing" in shipped
+    gemv_timing_claims(run.fake_text, load_recording(tmp_path / "day09_gemv_timing.json"),
+                       load_recording(tmp_path / "day09_batched_timing.json"))
+
+
+def gemv_timing_claims(shown: str, gemv, batched) -> None:
+    """The GEMV table is the recording's, row by row; each shape's sentence names its fastest 4-bit and Q8_0 rungs
+    and says of each goal what the recording says; the batched sentence splits T as the recording does."""
+    copy = gemv.ceilings["copy_gbps"]
+    rows = _table(shown, "rung | format | N × K | kernel µs")
+    assert len(rows) == len(gemv.rows)
+    for row, r in zip(rows, gemv.rows):
+        assert row[0].strip("`") == r["rung"] and row[3] == f"{r['kernel_ms'] * 1e3:,.1f}"
+        assert row[4] == f"{r['kernel_gbps'] / copy:.2f}"
+    goals = {"4-bit of copy": 0.8, "4-bit over fp16": 3.0, "4-bit over int4": 1.7, "Q8_0 of copy": 0.85}
+    for n, k in sorted({(r["N"], r["K"]) for r in gemv.rows}):
+        line = re.search(rf"^{n:,} × {k:,}: the fastest 4-bit rung is (\w+), the fastest Q8_0 rung (\w+); (.*)$",
+                         shown, re.M)
+        assert line, (n, k)
+        ours = [r for r in gemv.rows if (r["N"], r["K"]) == (n, k) and not r["rung"].startswith("torch")]
+        best4 = max((r for r in ours if r["fmt"] in ("q4_0", "q4_1")), key=lambda r: r["kernel_gbps"])
+        best8 = max((r for r in ours if r["fmt"] == "q8_0"), key=lambda r: r["kernel_gbps"])
+        assert (line.group(1), line.group(2)) == (best4["rung"], best8["rung"])
+        values = {"4-bit of copy": best4["kernel_gbps"] / copy, "4-bit over fp16": best4["kernel_speedup_over_fp16"],
+                  "4-bit over int4": best4["kernel_speedup_over_int4pack"], "Q8_0 of copy": best8["kernel_gbps"] / copy}
+        for name, value in values.items():
+            said = re.search(rf"{name} ([\d.]+) \(goal {goals[name]}: (met|not met)\)", line.group(3))
+            assert said and float(said.group(1)) == round(value, 2), (name, line.group(3))
+            assert (said.group(2) == "met") == (value >= goals[name])
+    for n, k in sorted({(r["N"], r["K"]) for r in batched.rows}):
+        said = re.search(rf"^{n:,} × {k:,}: the batched rung is faster than torch's fp16 matmul at T = (.*), slower at "
+                         r"T = (.*)$", shown, re.M)
+        ours = {r["T"]: r["kernel_ms"] for r in batched.where(rung="q4_1_gemv_q8_1_small_batch", N=n, K=k)}
+        theirs = {r["T"]: r["kernel_ms"] for r in batched.where(rung="torch_matmul_fp16", N=n, K=k)}
+        faster = ", ".join(str(t) for t in sorted(ours) if ours[t] < theirs[t]) or "none"
+        assert said and said.group(1) == faster, (n, k)
 
 
 # ----------------------------------------------------------------------------- what the run printed, against the prose
