@@ -20,6 +20,7 @@ LAUNCHERS = {"plain": {"q4_1_gemv_warp_per_row": (210, 9.0), "gqa_decode_split_k
                        "rmsnorm_block_per_row": (1, 0.03), "embedding_q8_0_rows": (1, 0.03),
                        "q8_0_gemv_warp_per_row": (1, 0.06)}}
 STEP_MS = {"plain": 11.0, "fused": 6.2}
+GRAPH_MS = 0.9                  # the fused step replayed as a CUDA graph
 KERNELS = {"plain": 513, "fused": 213}
 TRANSFORMERS_TPS = 95.0
 CONCURRENCY = (1, 8, 32, 64)
@@ -35,6 +36,9 @@ def write(out_dir):
                    bytes_limit_ms=STEP_BYTES / (CEILINGS["copy_gbps"] * 1e9) * 1e3)
         for launcher, (calls, ms) in LAUNCHERS[engine].items():
             decode.add(what="launcher", engine=engine, launcher=launcher, calls=calls, ms_per_step=ms)
+    decode.add(what="decode_step", engine="graphs", batch=1, steps=64, median_ms=GRAPH_MS, tokens_per_s=1e3 / GRAPH_MS,
+               kernels_launched=KERNELS["fused"], bytes=STEP_BYTES,
+               bytes_limit_ms=STEP_BYTES / (CEILINGS["copy_gbps"] * 1e9) * 1e3)
     decode.add(what="transformers", batch=1, steps=64, tokens_per_s=TRANSFORMERS_TPS, dtype="float16")
     serving = new_recording("day10_serving", notes="synthetic", device="Fake GPU", driver="0")
     for n in CONCURRENCY:

@@ -159,6 +159,11 @@ def test_the_recorded_steps_and_the_server_are_read_from_the_recordings(run):
     assert float(said.group(1)) == round(fake.KERNELS["plain"] / fake.KERNELS["fused"], 1)
     assert float(said.group(2)) == round(fake.STEP_MS["plain"] / fake.STEP_MS["fused"], 2)
     assert float(said.group(3)) == round(1e3 / fake.STEP_MS["fused"] / fake.TRANSFORMERS_TPS, 1)
+    graphed = re.search(r"replayed as CUDA graphs, the fused step runs at ([\d,]+) tokens per second, ([\d.]+) times the "
+                        r"fused engine's rate, ([\d,]+) times its bytes' time", text)
+    assert graphed, text
+    assert int(graphed.group(1).replace(",", "")) == round(1e3 / fake.GRAPH_MS)
+    assert float(graphed.group(2)) == round(fake.STEP_MS["fused"] / fake.GRAPH_MS, 1)
     served = re.search(r"64 requests at once: ([\d.]+) times the tokens per second of one, each waiting ([\d.]+) "
                        r"times as long", text)
     first_s, last_s = (32 * fake.STEP_MS["fused"] * (1 + n / 16) / 1e3 for n in (1, 64))
