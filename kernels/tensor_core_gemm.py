@@ -529,47 +529,51 @@ _copy_step_swizzled = _swizzled_copier(BLOCK_M, THREADS)                 # v4: 6
 _copy_step_large = _swizzled_copier(LARGE_BLOCK_M, LARGE_THREADS)        # v5: 128 rows, 256 threads
 
 
-def _build_v4(fmt: str):
+def _build_swizzled(fmt: str, name: str, block_m: int, block_n: int, warps_n: int, mmas_m: int, mmas_n: int,
+                    copy_step, clear, store):
+    """The kernel of v4 (64 x 64 tiles of C, 2 x 2 warps of 2 x 4 mma tiles) or v5 (128 x 128, 2 x 4 warps of 4 x 4):
+    v3's ring, waits, barrier and mmas on swizzled tiles. The copies (``copy_step``) write chunk q of tile row r at
+    words ``_swizzled(r, q)``, and the lane of ldmatrix that wants chunk q of row r names that word. Block (bx, by)
+    computes c[block_m by:, block_n bx:]; warp (wm, wn) = divmod(warp, warps_n) its rows warp_tile_m wm + 16 mi +
+    ... and columns warp_tile_n wn + 8 ni + ... a (M, K) and w (N, K) are the numbers' 16 bits, K a multiple of
+    8."""
     mma = _MMA[fmt]
+    warp_tile_m, warp_tile_n = mmas_m * MMA_M, mmas_n * MMA_N
 
-    @cuda.jit
-    def tc_gemm_v4_swizzled_kernel(a, w, c):
-        """v3 on swizzled tiles: the copies write chunk q of tile row r at words ``_swizzled(r, q)``, and the lane
-        of ldmatrix that wants chunk q of row r names that word; ring, waits, barrier and mmas are v3's. a (M, K)
-        and w (N, K) are the numbers' 16 bits, K a multiple of 8."""
-        a_tiles = cuda.shared.array((STAGES, BLOCK_M, K_WORDS), uint32, alignment=16)
-        w_tiles = cuda.shared.array((STAGES, BLOCK_N, K_WORDS), uint32, alignment=16)
-        acc = cuda.local.array((MMAS_M, MMAS_N, 4), float32)
-        b_frag = cuda.local.array((MMAS_N, 2), uint32)
+    def kernel(a, w, c):
+        a_tiles = cuda.shared.array((STAGES, block_m, K_WORDS), uint32, alignment=16)
+        w_tiles = cuda.shared.array((STAGES, block_n, K_WORDS), uint32, alignment=16)
+        acc = cuda.local.array((mmas_m, mmas_n, 4), float32)
+        b_frag = cuda.local.array((mmas_n, 2), uint32)
         thread = cuda.threadIdx.x
         warp = thread // WARP
         lane = thread % WARP
         g = lane // 4
         t = lane % 4
-        warp_row = (warp // WARPS_N) * WARP_TILE_M
-        warp_col = (warp % WARPS_N) * WARP_TILE_N
+        warp_row = (warp // warps_n) * warp_tile_m
+        warp_col = (warp % warps_n) * warp_tile_n
         # v3's ldmatrix rows, their 16-byte chunk of the mma's 16 of K (0 or 1) in place of the word (0 or 4).
         a_row = lane % 16
         a_chunk = lane // 16
         w_row = lane % 8 + 8 * (lane // 16)
         w_chunk = (lane // 8) % 2
-        row0 = cuda.blockIdx.y * BLOCK_M
-        col0 = cuda.blockIdx.x * BLOCK_N
+        row0 = cuda.blockIdx.y * block_m
+        col0 = cuda.blockIdx.x * block_n
         k = a.shape[1]
         steps = (k + BLOCK_K - 1) // BLOCK_K
-        _clear(acc)
+        clear(acc)
         for s in range(STAGES - 1):                 # the first steps in flight, a group each (empty past K)
             if s < steps:
-                _copy_step_swizzled(a_tiles[s], a, row0, s * BLOCK_K, thread)
-                _copy_step_swizzled(w_tiles[s], w, col0, s * BLOCK_K, thread)
+                copy_step(a_tiles[s], a, row0, s * BLOCK_K, thread)
+                copy_step(w_tiles[s], w, col0, s * BLOCK_K, thread)
             cp_async_commit_group()
         for step in range(steps):
             cp_async_wait_group(IN_FLIGHT)          # this thread's copies of this step have landed
             cuda.syncthreads()                      # everyone's have, and nobody still reads step - 1's slot
             ahead = step + STAGES - 1
             if ahead < steps:
-                _copy_step_swizzled(a_tiles[ahead % STAGES], a, row0, ahead * BLOCK_K, thread)
-                _copy_step_swizzled(w_tiles[ahead % STAGES], w, col0, ahead * BLOCK_K, thread)
+                copy_step(a_tiles[ahead % STAGES], a, row0, ahead * BLOCK_K, thread)
+                copy_step(w_tiles[ahead % STAGES], w, col0, ahead * BLOCK_K, thread)
             cp_async_commit_group()
             a_tile = a_tiles[step % STAGES]
             w_tile = w_tiles[step % STAGES]
@@ -577,21 +581,28 @@ def _build_v4(fmt: str):
             for ks in range(K_STEPS):
                 if k0 + ks * MMA_K < k:             # the same in the whole block: no mma on a step past K
                     q = ks * MMA_CHUNKS
-                    for nj in range(MMAS_N // 2):
+                    for nj in range(mmas_n // 2):
                         r = warp_col + 2 * nj * MMA_N + w_row
                         b_frag[2 * nj, 0], b_frag[2 * nj, 1], b_frag[2 * nj + 1, 0], b_frag[2 * nj + 1, 1] = \
                             ldmatrix_x4(w_tile, r, _swizzled(r, q + w_chunk))
-                    for mi in range(MMAS_M):
+                    for mi in range(mmas_m):
                         r = warp_row + mi * MMA_M + a_row
                         a0, a1, a2, a3 = ldmatrix_x4(a_tile, r, _swizzled(r, q + a_chunk))
-                        for ni in range(MMAS_N):
+                        for ni in range(mmas_n):
                             acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3] = mma(
                                 a0, a1, a2, a3, b_frag[ni, 0], b_frag[ni, 1],
                                 acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3])
         cp_async_wait_group(0)                      # no copy left in flight when the block ends
-        _store(c, acc, row0 + warp_row, col0 + warp_col, g, t)
+        store(c, acc, row0 + warp_row, col0 + warp_col, g, t)
 
-    return tc_gemm_v4_swizzled_kernel
+    kernel.__name__ = kernel.__qualname__ = name
+    kernel.__doc__ = _build_swizzled.__doc__
+    return cuda.jit(kernel)
+
+
+def _build_v4(fmt: str):
+    return _build_swizzled(fmt, "tc_gemm_v4_swizzled_kernel", BLOCK_M, BLOCK_N, WARPS_N, MMAS_M, MMAS_N,
+                           _copy_step_swizzled, _clear, _store)
 
 
 def tc_gemm_v4_swizzled_kernel(fmt: str = "float16"):
@@ -611,67 +622,8 @@ def tc_gemm_v4_swizzled(a, w, *, out=None, kernel=tc_gemm_v4_swizzled_kernel):
 # ----------------------------------------------------------------------------------------------
 
 def _build_v5(fmt: str):
-    mma = _MMA[fmt]
-
-    @cuda.jit
-    def tc_gemm_v5_large_tiles_kernel(a, w, c):
-        """Block (bx, by) computes c[128 by:, 128 bx:]; warp (wm, wn) = divmod(warp, 4) its rows 64 wm + 16 mi + ...
-        and columns 32 wn + 8 ni + ... (mi, ni < 4), on v4's swizzled ring of STAGES steps (128 rows of a and of w a
-        step). a (M, K) and w (N, K) are the numbers' 16 bits, K a multiple of 8."""
-        a_tiles = cuda.shared.array((STAGES, LARGE_BLOCK_M, K_WORDS), uint32, alignment=16)
-        w_tiles = cuda.shared.array((STAGES, LARGE_BLOCK_N, K_WORDS), uint32, alignment=16)
-        acc = cuda.local.array((LARGE_MMAS_M, LARGE_MMAS_N, 4), float32)
-        b_frag = cuda.local.array((LARGE_MMAS_N, 2), uint32)
-        thread = cuda.threadIdx.x
-        warp = thread // WARP
-        lane = thread % WARP
-        g = lane // 4
-        t = lane % 4
-        warp_row = (warp // LARGE_WARPS_N) * LARGE_WARP_TILE_M
-        warp_col = (warp % LARGE_WARPS_N) * LARGE_WARP_TILE_N
-        a_row = lane % 16
-        a_chunk = lane // 16
-        w_row = lane % 8 + 8 * (lane // 16)
-        w_chunk = (lane // 8) % 2
-        row0 = cuda.blockIdx.y * LARGE_BLOCK_M
-        col0 = cuda.blockIdx.x * LARGE_BLOCK_N
-        k = a.shape[1]
-        steps = (k + BLOCK_K - 1) // BLOCK_K
-        _clear_large(acc)
-        for s in range(STAGES - 1):                 # the first steps in flight, a group each (empty past K)
-            if s < steps:
-                _copy_step_large(a_tiles[s], a, row0, s * BLOCK_K, thread)
-                _copy_step_large(w_tiles[s], w, col0, s * BLOCK_K, thread)
-            cp_async_commit_group()
-        for step in range(steps):
-            cp_async_wait_group(IN_FLIGHT)          # this thread's copies of this step have landed
-            cuda.syncthreads()                      # everyone's have, and nobody still reads step - 1's slot
-            ahead = step + STAGES - 1
-            if ahead < steps:
-                _copy_step_large(a_tiles[ahead % STAGES], a, row0, ahead * BLOCK_K, thread)
-                _copy_step_large(w_tiles[ahead % STAGES], w, col0, ahead * BLOCK_K, thread)
-            cp_async_commit_group()
-            a_tile = a_tiles[step % STAGES]
-            w_tile = w_tiles[step % STAGES]
-            k0 = step * BLOCK_K
-            for ks in range(K_STEPS):
-                if k0 + ks * MMA_K < k:             # the same in the whole block: no mma on a step past K
-                    q = ks * MMA_CHUNKS
-                    for nj in range(LARGE_MMAS_N // 2):
-                        r = warp_col + 2 * nj * MMA_N + w_row
-                        b_frag[2 * nj, 0], b_frag[2 * nj, 1], b_frag[2 * nj + 1, 0], b_frag[2 * nj + 1, 1] = \
-                            ldmatrix_x4(w_tile, r, _swizzled(r, q + w_chunk))
-                    for mi in range(LARGE_MMAS_M):
-                        r = warp_row + mi * MMA_M + a_row
-                        a0, a1, a2, a3 = ldmatrix_x4(a_tile, r, _swizzled(r, q + a_chunk))
-                        for ni in range(LARGE_MMAS_N):
-                            acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3] = mma(
-                                a0, a1, a2, a3, b_frag[ni, 0], b_frag[ni, 1],
-                                acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3])
-        cp_async_wait_group(0)                      # no copy left in flight when the block ends
-        _store_large(c, acc, row0 + warp_row, col0 + warp_col, g, t)
-
-    return tc_gemm_v5_large_tiles_kernel
+    return _build_swizzled(fmt, "tc_gemm_v5_large_tiles_kernel", LARGE_BLOCK_M, LARGE_BLOCK_N, LARGE_WARPS_N,
+                           LARGE_MMAS_M, LARGE_MMAS_N, _copy_step_large, _clear_large, _store_large)
 
 
 def tc_gemm_v5_large_tiles_kernel(fmt: str = "float16"):

@@ -39,6 +39,7 @@ import pytest
 from numba import cuda, float32, uint32
 
 from ptx_in_background import compiling
+from test_tensor_core_gemm import ldmatrix_case, ldmatrix_probe_of, run_ldmatrix
 
 from course.checking import check, poison, random_inputs
 from course.traffic import count_traffic
@@ -122,32 +123,16 @@ def ldmatrix_trans_layout(matrices: np.ndarray) -> np.ndarray:
     return out
 
 
-@cuda.jit
-def ldmatrix_trans_probe(words, rows, cols, out):
-    """One warp: the tile (16 rows of 8 words) goes to shared memory, then lane l names tile[rows[l], cols[l]] as
-    the start of row l % 8 of matrix l // 8."""
-    tile = cuda.shared.array((16, 8), uint32, alignment=16)
-    lane = cuda.threadIdx.x
-    for j in range(4):
-        tile[lane // 2, 4 * (lane % 2) + j] = words[lane // 2, 4 * (lane % 2) + j]
-    cuda.syncthreads()
-    out[lane, 0], out[lane, 1], out[lane, 2], out[lane, 3] = ldmatrix_x4_trans(tile, rows[lane], cols[lane])
+ldmatrix_trans_probe = ldmatrix_probe_of(ldmatrix_x4_trans)      # the GEMM tests' probe of ldmatrix_x4, .trans
 
 
 def ldmatrix_trans_case(rng):
-    """A tile of 16 x 16 random 16-bit numbers (as 16 x 8 words) and 32 row addresses: every row of the tile named
-    at word 0 or 4, in a random order."""
-    halves = rng.integers(0, 2 ** 16, (16, 16), dtype=np.uint16)
-    rows = rng.permutation(np.repeat(np.arange(16), 2)).astype(np.int32)
-    cols = (4 * rng.integers(0, 2, 32)).astype(np.int32)
-    named = np.stack([halves[r, 2 * c:2 * c + 8] for r, c in zip(rows, cols)])       # (32 lanes, 8 numbers)
-    return halves.view(np.uint32), rows, cols, ldmatrix_trans_layout(named.reshape(4, 8, 8))
+    """``test_tensor_core_gemm.ldmatrix_case``'s tile and addresses, against the .trans layout."""
+    return ldmatrix_case(rng, ldmatrix_trans_layout)
 
 
 def run_ldmatrix_trans(words, rows, cols):
-    out = np.zeros((32, 4), np.uint32)
-    ldmatrix_trans_probe[1, 32](words, rows, cols, out)
-    return out
+    return run_ldmatrix(words, rows, cols, ldmatrix_trans_probe)
 
 
 def test_ldmatrix_x4_trans_gives_each_lane_the_isa_fragment_of_the_rows_it_named():

@@ -404,8 +404,7 @@ def test_bad_arguments_of_the_repacked_rungs_are_named(call, error, words):
 def q8_0_q8_1_reference(w, x):
     """sum over blocks of d sum_j q_j x^_j, x^ the q8_1 values of x: W x as the Q8_0 wide rung defines it."""
     codes, scales, _ = reference.quantize_q8_1(x)
-    x_hat = (codes.reshape(-1, 32) * scales.astype(np.float64)[:, None]).reshape(-1)
-    return reference.dequantize_q8_0(w.reshape(w.shape[0], -1)).astype(np.float64) @ x_hat
+    return reference.dequantize_q8_0(w.reshape(w.shape[0], -1)) @ reference.dequantize_q8_1(codes, scales)
 
 
 @pytest.mark.parametrize("shape", SHAPES + WIDE_SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")

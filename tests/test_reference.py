@@ -605,6 +605,10 @@ def test_q8_1_activations_have_q8_0_codes_a_float32_scale_and_the_block_sums():
     blocks = x.reshape(-1, 32)
     np.testing.assert_array_equal(scales.reshape(-1), np.abs(blocks).max(axis=1) / np.float32(127))
     np.testing.assert_array_equal(sums.reshape(-1), blocks.astype(np.float64).sum(axis=1))
+    values = ref.dequantize_q8_1(codes, scales)      # d q, block by block, in x's shape: within half a step of x
+    assert values.dtype == np.float64 and values.shape == x.shape
+    np.testing.assert_array_equal(values.reshape(-1, 32), codes.reshape(-1, 32) * scales.reshape(-1, 1).astype(np.float64))
+    assert np.all(np.abs(values - x).reshape(-1, 32) <= scales.reshape(-1, 1) / 2 * (1 + 1e-6))
 
 
 def test_q4_0_layout_puts_element_j_plus_16_in_the_high_nibble():

@@ -142,31 +142,37 @@ def ldmatrix_layout(matrices: np.ndarray) -> np.ndarray:
     return out
 
 
-@cuda.jit
-def ldmatrix_probe(words, rows, cols, out):
-    """One warp: the tile (16 rows of 8 words) goes to shared memory, then lane l names tile[rows[l], cols[l]] as
-    the start of row l % 8 of matrix l // 8."""
-    tile = cuda.shared.array((16, 8), uint32, alignment=16)
-    lane = cuda.threadIdx.x
-    for j in range(4):
-        tile[lane // 2, 4 * (lane % 2) + j] = words[lane // 2, 4 * (lane % 2) + j]
-    cuda.syncthreads()
-    out[lane, 0], out[lane, 1], out[lane, 2], out[lane, 3] = ldmatrix_x4(tile, rows[lane], cols[lane])
+def ldmatrix_probe_of(load):
+    """A kernel of one warp: the tile (16 rows of 8 words) goes to shared memory, then lane l names tile[rows[l],
+    cols[l]] to ``load`` (``ldmatrix_x4``, or day 8's ``ldmatrix_x4_trans``) as the start of row l % 8 of matrix
+    l // 8, and writes the 4 words it got."""
+    @cuda.jit
+    def probe(words, rows, cols, out):
+        tile = cuda.shared.array((16, 8), uint32, alignment=16)
+        lane = cuda.threadIdx.x
+        for j in range(4):
+            tile[lane // 2, 4 * (lane % 2) + j] = words[lane // 2, 4 * (lane % 2) + j]
+        cuda.syncthreads()
+        out[lane, 0], out[lane, 1], out[lane, 2], out[lane, 3] = load(tile, rows[lane], cols[lane])
+    return probe
 
 
-def ldmatrix_case(rng):
+ldmatrix_probe = ldmatrix_probe_of(ldmatrix_x4)
+
+
+def ldmatrix_case(rng, layout=ldmatrix_layout):
     """A tile of 16 x 16 random 16-bit numbers (as 16 x 8 words) and 32 row addresses: every row of the tile
-    named at word 0 or 4, in a random order."""
+    named at word 0 or 4, in a random order; and what ``layout`` of the 4 named matrices gives each lane."""
     halves = rng.integers(0, 2 ** 16, (16, 16), dtype=np.uint16)
     rows = rng.permutation(np.repeat(np.arange(16), 2)).astype(np.int32)
     cols = (4 * rng.integers(0, 2, 32)).astype(np.int32)
     named = np.stack([halves[r, 2 * c:2 * c + 8] for r, c in zip(rows, cols)])       # (32 lanes, 8 numbers)
-    return halves.view(np.uint32), rows, cols, ldmatrix_layout(named.reshape(4, 8, 8))
+    return halves.view(np.uint32), rows, cols, layout(named.reshape(4, 8, 8))
 
 
-def run_ldmatrix(words, rows, cols):
+def run_ldmatrix(words, rows, cols, probe=ldmatrix_probe):
     out = np.zeros((32, 4), np.uint32)
-    ldmatrix_probe[1, 32](words, rows, cols, out)
+    probe[1, 32](words, rows, cols, out)
     return out
 
 

@@ -148,8 +148,7 @@ def reference_gemv(rung: str, w: np.ndarray, x: np.ndarray) -> np.ndarray:
             y[start:start + len(rows)] = dequantize(rows.reshape(len(rows), -1)) @ xd
         return y.T if np.ndim(x) == 2 else y[:, 0]
     quantized = [reference.quantize_q8_1(token) for token in tokens]
-    x_hat = np.stack([(codes.reshape(-1, QK) * scales.astype(np.float64)[:, None]).reshape(-1)
-                      for codes, scales, _ in quantized]).T
+    x_hat = np.stack([reference.dequantize_q8_1(codes, scales) for codes, scales, _ in quantized]).T
     sums = np.stack([np.asarray(block_sums, np.float64) for _, _, block_sums in quantized]).T
     for start in range(0, w.shape[0], CHUNK_ROWS):
         rows = w[start:start + CHUNK_ROWS].copy()

@@ -23,7 +23,7 @@ Quantization and number formats:
   output channel), the integer sum exact, then scaled once: day 9's prefill GEMM
 - ``pack_int4`` / ``unpack_int4``, ``quantize_int4_groups`` / ``dequantize_int4_groups``
 - ``quantize_q8_0`` / ``dequantize_q8_0``, ``quantize_q4_0`` / ``dequantize_q4_0``,
-  ``quantize_q4_1`` / ``dequantize_q4_1``: the GGUF (llama.cpp) block formats, bit for bit; ``quantize_q8_1``:
+  ``quantize_q4_1`` / ``dequantize_q4_1``: the GGUF (llama.cpp) block formats, bit for bit; ``quantize_q8_1`` (``dequantize_q8_1`` its values):
   activations as int8 codes with a scale and a sum per block of 32, for integer dot products
 - ``rmsnorm(x, weight, eps)``, ``rope_pairs(x, positions, base)`` (GGUF's adjacent pairs), ``rope_table``,
   ``swiglu(gate, up)``: the layers of a llama block besides attention and the matrix products (day 10)
@@ -45,7 +45,8 @@ Every public function checks its input and raises ``TypeError`` (wrong kind of v
 """
 
 from .gguf import (GGUF_BLOCK_SIZE, Q4_0_BLOCK_BYTES, Q4_1_BLOCK_BYTES, Q8_0_BLOCK_BYTES, dequantize_q4_0,
-                   dequantize_q4_1, dequantize_q8_0, quantize_q4_0, quantize_q4_1, quantize_q8_0, quantize_q8_1)
+                   dequantize_q4_1, dequantize_q8_0, dequantize_q8_1, quantize_q4_0, quantize_q4_1, quantize_q8_0,
+                   quantize_q8_1)
 from .llama import rmsnorm, rope_pairs, rope_table, swiglu
 from .low_precision import FLOAT_FORMATS, round_to
 from .matmul import gemm
@@ -64,6 +65,7 @@ __all__ = [
     "GGUF_BLOCK_SIZE", "Q8_0_BLOCK_BYTES", "Q4_0_BLOCK_BYTES", "Q4_1_BLOCK_BYTES",
     "quantize_q8_0", "dequantize_q8_0", "quantize_q4_0", "dequantize_q4_0", "quantize_q4_1", "dequantize_q4_1",
     "quantize_q8_1",
+    "dequantize_q8_1",
     "rmsnorm", "rope_pairs", "rope_table", "swiglu",
     "FLOAT_FORMATS", "round_to",
     "E4M3_MAX", "fp8_e4m3_values", "quantize_fp8", "dequantize_fp8", "attention_at_precision",

@@ -187,3 +187,11 @@ def quantize_q8_1(x):
     block_shape = (*x_shape[:-1], x_shape[-1] // GGUF_BLOCK_SIZE)
     sums = blocks.astype(np.float64).sum(axis=1)
     return q.reshape(x_shape), d.reshape(block_shape), sums.reshape(block_shape)
+
+
+def dequantize_q8_1(q, d):
+    """The values of ``quantize_q8_1``'s blocks, float64: code times its block's scale, d q, (..., K) for q int8
+    (..., K) and d (..., K // 32)."""
+    q = np.asarray(q)
+    blocks = q.reshape(-1, GGUF_BLOCK_SIZE).astype(np.float64) * np.asarray(d, np.float64).reshape(-1, 1)
+    return blocks.reshape(q.shape)
