@@ -39,7 +39,7 @@ import pytest
 from numba import cuda, float32, uint32
 
 from ptx_in_background import compiling
-from test_tensor_core_gemm import ldmatrix_case, ldmatrix_probe_of, run_ldmatrix
+from test_tensor_core_gemm import assemble, ldmatrix_case, ldmatrix_probe_of, run_ldmatrix
 
 from course.checking import check, poison, random_inputs
 from course.traffic import count_traffic
@@ -441,21 +441,6 @@ def test_ptx_has_the_tensor_core_instructions_and_no_local_memory(compiled):
         assert r["p_packs"] == 16 + d // 4, where
         assert r["cp_async"] > 0 and r["waits"] == ["0"] and r["barriers"] == 2, where
         assert r["shared_bytes"] == lp.tensor_prefill_shared_bytes(d) <= 48 * 1024, where
-
-
-def assemble(ptx: str, cc: str, folder) -> str:
-    """``ptxas -v`` of the PTX for ``cc``, its report. NVVM may write a newer PTX version than this ptxas reads:
-    then the version line is set to the newest ptxas names (every instruction here is older)."""
-    source = folder / f"kernel_{cc}.ptx"
-    source.write_text(ptx)
-    command = ["ptxas", f"-arch={cc}", "-v", str(source), "-o", str(folder / f"kernel_{cc}.cubin")]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    newest = re.search(r"Unsupported \.version \S+; current version is '([\d.]+)'", done.stderr)
-    if done.returncode and newest:
-        source.write_text(re.sub(r"^\.version \S+", f".version {newest.group(1)}", ptx, count=1, flags=re.MULTILINE))
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stderr + done.stdout
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas (CUDA's PTX assembler) is not installed")
