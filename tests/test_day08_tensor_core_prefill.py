@@ -30,7 +30,6 @@ and the two intrinsics it adds (``ldmatrix_x4_trans``, ``pack_bfloat16s``), on t
 import math
 import re
 import shutil
-import subprocess
 import textwrap
 
 import ml_dtypes
