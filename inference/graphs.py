@@ -13,7 +13,15 @@ launchers launch on the default stream, so while ``fn`` runs, two things are rou
   launch's stream argument into a ``cuda.core`` stream, is wrapped for the duration);
 - every device array allocated meanwhile (a launcher's output, split-K attention's partial results) is kept: the
   graph reads and writes those addresses at every replay, so they must outlive the capture. The graph holds
-  them (``StepGraph.keep``) and they are freed with it.
+  them (``StepGraph.keep``) and they are freed with it. Split-K attention's partials, which launchers share by
+  shape, are allocated afresh for the graph (``kernels.paging.private_workspaces``): a shared buffer could be
+  evicted and freed by a later call of another shape while the graph still writes to it.
+
+numba remembers a launch configuration (``kernel[grid, block]``, its stream included) per grid, block and stream
+argument (``CUDADispatcher.configure`` is an ``lru_cache``): a configuration made before the capture would
+launch on the default stream, outside the graph (in relaxed mode the driver allows it), and one made during the
+capture would launch into the finished builder afterwards. That cache is emptied when the capture starts and
+when it ends.
 
 The build mode is ``relaxed`` (allocating memory is allowed while recording), and numba's frees wait until the
 recording ends (``cuda.defer_cleanup``): freeing memory synchronizes the device, which a recording cannot hold. Nothing of ``fn`` may copy
@@ -65,8 +73,12 @@ class StepGraph:
 @contextlib.contextmanager
 def _routed_to(builder, kept: list):
     from numba.cuda.cudadrv import driver
+    from numba.cuda.dispatcher import CUDADispatcher
+
+    from kernels.paging import private_workspaces
 
     to_core_stream, device_array = driver._to_core_stream, cuda.device_array
+    configurations = CUDADispatcher.configure         # an lru_cache: each configuration holds its stream
 
     def routed(stream):
         return builder.stream if not stream else to_core_stream(stream)
@@ -77,10 +89,13 @@ def _routed_to(builder, kept: list):
         return array
 
     driver._to_core_stream, cuda.device_array = routed, kept_array
+    configurations.cache_clear()
     try:
-        yield
+        with private_workspaces():
+            yield
     finally:
         driver._to_core_stream, cuda.device_array = to_core_stream, device_array
+        configurations.cache_clear()
 
 
 def capture(fn):

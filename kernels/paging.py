@@ -9,7 +9,7 @@ reaching into an earlier day's module:
 - ``check_block_tables``: the block tables and context lengths of a paged decode step, read to the
   last entry a context uses (day 6, and the decode launchers after it);
 - ``partial_buffers``: the split-K partials ``(partial_max, partial_sum, partial_acc)`` in day 6's
-  layout, new NumPy arrays or device buffers reused by shape;
+  layout, new NumPy arrays or device buffers reused by shape (``private_workspaces``: a CUDA graph's own);
 - ``sm_count``: the SM count of the GPU, asked once, which sizes the partitions;
 - partition sizing: ``partitions_for`` and ``longest_context`` (the grid's third dimension), day 6's
   rule ``choose_partition_size`` and day 7's ``decode_partition_size`` with their constants.
@@ -20,13 +20,15 @@ Day 8's tensor-core decode sizes its partitions by a model of its own
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 from numba import cuda
 
 from kernels.launching import cdiv, is_device_array, note_output, output_array, require_int
 
-__all__ = ["prepare_kv_lens", "check_block_tables", "partial_buffers", "sm_count", "partitions_for",
-           "longest_context", "PARTITION_SIZE", "MIN_PARTITION_SIZE", "BLOCKS_PER_SM", "choose_partition_size",
+__all__ = ["prepare_kv_lens", "check_block_tables", "partial_buffers", "private_workspaces", "sm_count",
+           "partitions_for", "longest_context", "PARTITION_SIZE", "MIN_PARTITION_SIZE", "BLOCKS_PER_SM", "choose_partition_size",
            "DECODE_PARTITION_MAX", "DECODE_BLOCKS_PER_SM", "decode_partition_size"]
 
 # Day 6's tokens per partition of v2: 512 (as in vLLM) gives a 32K context 64 blocks per head.
@@ -107,6 +109,19 @@ def check_block_tables(block_tables, context_lens, block_size: int, max_blocks: 
 # Device buffers for the partials, kept by shape: allocating them on every call (cudaMalloc) costs more
 # than a short decode step itself.
 _WORKSPACES: dict = {}
+
+
+@contextlib.contextmanager
+def private_workspaces():
+    """Within it, ``partial_buffers`` allocates new device buffers, shared with no launch outside it, and forgets
+    them on leaving. For a CUDA graph's capture (``inference.graphs``): the graph keeps the addresses it recorded,
+    so its partials must be its own, not buffers that a later call of another shape could evict and free."""
+    global _WORKSPACES
+    shared, _WORKSPACES = _WORKSPACES, {}
+    try:
+        yield
+    finally:
+        _WORKSPACES = shared
 
 
 def partial_buffers(like, num_seqs: int, heads: int, partitions: int, head_dim: int) -> tuple:
