@@ -537,3 +537,37 @@ def test_day10_records_its_checks_decode_and_serving_on_any_engine(tmp_path):
     assert all(r["tokens"] == r["requests"] * 8 and r["max_ttft_ms"] >= r["mean_ttft_ms"] > 0
                for r in rows if r["what"] == "decode")
     assert [r["prompt_tokens"] for r in rows if r["what"] == "prefill"] == [32]
+
+
+def test_day10_gives_no_rate_to_an_engine_whose_tokens_differ(tmp_path):
+    """A rate is a rate of this model only if the engine decodes its tokens: an engine whose greedy tokens part from
+    the first engine's (here from the third timed step on) gets no rows, and the notes say from which step; one that
+    agrees keeps its rows."""
+    from course.record import day10
+    from inference.numpy_model import NumpyPagedModel
+    from inference.tiny import tiny_model
+
+    model = tiny_model(0)
+
+    def engine(model_file, num_blocks, context):
+        return NumpyPagedModel(model_file, num_blocks=num_blocks, block_size=day10.BLOCK_SIZE, context=context)
+
+    def drifting(model_file, num_blocks, context):
+        inner, calls = engine(model_file, num_blocks, context), [0]
+        decode = inner.decode
+
+        def wrong_after_two(seq, token):
+            logits = np.array(decode(seq, token))
+            calls[0] += 1
+            if calls[0] > 2:                       # the third timed step and after: another token wins
+                logits[..., (int(np.argmax(logits)) + 1) % logits.shape[-1]] = logits.max() + 1
+            return logits
+
+        inner.decode = wrong_after_two
+        return inner
+
+    rec = day10.decode_recording(model, steps=6, ceilings={"copy_gbps": 1000.0},
+                                 variants=(("plain", engine), ("same", engine), ("drifting", drifting)))
+    engines = {row["engine"] for row in rec.rows if row["what"] == "decode_step"}
+    assert engines == {"plain", "same"}
+    assert "drifting not measured" in rec.notes and "from step 2 on" in rec.notes

@@ -20,7 +20,8 @@ as soon as it is made):
   synchronized around each call, so each is its launch and its kernel alone; their sum is larger than an unsynchronized
   step). Row ``what="transformers"``: the same weights in transformers (fp16 on the GPU, eager, its greedy
   ``generate``), ``tokens_per_s``, where transformers and the model's GGUF loader are installed (the notes say so
-  otherwise).
+  otherwise). An engine whose greedy tokens differ from the plain engine's over the timed steps gets no rows: the
+  notes say where they diverged.
 - ``day10_serving``: ``inference.serving.Server`` over the fused kernel engine with ``CONCURRENCY`` requests submitted
   at once
   (chat prompts of ``QUESTIONS`` in turn, ``SERVING_TOKENS`` answer tokens each, no stop token): ``tokens_per_s``
@@ -115,9 +116,11 @@ def checks_recording(model_file, *, tokens: int = CHECK_TOKENS, engine=_kernel_e
 
 
 def decode_recording(model_file, *, steps: int = DECODE_STEPS, ceilings: dict | None = None,
-                     engine=_kernel_engine):
-    """One request decoding at batch 1, on the plain engine and the fused one (``engine="fused"`` rows): the step's
-    time, its launchers' times, and transformers beside it."""
+                     engine=_kernel_engine, variants=None):
+    """One request decoding at batch 1, on the plain engine, the fused one and the graphs (``engine`` column): the
+    step's time, its launchers' times, and transformers beside it. ``variants``: ``(name, make)`` pairs to time
+    instead (None: those three, or ``engine`` alone when it is not the kernel engine); each must give the first's
+    greedy tokens."""
     from course.records import new_recording
 
     step_bytes = sum(info.nbytes for info in model_file.tensors.values())
@@ -130,17 +133,24 @@ def decode_recording(model_file, *, steps: int = DECODE_STEPS, ceilings: dict | 
         "launches cannot be timed one by one)"))
     from inference import graphs
 
-    variants = (("plain", engine), ("fused", _fused_engine)) if engine is _kernel_engine else (("plain", engine),)
-    if engine is _kernel_engine and graphs.available():
-        variants += (("graphs", _graph_engine),)
+    if variants is None:
+        variants = (("plain", engine), ("fused", _fused_engine)) if engine is _kernel_engine else (("plain", engine),)
+        if engine is _kernel_engine and graphs.available():
+            variants += (("graphs", _graph_engine),)
+    first = None                                  # the first engine's greedy tokens, which the others must give
     for name, make in variants:
         try:
-            _time_decode(rec, name, make, model_file, steps, step_bytes, copy_gbps)
-        except Exception as exc:                  # a driver that refuses the capture: said, not hidden
-            if name != "graphs":
+            tokens = _time_decode(rec, name, make, model_file, steps, step_bytes, copy_gbps)
+            if first is not None and tokens != first:
+                step = next(i for i, (a, b) in enumerate(zip(tokens, first)) if a != b)
+                raise ValueError(f"its greedy tokens differ from the {variants[0][0]} engine's from step {step} on, "
+                                 "so its rate is not a rate of this model")
+            first = tokens if first is None else first
+        except Exception as exc:                  # a wrong engine or a driver that refuses the capture: said, not hidden
+            if first is None:
                 raise
             rec.rows = [row for row in rec.rows if row.get("engine") != name]
-            rec.notes += f"; graphs not measured: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+            rec.notes += f"; {name} not measured: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
     tps, why = _transformers_tokens_per_s(steps)
     if tps is not None:
         rec.add(what="transformers", batch=1, steps=steps, tokens_per_s=tps, dtype="float16")
@@ -149,18 +159,20 @@ def decode_recording(model_file, *, steps: int = DECODE_STEPS, ceilings: dict | 
     return rec
 
 
-def _time_decode(rec, name, make, model_file, steps, step_bytes, copy_gbps) -> None:
-    """The rows of one engine: its decode step's median time, then (an engine that can) its launchers' times."""
+def _time_decode(rec, name, make, model_file, steps, step_bytes, copy_gbps) -> list[int]:
+    """The rows of one engine: its decode step's median time, then (an engine that can) its launchers' times.
+    Returns the greedy tokens of the timed steps."""
     ids = _prompt_ids(model_file, PROMPTS[0])
     context = len(ids) + steps + 10           # the timed steps, then up to 8 profiled ones
     kernels = make(model_file, num_blocks=-(-context // BLOCK_SIZE), context=context)
     seq, logits = kernels.prefill(ids)
-    token, times = int(np.argmax(logits)), []
+    token, times, produced = int(np.argmax(logits)), [], []
     for _ in range(steps):
         start = time.perf_counter()
         logits = kernels.decode(seq, token)
         times.append(time.perf_counter() - start)
         token = int(np.argmax(logits))
+        produced.append(token)
     median_ms = 1e3 * statistics.median(times[1:] or times)
     rec.add(what="decode_step", engine=name, batch=1, steps=steps, median_ms=median_ms,
             tokens_per_s=1e3 / median_ms, kernels_launched=getattr(kernels, "kernels_launched", None),
@@ -174,6 +186,7 @@ def _time_decode(rec, name, make, model_file, steps, step_bytes, copy_gbps) -> N
             rec.add(what="launcher", engine=name, launcher=launcher, calls=calls // profiled,
                     ms_per_step=1e3 * seconds / profiled)
         kernels.timings = None
+    return produced
 
 
 def _transformers_tokens_per_s(steps: int):
