@@ -58,7 +58,8 @@ def batched_timing():
                          else 2 * n * k + 2 * t * k + 2 * t * n)
                 rec.add(rung=rung, N=n, K=k, T=t, median_ms=2 * ms, p10_ms=1.9 * ms, p90_ms=2.2 * ms, repeat=50,
                         gbps=moved / (2 * ms) / 1e6, tflops=2 * t * n * k / (2 * ms) / 1e9,
-                        fmt="q4_1" if rung != "torch_matmul_fp16" else "float16", bytes=moved, flops=2 * t * n * k,
+                        fmt="q4_1" if rung != "torch_matmul_fp16" else "float16",
+                        bits_per_weight=5.0 if rung != "torch_matmul_fp16" else 16.0, bytes=moved, flops=2 * t * n * k,
                         dp4a=t * n * k // 4 if rung != "torch_matmul_fp16" else 0, kernel_ms=ms,
                         fraction_of_copy=moved / (2 * ms) / 1e6 / CEILINGS["copy_gbps"],
                         kernel_speedup_over_fp16=scale * TORCH_BATCH_US / 1e3 / ms)
