@@ -43,7 +43,10 @@ rung's 5 KiB per warp need 6 warps per SM: its GEMV kernel should stream W (41.9
 before it, lower at 8192 x 8192 (about 75 %) and closer at 28672 x 8192, and its gain over the dp4a rung
 should grow as N shrinks. Its own limit is L1: a lane's 8-byte loads sit 16 bytes apart (codes) and 32 bytes
 apart (activation codes), so each load instruction touches 2 (4) times the sectors it uses; two rows per warp
-halve the activations' share.
+halve the activations' share. Measured (``course/data/day09_gemv_timing.json``, H200, L2 flushed, the GPU's
+time of both launches): 54 us at 28672 x 8192, 0.65 of the copy bandwidth and 1.43 times the dp4a rung's speed,
+but 27 us at 8192 x 8192, 0.37 of it and barely ahead of the dp4a rung: the prediction held in direction, not in
+size, and failed on the small matrix.
 
 ``q4_1_gemv_q8_1_small_batch``. Warp w computes ``BATCH_ROWS_PER_WARP`` rows for every token; lane l takes
 blocks l, l + 32, ... . For each block it loads the rows' codes and scales once and unpacks the nibbles into 8
@@ -60,7 +63,11 @@ bytes, about 34 line-sized transfers per warp, 32 blocks and token; at one 128-b
 that is about 2 us per token. So the rung should stay at its memory floor to T of about 4, then grow by about 2
 us per token, to about 34 us at T = 16: about what torch's fp16 matmul takes there, streaming 2 bytes per weight
 (134 MB) and memory bound to T of about 200 on tensor cores. The fp16 GEMM should win from about T = 16 on;
-laying the activation codes out for coalesced loads would push that crossover further.
+laying the activation codes out for coalesced loads would push that crossover further. Measured
+(``course/data/day09_batched_timing.json``, H200): 47 us at T = 1, 51 at 2, 61 at 4, 81 at 8 and 124 at 16,
+about 5 us a token from the first on; torch's fp16 matmul took about 48 us at every T, so it wins from T = 2
+on. The prediction missed twice: T = 1 already costs far more than W's floor (the repacked rung's 27 us), and
+each token costs more than twice the 2 us counted for it.
 ``course.models.quantized`` counts the bytes and the dp4a (``dp4a_count``) so a lesson can draw both.
 
 Each rung is a ``<rung>_kernel`` plus the launcher ``<rung>(w, x, *, out=None, quantize_kernel=...,

@@ -44,9 +44,15 @@ and hidden behind the weight loads each warp issues before it. x's q8_1 blocks n
 per 32 values: K up to ``WIDE_MAX_K`` (48 KiB, the most a block gets without opting in); larger K is refused
 with a message naming ``q4_1_gemv_q8_1_repacked``, which takes any K.
 
-Prediction (to be checked against a recording): the DRAM bytes are W's once, as in every rung since the
-repacked one, so the rung should stream W at 0.85 to 0.9 of the copy bandwidth at 28672 x 8192 (about 38 us
-on an H200) and gain most at 8192 x 8192, where the second launch weighed most.
+Prediction: the DRAM bytes are W's once, as in every rung since the repacked one, so the rung should stream W
+at 0.85 to 0.9 of the copy bandwidth at 28672 x 8192 (about 38 us on an H200) and gain most at 8192 x 8192,
+where the second launch weighed most. Measured (``course/data/day09_gemv_timing.json``, H200, L2 flushed, the
+GPU's time): the prediction failed. The Q4_1 rung took 74 us at 28672 x 8192 (0.47 of the copy bandwidth),
+slower than the repacked rung's 54 us, and 27 us at 8192 x 8192, the repacked rung's time. The price above was
+counted in issue slots, as if it overlapped the weight loads; the recording says it does not. The likely reason:
+896 blocks of threads at 28672 rows, about two resident per SM, run in waves, every block of a wave starts with
+the same quantization, its 256 threads each reading 32 floats 128 bytes apart from L2 (a sector per float), and
+only one step of weights per warp is on its way meanwhile.
 
 Launcher ``q4_1_gemv_q8_1_wide(w, x, *, out=None, kernel=q4_1_gemv_q8_1_wide_kernel)``: grid ceil(N / 32)
 blocks of ``WIDE_WARPS`` x 32 threads and (8 + 2) x 4 x K / 32 bytes of dynamic shared memory. NumPy arrays or
