@@ -32,6 +32,9 @@ theirs) and the format its cache or tensors are stored in by ``fmt`` (``float32`
 - ``day08_matmul_roofs.json``: torch matrix products at 8192^3 in float32 (TF32 off: CUDA cores), fp16
   and bf16 (tensor cores, float32 accumulation), and fp8 e4m3 (``torch._scaled_mm``, where this torch
   has it): the compute roofs the lesson draws.
+- ``day08_tc_gemm_timing.json``: the tensor-core GEMM ladder (``kernels.tensor_core_gemm``, fp16 in, float32
+  out) at N = ``TC_GEMM_N`` (M = N = K) beside torch's fp16 matmul (cuBLAS): ``tflops`` and
+  ``fraction_of_cublas``.
 
 ``record_other_gpu(out_dir)`` (``python -m course.record day08 --other-gpu``), on a second GPU: the decode
 checks at full size, then ``day08_decode_timing_other_gpu.json``, the decode sweep at
@@ -77,6 +80,7 @@ QUICK_POINTS = ((8, 1024), (16, 8192))
 PREFILL = {"B": 2, "heads": 32, "kv_heads": 8, "N": 4096, "d": 128}
 PREFILL_DTYPES = ("float16", "bfloat16")
 MATMUL_N = 8192
+TC_GEMM_N = (256, 512, 1024, 2048, 4096, 8192)       # the tensor-core GEMM ladder's sizes (M = N = K)
 NCU_SEQS, NCU_CONTEXT = 8, 8192
 CHECK_SEQS, CHECK_CONTEXT, CHECK_N = 8, 4096, 1024
 # The steps recorded on a second GPU, to compare with the same steps of day08_decode_timing (one of
@@ -420,6 +424,43 @@ def matmul_sweep() -> Sweep:
         cases=_matmul_cases)
 
 
+def _tc_gemm_cases(n: int) -> list[Timed]:
+    from course.record import baselines
+    from kernels import tensor_core_gemm as tc
+
+    torch = baselines.cuda_torch()
+    generator = torch.Generator(device="cuda").manual_seed(n)
+    a, w = (torch.randn((n, n), generator=generator, device="cuda").half() for _ in range(2))
+    out32 = torch.empty((n, n), device="cuda", dtype=torch.float32)
+    out16 = torch.empty((n, n), device="cuda", dtype=torch.float16)
+    da, dw, dout = (cuda_array(x) for x in (a, w, out32))
+    flops, moved = 2 * n ** 3, 2 * n * n * 2 + 4 * n * n
+    cases = [Timed(rung, lambda gemm=tc.RUNGS[rung]: gemm(da, dw, out=dout), moved, flops, {"fmt": "float16"})
+             for rung in tc.RUNGS]
+    cases.append(Timed("torch_matmul_fp16", lambda: torch.matmul(a, w.t(), out=out16), 3 * n * n * 2, flops,
+                       {"fmt": "float16"}))
+    return cases
+
+
+def cuda_array(tensor):
+    """A numba device array over a torch CUDA tensor's memory (no copy)."""
+    from numba import cuda
+
+    return cuda.as_cuda_array(tensor.detach())
+
+
+def tc_gemm_sweep() -> Sweep:
+    return Sweep(
+        name="day08_tc_gemm_timing",
+        notes=("the tensor-core GEMM ladder (kernels.tensor_core_gemm.RUNGS): C (float32) = A W^T for random fp16 A and "
+               "W of N x N, and torch.matmul(A, W.t()) into fp16 (cuBLAS, tensor cores, float32 accumulation: "
+               "torch_matmul_fp16); tflops from 2 N^3; gbps from A and W read once and C written once; "
+               "fraction_of_cublas: torch_matmul_fp16's median over the row's."),
+        points=TC_GEMM_N, quick_points=TC_GEMM_N[:2],
+        shape=lambda n: dict(M=n, N=n, K=n),
+        cases=_tc_gemm_cases, finish=harness.fraction_of("torch_matmul_fp16", "fraction_of_cublas"))
+
+
 # --------------------------------------------------------------------------- Nsight, sanitizer
 
 def _ncu_launch(rung: str, fmt: str, context: int):
@@ -475,7 +516,7 @@ def recorder() -> harness.Recorder:
                      "docs/design-notes.md section 5); " + " and ".join(PREFILL_RUNGS) + " (causal, kv_lens) against "
                      "kernels.reference.attention by the same rule. storage_rel_err: the relative error of the float64 "
                      "computation on the stored values, what the format alone costs."),
-        sweeps=lambda: [decode_sweep(), prefill_sweep(), matmul_sweep()],
+        sweeps=lambda: [decode_sweep(), prefill_sweep(), matmul_sweep(), tc_gemm_sweep()],
         ncu_cases=ncu_cases, sanitize=sanitize, ncu_shape=ncu_shape)
 
 
@@ -497,6 +538,10 @@ def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
                 print(f"   {row['rung']:<28} {row['fmt']:<9} N={row['N']} {row['median_ms']:8.3f} ms "
                       f"{row['tflops']:7.2f} TFLOP/s  "
                       f"{row['fraction_of_sdpa_fp16']:.3f} of torch fp16", flush=True)
+        elif rec.name == "day08_tc_gemm_timing":
+            for row in rec.rows:
+                print(f"   {row['rung']:<24} N={row['N']:>5} {row['tflops']:8.1f} TFLOP/s  "
+                      f"{row['fraction_of_cublas']:.3f} of cuBLAS", flush=True)
         elif rec.name == "day08_matmul_roofs":
             for row in rec.rows:
                 print(f"   {row['rung']:<24} {row['tflops']:8.1f} TFLOP/s", flush=True)
