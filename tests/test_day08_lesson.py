@@ -9,10 +9,14 @@ numbers without computing them are checked against both sets of recordings; thos
 numbers section 2 computes from random inputs, against what the run printed (``error_claims``); a speed-up
 printed in two places, against the recording, so that the two cannot disagree (``speed_ups_agree``). The
 figures readers found unreadable are drawn again and held to legible text, no text over text or over a
-curve, and a few series per axes (``readability_problems``).
+curve, and a few series per axes (``readability_problems``). The tensor-core cells of section 4 (the GEMM ladder's
+recording, the tensor-core prefill's rows) are also run alone against fakes on either side of their goals and without
+their recordings: each verdict follows the numbers, and a missing recording is said (``tc_gemm_claims``,
+``tensor_prefill_claims``).
 """
 
 import inspect
+import math
 import pathlib
 import re
 
@@ -20,7 +24,7 @@ import nbformat
 import pytest
 
 from course.records import fraction_of_copy_on_gpu, load_recording, recorded_names
-from day08_fake_recordings import fake_recordings
+from day08_fake_recordings import fake_prefill_timing, fake_recordings, fake_tc_gemm_timing
 from grader import markers
 from kernels import low_precision_attention as lp
 from test_lesson_figures import run_lesson
@@ -242,6 +246,7 @@ def test_the_figures_readers_found_unreadable_can_be_read(monkeypatch):
 
 FIRST, RUNS, HALF, TENSOR = ("gqa_decode_mixed_precision", "gqa_decode_page_runs", "gqa_decode_half_warps",
                              "gqa_decode_tensor_cores")
+TENSOR_PREFILL = "gqa_prefill_tensor_cores"
 F32, F16, FP8 = "float32", "float16", "fp8_e4m3"
 
 
@@ -378,7 +383,10 @@ def claims(recordings: dict) -> None:
         assert rate["torch_sdpa_fp32_repeated_kv"] > 2 * ours["float32"]["tflops"], rate
         if roofs is not None:
             tc = {r["fmt"]: r["tflops"] for r in roofs.rows}
-            ours_best = max(r["tflops"] for r in prefill.where(rung=lambda rung: not rung.startswith("torch")))
+            # "our prefill lies well below the float32 roof": the rungs on CUDA cores (the tensor-core rung has its own
+            # cell, tensor_prefill_claims)
+            ours_best = max(r["tflops"] for r in prefill.where(
+                rung=lambda rung: not rung.startswith("torch") and rung != TENSOR_PREFILL))
             assert ours_best < 0.5 * tc["float32"], (ours_best, tc)
             assert tc["float16"] > 8 * tc["float32"] and rate["torch_sdpa_fp16"] > 0.5 * tc["float16"], (rate, tc)
 
@@ -408,7 +416,13 @@ def test_the_fake_recordings_cover_every_recording_and_tell_the_lesson_s_story()
 
 # Lines every run prints, whatever the recordings say.
 ALWAYS = ("derived from the bits, checked against ml_dtypes.finfo", "5,000 ones added one by one in fp16 give 2,048",
-          "fp16 sums: the largest error is", "cache, against the float32 cache: OK", "bf16: OK (bf16")
+          "fp16 sums: the largest error is", "cache, against the float32 cache: OK", "bf16: OK (bf16",
+          "gqa_prefill_tensor_cores, fp16: OK (fp16", "gqa_prefill_tensor_cores, bf16: OK (bf16",
+          "of the peak would run at")
+# The tensor-core cells' sentences when their recording or rows are missing.
+TC_GEMM_MISSING = "the recording day08_tc_gemm_timing is missing"
+TENSOR_PREFILL_MISSING = "gqa_prefill_tensor_cores is missing from this recording of day08_prefill_timing"
+PREFILL_MISSING = "the recording day08_prefill_timing is missing"
 WITH_RECORDINGS = ("time and error are those of gqa_decode_page_runs, the second of the four decode kernels",
                    "With gqa_decode_page_runs, half the bytes made the step", "reads its compulsory bytes at up to",
                    "times the fp16 step's time", "gqa_decode_mixed_precision on the fp16 cache runs at",
@@ -454,8 +468,28 @@ def test_lesson_runs_with_the_shipped_and_fake_recordings(tmp_path):
     assert verdicts[("fp16 storage, fp16 sums", longest)] == "FAILS"
     assert verdicts[("bf16 storage where fp16 was asked", longest)] == "FAILS"
 
+    gemm_claims_on_the_simulator(shipped)
+    if "day08_tc_gemm_timing" in recorded_names():
+        tc_gemm_claims(shipped, load_recording("day08_tc_gemm_timing"))
+    else:
+        assert TC_GEMM_MISSING in shipped
+    if "day08_prefill_timing" in recorded_names() and load_recording("day08_prefill_timing").where(rung=TENSOR_PREFILL):
+        tensor_prefill_claims(shipped, load_recording("day08_prefill_timing"))
+    else:
+        assert TENSOR_PREFILL_MISSING in shipped or PREFILL_MISSING in shipped
+    # The cells that read the tensor-core recordings run again with the fakes; the simulator's cells do not.
+    assert 'tc_gemm = live_else_recorded("day08_tc_gemm_timing")' in run.rerun, run.rerun
+    assert 'TENSOR_PREFILL = "gqa_prefill_tensor_cores"' in run.rerun, run.rerun
+    assert not {"from kernels import tensor_core_gemm",
+                "from kernels.low_precision_attention import gqa_prefill_tensor_cores"} & set(run.rerun), run.rerun
+
     shown = run.fake_text
     assert "recorded on Fake GPU" in shown and "No recording" not in shown
+    tc_gemm_claims(shown, fake_tc_gemm_timing())
+    tensor_prefill_claims(shown, fake_prefill_timing())
+    for verdict in ("is met", "is not met"):          # the fakes take both sides of each goal
+        assert f"of cuBLAS {verdict}" in shown and f"the goal of 0.25 {verdict}" in shown, verdict
+    assert TC_GEMM_MISSING not in shown and TENSOR_PREFILL_MISSING not in shown
     for line in WITH_RECORDINGS:
         assert line in shown, f"with the fake recordings, the lesson no longer prints {line!r}"
     # the branches the fakes take: fp8 still follows its bytes against fp16, torch stays under the copy bandwidth
@@ -592,3 +626,179 @@ def speed_ups_agree(shown: str, decode, other) -> None:
                 assert next(cells) == f"{ratio(rec, (TENSOR, FP8), over, (s, c)):.2f}", (row, over, rec.name)
             low, high = ranges[over]
             assert low <= float(row[1 if over[0] == RUNS else 3]) <= high, (row, over, ranges)
+
+
+# ----------------------------------------------------------------------------- the tensor-core cells of section 4
+
+TC_GEMM_GOAL, TENSOR_PREFILL_GOAL = 0.4, 0.25           # the goals the cells judge, as the lesson states them
+TC_GEMM_SIZES = (4096, 8192)                            # where the GEMM goal is judged
+FORMAT_WORDS = {"float16": "fp16", "bfloat16": "bf16"}
+# The columns course/record/day08.py writes: harness.time_cases's, the sweep's own (fmt; group) and its finish's.
+TIMING_COLUMNS = {"rung", "median_ms", "p10_ms", "p90_ms", "repeat", "gbps", "tflops", "fmt"}
+TC_GEMM_COLUMNS = TIMING_COLUMNS | {"M", "N", "K", "fraction_of_cublas"}
+PREFILL_COLUMNS = TIMING_COLUMNS | {"B", "heads", "kv_heads", "N", "d", "causal", "group", "fraction_of_sdpa_fp16"}
+
+
+def gemm_claims_on_the_simulator(shown: str) -> None:
+    """The prose says every rung passes against the float64 reference and v2 to v5 compute v1's bits: the lines the
+    simulator printed say so, one per rung of the ladder."""
+    from kernels import tensor_core_gemm
+
+    names = list(tensor_core_gemm.RUNGS)
+    for name in names:
+        line = re.search(rf"^{name}: (\w+) .*$", shown, re.M)
+        assert line and line[1] == "OK", (name, line and line[0])
+        if name != names[0]:
+            assert line[0].endswith(f"; the same bits as {names[0]}"), line[0]
+
+
+def tc_gemm_claims(shown: str, rec) -> None:
+    """The GEMM ladder's table is the recording's rows at N = 4,096 and 8,192 (else its two largest N); each verdict
+    names the fastest rung of the ladder there and says "met" exactly when its fraction of cuBLAS reaches the goal; the
+    steps up the ladder, v5 against v4 and cuBLAS against the float32 roof are the recording's ratios."""
+    from kernels.tensor_core_gemm import RUNGS
+
+    sizes = sorted(rec.distinct("N"))
+    judged = [n for n in TC_GEMM_SIZES if n in sizes] or sizes[-2:]
+    assert _table(shown, "rung | N = M = K") == [
+        [r["rung"], f"{n:,}", f"{r['tflops']:,.0f}", f"{r['fraction_of_cublas']:.2f}"] for n in judged for r in rec.where(N=n)]
+    for n in judged:
+        said = re.search(rf"at N = {n:,} the fastest rung is (\w+), at ([\d,]+) TFLOP/s, ([\d.]+) of cuBLAS's ([\d,]+): "
+                         rf"the goal of {TC_GEMM_GOAL} of cuBLAS is (met|not met)\.", shown)
+        assert said, f"no verdict at N = {n:,}"
+        best = max((r for r in rec.where(N=n) if r["rung"] in RUNGS), key=lambda r: r["tflops"])
+        cublas = rec.one(rung="torch_matmul_fp16", N=n)
+        assert math.isclose(best["fraction_of_cublas"], cublas["median_ms"] / best["median_ms"], rel_tol=1e-9), best
+        assert said.groups()[:4] == (best["rung"], f"{best['tflops']:,.0f}", f"{best['fraction_of_cublas']:.2f}",
+                                     f"{cublas['tflops']:,.0f}"), said[0]
+        assert (said[5] == "met") == (best["fraction_of_cublas"] >= TC_GEMM_GOAL), said[0]
+    largest = sizes[-1]
+    rate = {r["rung"]: r["tflops"] for r in rec.where(N=largest)}
+    names = [name for name in RUNGS if name in rate]
+    gains = {after: rate[after] / rate[before] for before, after in zip(names, names[1:])}
+    said = re.search(rf"at N = {largest:,}, each rung's rate over the one before: (.*); the largest step is (\w+)'s\.",
+                     shown)
+    assert said and said[1] == ", ".join(f"{name} {gain:.2f}" for name, gain in gains.items()), said and said[0]
+    assert said[2] == max(gains, key=gains.get), said[0]
+    v4, v5 = "tc_gemm_v4_swizzled", "tc_gemm_v5_large_tiles"
+    ahead = [n for n in sizes if rec.one(rung=v5, N=n)["tflops"] > rec.one(rung=v4, N=n)["tflops"]]
+    said = re.search(rf"{v5} is faster than {v4} at N = (.*), slower at N = (.*)\.", shown)
+    assert said and said[1] == (", ".join(f"{n:,}" for n in ahead) or "none"), said and said[0]
+    assert said[2] == (", ".join(f"{n:,}" for n in sizes if n not in ahead) or "none"), said[0]
+    roof = rec.ceilings.get("fp32_tflops")
+    if roof:
+        said = re.search(rf"cuBLAS's fp16 product at N = {judged[0]:,} runs ([\d.]+) times the float32 roof", shown)
+        assert said and said[1] == f"{rec.one(rung='torch_matmul_fp16', N=judged[0])['tflops'] / roof:.1f}"
+
+
+def tensor_prefill_claims(shown: str, prefill) -> None:
+    """The tensor-core prefill's table and sentences are its rows of the recording: rate, fraction of torch's fp16 SDPA
+    (its median over the row's), the verdict against the goal ("met" exactly when the fraction reaches it), the gain over
+    gqa_prefill_mixed_precision on the same tensors, and which side of the float32 roof of the session it lies."""
+    tensor = prefill.by("fmt", rung=TENSOR_PREFILL)
+    cuda_cores = prefill.by("fmt", rung="gqa_prefill_mixed_precision")
+    sdpa = prefill.one(rung="torch_sdpa_fp16")
+    roof = prefill.ceilings.get("fp32_tflops")
+    rows = _table(shown, "storage | ms | TFLOP/s")
+    assert [row[0] for row in rows] == [FORMAT_WORDS[fmt] for fmt in tensor], rows
+    for row, (fmt, r) in zip(rows, tensor.items()):
+        gain = cuda_cores[fmt]["median_ms"] / r["median_ms"]
+        assert math.isclose(r["fraction_of_sdpa_fp16"], sdpa["median_ms"] / r["median_ms"], rel_tol=1e-9), r
+        assert row[1:] == [f"{r['median_ms']:.2f}", f"{r['tflops']:,.0f}", f"{r['fraction_of_sdpa_fp16']:.2f}",
+                           f"{gain:.1f}"], row
+        said = re.search(rf"{TENSOR_PREFILL} on {FORMAT_WORDS[fmt]} tensors runs at ([\d,]+) TFLOP/s, ([\d.]+) of torch's "
+                         rf"fp16 SDPA: the goal of {TENSOR_PREFILL_GOAL} is (met|not met); it runs ([\d.]+) times as fast "
+                         rf"as gqa_prefill_mixed_precision on the same tensors(?:, (above|below) the float32 roof of the "
+                         rf"CUDA cores measured in the same session \(([\d,]+) TFLOP/s\))?\.", shown)
+        assert said, f"no sentence for {fmt}"
+        assert (said[1], said[2], said[4]) == (f"{r['tflops']:,.0f}", f"{r['fraction_of_sdpa_fp16']:.2f}", f"{gain:.1f}")
+        assert (said[3] == "met") == (r["fraction_of_sdpa_fp16"] >= TENSOR_PREFILL_GOAL), said[0]
+        if roof:
+            assert (said[5], said[6]) == ("above" if r["tflops"] > roof else "below", f"{roof:,.0f}"), said[0]
+        else:
+            assert said[5] is None, said[0]
+
+
+def test_the_tensor_core_fakes_have_the_recorder_s_columns():
+    """``fake_tc_gemm_timing`` has every column the recorder writes, a row per rung of the ladder and torch's matmul at
+    each of the recorder's sizes; the tensor-core prefill's fake rows have the columns of the prefill recording's other
+    rows, in the formats the recorder times it in."""
+    from course.record import day08 as recorder
+    from kernels import tensor_core_gemm
+
+    gemm = fake_tc_gemm_timing()
+    assert all(set(r) == TC_GEMM_COLUMNS for r in gemm.rows)
+    assert set(gemm.ceilings) == {"copy_gbps", "fp32_tflops"}
+    assert sorted(gemm.distinct("N")) == list(recorder.TC_GEMM_N)
+    for n in gemm.distinct("N"):
+        assert [r["rung"] for r in gemm.where(N=n)] == [*tensor_core_gemm.RUNGS, "torch_matmul_fp16"]
+        assert all((r["M"], r["K"], r["fmt"]) == (n, n, "float16") for r in gemm.where(N=n))
+    prefill = fake_prefill_timing()
+    assert all(set(r) == PREFILL_COLUMNS for r in prefill.rows)
+    assert recorder.TENSOR_PREFILL == (TENSOR_PREFILL,)
+    assert {r["fmt"] for r in prefill.where(rung=TENSOR_PREFILL)} == set(FORMAT_WORDS) == set(recorder.PREFILL_DTYPES)
+    if "day08_prefill_timing" in recorded_names():
+        assert {k for r in load_recording("day08_prefill_timing").rows for k in r} <= PREFILL_COLUMNS
+
+
+def test_the_tensor_core_cells_follow_their_recordings(tmp_path, monkeypatch, capsys):
+    """The two cells that read the tensor-core recordings, run alone against fakes on either side of each goal and of
+    the float32 roof, then without their recordings: every verdict is the numbers' (a cell that printed a fixed
+    sentence fails one side), a missing recording or row is said in one line and nothing is drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import course.records
+    from test_lesson_figures import figure_problems
+
+    sources = {cell.id: cell.source for cell in _lesson().cells}
+    namespace, displayed = {}, []
+    monkeypatch.setattr(plt, "show", lambda *args, **kwargs: None)
+    exec(compile(sources["setup"], "<lesson cell setup>", "exec"), namespace)
+    namespace["display"] = lambda *objects: displayed.extend(getattr(o, "data", str(o)) for o in objects)
+    course.records.known_names()             # cached from course/data, before DATA_DIR points at the fakes
+    monkeypatch.setattr(course.records, "DATA_DIR", tmp_path)
+
+    def run(cell):
+        """What the cell printed and displayed, and its figures' count and problems."""
+        displayed.clear()
+        capsys.readouterr()
+        plt.close("all")
+        exec(compile(sources[cell], f"<lesson cell {cell}>", "exec"), namespace)
+        figures = [plt.figure(number) for number in plt.get_fignums()]
+        problems = [problem for figure in figures for problem in figure_problems(figure)]
+        plt.close("all")
+        return capsys.readouterr().out + "\n".join(displayed), len(figures), problems
+
+    try:
+        seen = set()
+        for scale in (0.5, 1.0, 2.0):           # the fastest rung under the goal at both sizes, at one, at neither
+            rec = fake_tc_gemm_timing(scale)
+            rec.save(tmp_path / "day08_tc_gemm_timing.json")
+            shown, figures, problems = run("tc-gemm-recorded")
+            assert figures == 1 and not problems, problems
+            tc_gemm_claims(shown, rec)
+            seen.add(tuple(re.findall(r"of cuBLAS is (met|not met)\.", shown)))
+        assert seen == {("not met", "not met"), ("not met", "met"), ("met", "met")}, seen
+        (tmp_path / "day08_tc_gemm_timing.json").unlink()
+        shown, figures, _ = run("tc-gemm-recorded")
+        assert TC_GEMM_MISSING in shown and figures == 0 and "fastest rung" not in shown, shown
+
+        seen = set()
+        for rates in ({"float16": 30.0, "bfloat16": 20.0}, None, {"float16": 200.0, "bfloat16": 130.0}):
+            namespace["prefill"] = rec = fake_prefill_timing(rates)     # as the lesson's motivation cell binds it
+            shown, figures, _ = run("tensor-prefill-recorded")
+            assert figures == 0
+            tensor_prefill_claims(shown, rec)
+            seen.add(tuple(re.findall(r"the goal of 0.25 is (met|not met);.*?(above|below) the float32 roof", shown)))
+        assert seen == {(("not met", "below"), ("not met", "below")), (("met", "above"), ("not met", "above")),
+                        (("met", "above"), ("met", "above"))}, seen
+        for prefill, missing in ((fake_prefill_timing({}), TENSOR_PREFILL_MISSING), (None, PREFILL_MISSING)):
+            namespace["prefill"] = prefill
+            shown, figures, _ = run("tensor-prefill-recorded")
+            assert missing in shown and figures == 0 and "TFLOP/s" not in shown, shown
+    finally:
+        plt.close("all")
+
