@@ -244,6 +244,17 @@ def gemv_timing_claims(shown: str, gemv, batched) -> None:
             said = re.search(rf"{name} ([\d.]+) \(goal {goals[name]}: (met|not met)\)", line.group(3))
             assert said and float(said.group(1)) == round(value, 2), (name, line.group(3))
             assert (said.group(2) == "met") == (value >= goals[name])
+    steps = ("q4_1_gemv_q8_1_dp4a", "q4_1_gemv_q8_1_repacked", "q4_1_gemv_q8_1_wide")
+    for n, k in sorted({(r["N"], r["K"]) for r in gemv.rows}):
+        line = re.search(rf"^{n:,} × {k:,}, each rung against the one before it: (.*)$", shown, re.M)
+        assert line, (n, k)
+        times = {r["rung"]: r["kernel_ms"] for r in gemv.rows if (r["N"], r["K"]) == (n, k)}
+        said = re.findall(r"(\w+) at ([\d.]+) times the speed of (\w+) \((faster, as predicted|not faster: the "
+                          r"prediction failed)\)", line.group(1))
+        assert [(a, b) for a, _, b, _ in said] == list(zip(steps[1:], steps)), line.group(1)
+        for after, ratio, before, verdict in said:
+            assert float(ratio) == round(times[before] / times[after], 2)
+            assert (verdict == "faster, as predicted") == (times[after] < times[before]), (n, k, after)
     for n, k in sorted({(r["N"], r["K"]) for r in batched.rows}):
         said = re.search(rf"^{n:,} × {k:,}: the batched rung is faster than torch's fp16 matmul at T = (.*), slower at "
                          r"T = (.*)$", shown, re.M)
