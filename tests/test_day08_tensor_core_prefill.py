@@ -461,9 +461,13 @@ def test_ptx_assembles_without_stack_or_spills(compiled, tmp_path):
 @pytest.mark.parametrize("fmt", lp.TENSOR_PREFILL_FORMATS)
 def test_gpu_rung_at_full_size(fmt):
     """B = 2, 32 query heads over 8, N = 1,024, d = 128, causal: the three rules of the simulator's cases."""
+    from course.record.day08 import device_output, to_device_as
+
     q, k, v, seed = qkv(2, 32, 8, 1024, 1024, 128)
-    stored = [cuda.to_device(a.astype(DTYPES[fmt])) for a in (q, k, v)]
-    out = lp.gqa_prefill_tensor_cores(*stored, causal=True).copy_to_host()
+    stored = [to_device_as(a, fmt) for a in (q, k, v)]     # bf16 cannot cross numba's copies: its bits as uint16
+    out, bits = device_output(q.shape, fmt)
+    lp.gqa_prefill_tensor_cores(*stored, causal=True, out=out)
+    out = bits.copy_to_host().view(DTYPES[fmt])
     check_tensor_prefill(out, q, k, v, fmt, seed, f"gqa_prefill_tensor_cores {fmt} at full size", causal=True)
 
 
