@@ -49,10 +49,13 @@ at 0.85 to 0.9 of the copy bandwidth at 28672 x 8192 (about 38 us on an H200) an
 where the second launch weighed most. Measured (``course/data/day09_gemv_timing.json``, H200, L2 flushed, the
 GPU's time): the prediction failed. The Q4_1 rung took 74 us at 28672 x 8192 (0.47 of the copy bandwidth),
 slower than the repacked rung's 54 us, and 27 us at 8192 x 8192, the repacked rung's time. The price above was
-counted in issue slots, as if it overlapped the weight loads; the recording says it does not. The likely reason:
-896 blocks of threads at 28672 rows, about two resident per SM, run in waves, every block of a wave starts with
-the same quantization, its 256 threads each reading 32 floats 128 bytes apart from L2 (a sector per float), and
-only one step of weights per warp is on its way meanwhile.
+counted in issue slots, as if it overlapped the weight loads; the recording says the rung loses time somewhere.
+Not mainly in the waves of blocks that each quantize x again: a probe on an H100 (not a course recording) ran this
+kernel on a persistent grid (two blocks per SM, each quantizing x once, then looping over groups of 32 rows with
+the next group's first weights loaded during the last step) and took 74 us at 28672 x 8192, against 82 us for
+this rung and 64 us for the repacked rung's GEMV kernel alone. The rest is most likely in the main loop, which
+issues a step's loads only after the step before has been multiplied, with 96 registers a thread limiting the
+warps that could cover that wait; this module's rungs stay as they were measured.
 
 Launcher ``q4_1_gemv_q8_1_wide(w, x, *, out=None, kernel=q4_1_gemv_q8_1_wide_kernel)``: grid ceil(N / 32)
 blocks of ``WIDE_WARPS`` x 32 threads and (8 + 2) x 4 x K / 32 bytes of dynamic shared memory. NumPy arrays or
