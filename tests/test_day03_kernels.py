@@ -77,9 +77,13 @@ def test_fused_rows_causal_first_row_is_the_first_value():
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_fused_rows_large_logits_and_scale(causal):
+    """Logits of size 1e4 through a scale. q and k are whole numbers and the scale a power of two, so every logit is
+    exact in float32: a logit of that size rounded moves its weight by about 1e-3, past float32's tolerance, whenever
+    two logits of a row come within a few units of each other, a failure of the seed, not of the kernel."""
     q, k, v, seed = _qkv(1, 2, 6, 6, 5, size=120.0)
-    o = attention_v2_fused_rows(q, k, v, causal=causal, scale=0.3)
-    check(o, reference.attention(q, k, v, causal=causal, scale=0.3), name="O, logits of size 1e4", seed=seed)
+    q, k = np.rint(q), np.rint(k)
+    o = attention_v2_fused_rows(q, k, v, causal=causal, scale=0.25)
+    check(o, reference.attention(q, k, v, causal=causal, scale=0.25), name="O, logits of size 1e4", seed=seed)
 
 
 def test_fused_rows_without_keys_give_zeros_and_head_dim_up_to_the_limit():
