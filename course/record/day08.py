@@ -425,6 +425,8 @@ def matmul_sweep() -> Sweep:
 
 
 def _tc_gemm_cases(n: int) -> list[Timed]:
+    from numba import cuda
+
     from course.record import baselines
     from kernels import tensor_core_gemm as tc
 
@@ -433,20 +435,13 @@ def _tc_gemm_cases(n: int) -> list[Timed]:
     a, w = (torch.randn((n, n), generator=generator, device="cuda").half() for _ in range(2))
     out32 = torch.empty((n, n), device="cuda", dtype=torch.float32)
     out16 = torch.empty((n, n), device="cuda", dtype=torch.float16)
-    da, dw, dout = (cuda_array(x) for x in (a, w, out32))
+    da, dw, dout = (cuda.as_cuda_array(x) for x in (a, w, out32))     # no copies: torch's memory
     flops, moved = 2 * n ** 3, 2 * n * n * 2 + 4 * n * n
     cases = [Timed(rung, lambda gemm=tc.RUNGS[rung]: gemm(da, dw, out=dout), moved, flops, {"fmt": "float16"})
              for rung in tc.RUNGS]
     cases.append(Timed("torch_matmul_fp16", lambda: torch.matmul(a, w.t(), out=out16), 3 * n * n * 2, flops,
                        {"fmt": "float16"}))
     return cases
-
-
-def cuda_array(tensor):
-    """A numba device array over a torch CUDA tensor's memory (no copy)."""
-    from numba import cuda
-
-    return cuda.as_cuda_array(tensor.detach())
 
 
 def tc_gemm_sweep() -> Sweep:

@@ -145,7 +145,8 @@ def decode_recording(model_file, *, steps: int = DECODE_STEPS, ceilings: dict | 
                 step = next(i for i, (a, b) in enumerate(zip(tokens, first)) if a != b)
                 raise ValueError(f"its greedy tokens differ from the {variants[0][0]} engine's from step {step} on, "
                                  "so its rate is not a rate of this model")
-            first = tokens if first is None else first
+            if first is None:
+                first = tokens
         except Exception as exc:                  # a wrong engine or a driver that refuses the capture: said, not hidden
             if first is None:
                 raise
