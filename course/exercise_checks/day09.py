@@ -201,12 +201,15 @@ def q8_0_quantize_edge_blocks(kernel) -> None:
 
 
 def q8_0_quantize_scales_per_block(kernel) -> None:
-    """Rows whose blocks differ in size (1e-3 to 300) and a block whose largest |x| is negative: a scale per block,
+    """Rows whose blocks differ in size (1e-3 to 300) and a block whose largest |x| is negative, 32 times its one
+    positive value (a scale taken from the largest x, not |x|, gives codes past int8): a scale per block,
     bit for bit, and the Q8_0 bytes packed from codes and scales as the reference's."""
     rng, seed = random_inputs()
     x = q8_0_quantize_case(rng, 3, 3)
-    x[1, QK:2 * QK] = -np.abs(x[1, QK:2 * QK]) * 2
-    x[1, QK] = x[1, QK] * 4
+    block = -np.abs(x[1, QK:2 * QK]) * 2       # negative but for one value: its largest x is far below its largest |x|
+    block[0] = 4 * block.min()
+    block[5] = -block[0] / 32
+    x[1, QK:2 * QK] = block
     codes, scales = q8_0_quantize_run(kernel, x)
     check_q8_0_scales(scales, x, codes=codes, seed=seed)
     _passed("a scale per block of 32 (3 rows of 3 blocks at magnitudes from 1e-3 to 300), bit for bit, and the bytes")
