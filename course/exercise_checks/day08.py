@@ -48,7 +48,9 @@ def mixed_prefill_case(rng, fmt: str, B: int, heads: int, kv_heads: int, N: int,
     (float32 1/sqrt(d)).
 
     values: "normal" (standard normal v), "offset" (v uniform in [1, 2): every output near 1.5, so the
-    rounding of a long sum shows) or "sharp" (q and k multiples of 1/16 below 4 in size, exact in both
+    rounding of a long sum shows), "flat" (that and q / 256: every weight within about 2% of 1, so a row's sum
+    grows with its keys, and an fp16 sum past 32 rounds each weight up the same way: its error adds up instead of
+    averaging out) or "sharp" (q and k multiples of 1/16 below 4 in size, exact in both
     formats, sharing a common direction: every scaled logit near 4 sqrt(d) give or take 1, so a logit
     rounded to 11 bits moves every weight, where storage moves none). large_logits: KV head 0 and its
     query heads hold integers, exact in ``fmt`` (fp16: in [-600, 600], whose products pass 65504, fp16's
@@ -58,12 +60,14 @@ def mixed_prefill_case(rng, fmt: str, B: int, heads: int, kv_heads: int, N: int,
     dtype = _storage_dtype(fmt)
     q = rng.standard_normal((B, heads, N, d), dtype=np.float32)
     k = rng.standard_normal((B, kv_heads, M, d), dtype=np.float32)
-    if values == "offset":
+    if values in ("offset", "flat"):
         v = rng.uniform(1.0, 2.0, (B, kv_heads, M, d)).astype(np.float32)
     elif values in ("normal", "sharp"):
         v = rng.standard_normal((B, kv_heads, M, d), dtype=np.float32)
     else:
-        raise ValueError(f"values must be 'normal', 'offset' or 'sharp', got {values!r}")
+        raise ValueError(f"values must be 'normal', 'offset', 'flat' or 'sharp', got {values!r}")
+    if values == "flat":
+        q = (q / 256).astype(np.float32)
     if values == "sharp":
         common = rng.choice(np.array([-2.0, 2.0], np.float32), (B, kv_heads, 1, d))
         sixteenths = lambda a: (np.round(a * 16) / 16).astype(np.float32)  # noqa: E731
@@ -196,9 +200,10 @@ def mixed_prefill_matches_reference(kernel) -> None:
 
 
 def mixed_prefill_long_rows(kernel) -> None:
-    """fp16, rows of 16 and of 256 keys: the error may not grow with the keys a row sums."""
+    """fp16, rows of 16 and of 256 keys, every weight near 1 ("flat"): the error may not grow with the keys a row
+    sums."""
     o, case, seed = mixed_prefill_run(kernel, "fp16", 2, 1, 1, 3, 256, 4, causal=False, kv_lens=[16, 256],
-                                      values="offset")
+                                      values="flat")
     check_mixed_prefill(o, case, seed=seed, kernel=kernel)
     _passed("fp16, rows of 16 and 256 keys, within twice the error of storage")
 

@@ -202,7 +202,8 @@ def q8_0_quantize_edge_blocks(kernel) -> None:
 
 def q8_0_quantize_scales_per_block(kernel) -> None:
     """Rows whose blocks differ in size (1e-3 to 300) and a block whose largest |x| is negative, 32 times its one
-    positive value (a scale taken from the largest x, not |x|, gives codes past int8): a scale per block,
+    positive value (a scale taken from the largest x, not |x|, gives codes past int8), and one whose largest |x| is
+    positive (a scale of amax / 128 gives it the code 128, past int8): a scale per block,
     bit for bit, and the Q8_0 bytes packed from codes and scales as the reference's."""
     rng, seed = random_inputs()
     x = q8_0_quantize_case(rng, 3, 3)
@@ -210,6 +211,7 @@ def q8_0_quantize_scales_per_block(kernel) -> None:
     block[0] = 4 * block.min()
     block[5] = -block[0] / 32
     x[1, QK:2 * QK] = block
+    x[2, 2 * QK + 7] = 1.5 * np.abs(x[2, 2 * QK:3 * QK]).max()    # and a block whose largest |x| is positive
     codes, scales = q8_0_quantize_run(kernel, x)
     check_q8_0_scales(scales, x, codes=codes, seed=seed)
     _passed("a scale per block of 32 (3 rows of 3 blocks at magnitudes from 1e-3 to 300), bit for bit, and the bytes")
