@@ -235,20 +235,23 @@ def _message(exc: BaseException, bundle: dict) -> str:
     return f"line {number} of the cell: {code}\n{head}"
 
 
-def ptx_for_targets(function, signature, ccs=COMPUTE_CAPABILITIES):
+def ptx_for_targets(function, signature, ccs=COMPUTE_CAPABILITIES, *, launch_bounds=None):
     """``{cc: PTX}`` of a kernel (a plain Python function) for each compute capability.
 
     numba's ``compile_ptx`` types and lowers the function again for every target, and for a large
     kernel that is most of the time (GEMM v7 for two targets: 36 s that way, 19 s here). Here it is typed and
     lowered once, for the lowest target asked (so no instruction of a newer one is chosen), and NVVM
-    turns that one module into PTX for each target. Raises what the compiler raised, with the target
+    turns that one module into PTX for each target. ``launch_bounds``: a kernel's ``@cuda.jit(launch_bounds=...)``
+    (``kernel.targetoptions.get("launch_bounds")``), written into the PTX as ``.maxntid`` and ``.minnctapersm`` so
+    that ptxas budgets the registers as it will for the kernel. Raises what the compiler raised, with the target
     it was compiling for in the exception's ``cc`` (``"any"`` when typing or lowering failed).
     """
     from numba.cuda.compiler import _compile_pyfunc_with_fixup    # numba-cuda 0.30 (pyproject.toml pins it)
 
     targets = sorted(tuple(cc) for cc in ccs)
     try:
-        library, _ = _compile_pyfunc_with_fixup(function, signature, device=False, cc=targets[0], abi="numba")
+        library, _ = _compile_pyfunc_with_fixup(function, signature, device=False, cc=targets[0], abi="numba",
+                                                launch_bounds=launch_bounds)
     except Exception as exc:
         exc.cc = "any"
         raise

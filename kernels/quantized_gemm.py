@@ -12,6 +12,7 @@ The rungs, in ladder order, one line each (how each works follows):
 
 - ``w8a8_gemm_v1_dp4a``: 64 x 64 tiles of y from shared tiles of int8 words, 4 x 4 outputs a thread, dp4a.
 - ``w8a8_gemm_v2_tensor_cores``: the same tiles on int8 tensor cores, a warp's 32 x 32 as 8 m16n8k32 mmas.
+- ``w8a8_gemm_v3_large_tiles``: v2's mmas on day 8's fastest tensor-core loop: 128 x 128 tiles, cp.async, ldmatrix.
 
 Both rungs read the same bytes: a block of threads takes a 64 x 64 tile of y and steps through K 32 codes at a
 time, copying 64 rows of A and 64 rows of W, 8 words of 4 codes each, into shared memory (``tiles[0]`` and
@@ -30,6 +31,28 @@ read once per thread that holds the row or the column.
   g + 8 of the mma's 16, words t and t + 4 of the step; b = W row g of the mma's 8, words t and t + 4. Shared
   rows are 12 words long: the 8 rows x 4 words of a fragment load land in 32 different banks.
 
+- v3, the tensor-core GEMM ladder's loop (``kernels.tensor_core_gemm``, v5): an int8 mma's fragments hold the
+  same bytes of the same rows as an fp16 mma's (``m16n8k32``'s a0 is bytes 4t ... 4t + 3 of row g of a 32-byte
+  slice of K, ``m16n8k16``'s is numbers 2t, 2t + 1 of row g of a 16-number, 32-byte slice: word t either way, and
+  so for a1 ... a3, b0, b1 and the accumulators), so v5's loop runs unchanged on the codes read as 16-bit words, two
+  codes a word: ``tensor_core_gemm.swizzled_mainloop`` with ``mma_m16n8k32_s8`` in place of ``mma_m16n8k16``. A
+  block of 8 warps takes a 128 x 128 tile of y and steps through K 64 codes at a time; 16-byte ``cp.async`` copies
+  fill a ring of 3 steps (48 KB) whose rows are XOR-swizzled, each warp loads its fragments with ``ldmatrix.x4``
+  without bank conflicts and issues 16 mmas (a 64 x 32 patch) per 32 codes of K. Each code of A is read from
+  global memory once per 128-wide block column, each of W once per block row: half v1's and v2's traffic. The
+  epilogue is v2's, per lane: rows g, g + 8 of each of 4 mma rows, columns 2t, 2t + 1 of each of 4 mma columns;
+  sa[m] read by the 16 lanes (4 warps x 4) that hold row m, sw[n] by the 16 (2 warps x 8) that hold column n.
+  ``launch_bounds`` asks ptxas for 2 blocks an SM (``LARGE_MIN_BLOCKS``): 128 registers a thread, no spills.
+  Prediction, not yet timed on a GPU: v2 stages its tiles with 4-byte loads through registers between two
+  barriers a step, as the fp16 ladder's v1 and v2 did, and stayed where they stayed (57 TOP/s at 4096^3 on the
+  H200, 0.07 of torch._int_mm; fp16 v1: 17 TFLOP/s on the H100). Day 8's v5 loop ran at 232 TFLOP/s at 4096^3 on
+  the H100, 14 times v1. v3 moves the same bytes per mma instruction as v5 and each of its mmas does twice the
+  operations of v5's at the same instruction rate (Hopper's int8 mma.sync throughput is twice its fp16), so if
+  v3 is limited where v5 is (instructions, latency and shared memory per staged byte, not the tensor cores' rate)
+  it should run at about twice v5's rate: 400-460 TOP/s at 4096^3, 0.45-0.55 of the 837 TOP/s that
+  torch._int_mm ran at in day 9's H200 recording. If it runs near v5's 232 instead, the tensor cores' issue
+  rate, not the loop, limits both.
+
 A tool beside the ladder (a kernel with a launcher of the same pattern, not a rung: its output is codes, checked
 bit for bit):
 
@@ -38,8 +61,9 @@ bit for bit):
   rint(x / sa), halves to even, in [-127, 127].
 
 Each rung is a ``<rung>_kernel`` plus the launcher ``<rung>(a_q, sa, w_q, sw, *, out=None, kernel=<rung>_kernel)``,
-which validates the arguments, launches a grid of ceil(N / 64) x ceil(M / 64) blocks and returns y. Launchers
-accept NumPy arrays or numba device arrays (``kernels.launching``); the kernels read A and W as uint32 words
+which validates the arguments, launches a grid of ceil(N / 64) x ceil(M / 64) blocks (v3: ceil(N / 128) x
+ceil(M / 128) blocks of 256 threads, M at most 65535 x 128) and returns y. Launchers accept NumPy arrays or numba
+device arrays (``kernels.launching``); v1 and v2 read A and W as uint32 words, v3 as uint16 words of two codes
 (a view, no copy). M = 0 or N = 0 launches nothing; K = 0 gives zeros.
 """
 
@@ -50,6 +74,7 @@ import math
 import numpy as np
 from numba import cuda, float32, float64, int32, int8, uint32
 
+from kernels import tensor_core_gemm as _tc
 from kernels.intrinsics import dp4a, mma_m16n8k32_s8
 from kernels.launching import (FULL_MASK, WARP, cdiv, output_array, require_array, require_float32,
                                require_same_kind)
@@ -59,7 +84,8 @@ __all__ = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "K_WORDS", "MAX_K", "THREAD_M", "THR
            "DP4A_ROW", "WARPS_M", "WARPS_N", "WARP_TILE_M", "WARP_TILE_N", "MMA_M", "MMA_N", "MMA_K", "MMA_ROW",
            "TC_THREADS", "QUANT_WARPS", "SMALLEST_SCALE", "RUNGS", "gemm_shape",
            "w8a8_gemm_v1_dp4a_kernel", "w8a8_gemm_v1_dp4a",
-           "w8a8_gemm_v2_tensor_cores_kernel", "w8a8_gemm_v2_tensor_cores",
+           "w8a8_gemm_v2_tensor_cores_kernel", "w8a8_gemm_v2_tensor_cores", "LARGE_BLOCK_M", "LARGE_BLOCK_N",
+           "LARGE_THREADS", "LARGE_MAX_M", "LARGE_MIN_BLOCKS", "w8a8_gemm_v3_large_tiles_kernel", "w8a8_gemm_v3_large_tiles",
            "quantize_per_token_kernel", "quantize_per_token"]
 
 # Both rungs: a 64 x 64 tile of y per block, K in steps of 32 codes (8 uint32 words of 4 codes).
@@ -84,6 +110,17 @@ MMAS_M = WARP_TILE_M // MMA_M
 MMAS_N = WARP_TILE_N // MMA_N
 MMA_ROW = K_WORDS + 4
 TC_THREADS = WARPS_M * WARPS_N * WARP
+# v3: day 8's v5 tiles, 128 x 128 of y a block of 2 x 4 warps of 4 x 4 mma tiles (64 x 32), K 64 codes a step.
+LARGE_BLOCK_M = _tc.LARGE_BLOCK_M
+LARGE_BLOCK_N = _tc.LARGE_BLOCK_N
+LARGE_WARPS_N = _tc.LARGE_WARPS_N
+LARGE_MMAS_M = _tc.LARGE_WARP_TILE_M // MMA_M
+LARGE_MMAS_N = _tc.LARGE_WARP_TILE_N // MMA_N
+LARGE_THREADS = _tc.LARGE_THREADS
+LARGE_MAX_M = _tc.LARGE_MAX_M
+# Blocks of v3 an SM must hold at once (launch_bounds): 2, as day 8's v5 holds, so ptxas keeps v3 at 128 registers
+# a thread (65,536 / (2 x 256)), not the 140 it takes unbounded (CUDA 13.0, sm_90), which lets one block in.
+LARGE_MIN_BLOCKS = 2
 # The quantizer: a warp per row, QUANT_WARPS rows per block of threads.
 QUANT_WARPS = 4
 SMALLEST_SCALE = float(np.finfo(np.float32).tiny)   # the reference's floor for a scale
@@ -257,6 +294,68 @@ def w8a8_gemm_v2_tensor_cores(a_q, sa, w_q, sw, *, out=None, kernel=w8a8_gemm_v2
 
 
 # ----------------------------------------------------------------------------------------------
+# v3: v2's mmas on the tensor-core GEMM ladder's loop (day 8's v5): 128 x 128 tiles, cp.async, swizzle, ldmatrix
+# ----------------------------------------------------------------------------------------------
+
+_large_mainloop = _tc.swizzled_mainloop(mma_m16n8k32_s8, LARGE_BLOCK_M, LARGE_WARPS_N, LARGE_MMAS_M, LARGE_MMAS_N)
+
+
+@cuda.jit(launch_bounds=(LARGE_THREADS, LARGE_MIN_BLOCKS))
+def w8a8_gemm_v3_large_tiles_kernel(a_q, sa, w_q, sw, y):
+    """Block (bx, by) computes y[128 by:, 128 bx:]; warp (wm, wn) = divmod(warp, 4) its rows 64 wm + 16 mi + ...
+    and columns 32 wn + 8 ni + ... (mi, ni < 4), lane 4 g + t the accumulators of rows g, g + 8 and columns 2t,
+    2t + 1 of each mma tile. a_q and w_q are the codes as uint16 words (M, K / 2) and (N, K / 2), K a multiple of
+    32: ``tensor_core_gemm.swizzled_mainloop`` sums the int32 products, then v2's epilogue scales them."""
+    acc = cuda.local.array((LARGE_MMAS_M, LARGE_MMAS_N, 4), int32)
+    for mi in range(LARGE_MMAS_M):
+        for ni in range(LARGE_MMAS_N):
+            for c in range(4):
+                acc[mi, ni, c] = 0
+    _large_mainloop(a_q, w_q, acc)
+    thread = cuda.threadIdx.x
+    warp = thread // WARP
+    lane = thread % WARP
+    g = lane // 4
+    t = lane % 4
+    row0 = cuda.blockIdx.y * LARGE_BLOCK_M + (warp // LARGE_WARPS_N) * LARGE_MMAS_M * MMA_M
+    col0 = cuda.blockIdx.x * LARGE_BLOCK_N + (warp % LARGE_WARPS_N) * LARGE_MMAS_N * MMA_N
+    m = a_q.shape[0]
+    n = w_q.shape[0]
+    row_scale = cuda.local.array((LARGE_MMAS_M, 2), float32)
+    col_scale = cuda.local.array((LARGE_MMAS_N, 2), float32)
+    for mi in range(LARGE_MMAS_M):
+        for h in range(2):
+            if row0 + mi * MMA_M + g + 8 * h < m:
+                row_scale[mi, h] = sa[row0 + mi * MMA_M + g + 8 * h]
+    for ni in range(LARGE_MMAS_N):
+        for e in range(2):
+            if col0 + ni * MMA_N + 2 * t + e < n:
+                col_scale[ni, e] = sw[col0 + ni * MMA_N + 2 * t + e]
+    for mi in range(LARGE_MMAS_M):
+        for h in range(2):
+            row = row0 + mi * MMA_M + g + 8 * h
+            for ni in range(LARGE_MMAS_N):
+                for e in range(2):
+                    col = col0 + ni * MMA_N + 2 * t + e
+                    if row < m and col < n:
+                        y[row, col] = float32(acc[mi, ni, 2 * h + e]) * row_scale[mi, h] * col_scale[ni, e]
+
+
+def w8a8_gemm_v3_large_tiles(a_q, sa, w_q, sw, *, out=None, kernel=w8a8_gemm_v3_large_tiles_kernel):
+    """y = (A_q W_q^T) sa sw on int8 tensor cores with the tensor-core GEMM ladder's loop: 128 x 128 tiles, 16-byte
+    cp.async copies into a swizzled ring of 3 steps, ldmatrix; grid (ceil(N/128), ceil(M/128)) of 256 threads."""
+    m, n, _ = gemm_shape(a_q, sa, w_q, sw, out)
+    if m > LARGE_MAX_M:
+        raise ValueError(f"a_q must have M at most {LARGE_MAX_M} (65535 block rows of {LARGE_BLOCK_M}: the grid's y "
+                         f"dimension), got M = {m}")
+    out = output_array("out", out, (m, n), like=a_q)
+    if m and n:
+        kernel[(cdiv(n, LARGE_BLOCK_N), cdiv(m, LARGE_BLOCK_M)), LARGE_THREADS](
+            a_q.view(np.uint16), sa, w_q.view(np.uint16), sw, out)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
 # Per-token int8 codes from float32 rows: the tool that makes a_q and sa
 # ----------------------------------------------------------------------------------------------
 
@@ -317,4 +416,6 @@ RUNGS = ladder(
          "64 x 64 tiles of y from shared int8 words, 4 x 4 outputs a thread, 4 multiply-adds per dp4a, int32 sums"),
     Rung("w8a8_gemm_v2_tensor_cores", w8a8_gemm_v2_tensor_cores,
          "the same tiles on int8 tensor cores: a warp's 32 x 32 as 8 mma.sync m16n8k32 per step of 32 codes"),
+    Rung("w8a8_gemm_v3_large_tiles", w8a8_gemm_v3_large_tiles,
+         "v2's mmas on day 8's v5 loop: 128 x 128 tiles, cp.async into a swizzled ring of 3, ldmatrix, 16 mmas a warp"),
 )

@@ -91,8 +91,8 @@ limits it. v4 should show a quarter of v3's shared wavefronts for the fragments 
 and no bank conflicts of ldmatrix; it is faster than v3 only as far as those loads limited v3. v5 should be the
 next large step on large matrices: half the global (L2) traffic per FLOP, fewer fragment loads per mma, and 64
 independent accumulators a lane to keep the tensor cores busy, at the cost of 256-thread blocks with 48 KB of
-shared memory and more registers each (fewer blocks an SM: ptxas of CUDA 13.0 gives v5 126 registers a thread for
-sm_90, so two of its blocks, 16 warps, fit an SM's 64 K registers, where v4's 86 let five of its blocks in, 20
+shared memory and more registers each (fewer blocks an SM: ptxas of CUDA 13.0 gives v5 124 registers a thread for
+sm_90, so two of its blocks, 16 warps, fit an SM's 64 K registers, where v4's 88 let five of its blocks in, 20
 warps); with 128 x 128 tiles a matrix of about 1000 x 1000 makes 64 blocks, fewer than an H100 has SMs, so there
 v5 may lose to v4. The next rung: a tile shape chosen per GPU and problem size.
 
@@ -525,31 +525,30 @@ def _swizzled_copier(tile_rows: int, threads: int):
     return copy_step
 
 
-_copy_step_swizzled = _swizzled_copier(BLOCK_M, THREADS)                 # v4: 64 rows, 128 threads
-_copy_step_large = _swizzled_copier(LARGE_BLOCK_M, LARGE_THREADS)        # v5: 128 rows, 256 threads
-
-
-def _build_swizzled(fmt: str, name: str, block_m: int, block_n: int, warps_n: int, mmas_m: int, mmas_n: int,
-                    copy_step, clear, store):
-    """The kernel of v4 (64 x 64 tiles of C, 2 x 2 warps of 2 x 4 mma tiles) or v5 (128 x 128, 2 x 4 warps of 4 x 4):
-    v3's ring, waits, barrier and mmas on swizzled tiles. The copies (``copy_step``) write chunk q of tile row r at
-    words ``_swizzled(r, q)``, and the lane of ldmatrix that wants chunk q of row r names that word. Block (bx, by)
-    computes c[block_m by:, block_n bx:]; warp (wm, wn) = divmod(warp, warps_n) its rows warp_tile_m wm + 16 mi +
-    ... and columns warp_tile_n wn + 8 ni + ... a (M, K) and w (N, K) are the numbers' 16 bits, K a multiple of
-    8."""
-    mma = _MMA[fmt]
+def swizzled_mainloop(mma, block_m: int, warps_n: int, mmas_m: int, mmas_n: int):
+    """``mainloop(a, w, acc)``, the whole loop over K of v4 (64 x 64 tiles of C, 2 x 2 warps of 2 x 4 mma tiles)
+    or v5 (128 x 128, 2 x 4 warps of 4 x 4): v3's ring, waits, barrier and mmas on swizzled tiles, into the calling
+    warp's accumulators ``acc`` (mmas_m, mmas_n, 4), which it adds to. The copies (``_swizzled_copier``'s) write
+    chunk q of tile row r at words ``_swizzled(r, q)``, and the lane of ldmatrix that wants chunk q of row r names
+    that word. Tiles are square (block_m x block_m, block_m // (16 mmas_m) x warps_n warps). Block (bx, by) covers
+    c[block_m by:, block_m bx:]; warp (wm, wn) = divmod(warp, warps_n) its rows warp_tile_m
+    wm + 16 mi + ... and columns warp_tile_n wn + 8 ni + ... a (M, K) and w (N, K) are 16-bit words, K a multiple
+    of 8: fp16 or bf16 numbers, or pairs of int8 codes for ``mma_m16n8k32_s8``, whose fragments hold the same
+    bytes of the same rows as ``mma_m16n8k16``'s (day 9's W8A8 rung on this loop)."""
     warp_tile_m, warp_tile_n = mmas_m * MMA_M, mmas_n * MMA_N
+    block_n = warps_n * warp_tile_n
+    if block_n != block_m:
+        raise ValueError(f"the tiles must be square, got {block_m} x {block_n}")
+    copy_step = _swizzled_copier(block_m, (block_m // warp_tile_m) * warps_n * WARP)
 
-    def kernel(a, w, c):
+    @cuda.jit(device=True, inline=True)
+    def mainloop(a, w, acc):
         a_tiles = cuda.shared.array((STAGES, block_m, K_WORDS), uint32, alignment=16)
         w_tiles = cuda.shared.array((STAGES, block_n, K_WORDS), uint32, alignment=16)
-        acc = cuda.local.array((mmas_m, mmas_n, 4), float32)
         b_frag = cuda.local.array((mmas_n, 2), uint32)
         thread = cuda.threadIdx.x
         warp = thread // WARP
         lane = thread % WARP
-        g = lane // 4
-        t = lane % 4
         warp_row = (warp // warps_n) * warp_tile_m
         warp_col = (warp % warps_n) * warp_tile_n
         # v3's ldmatrix rows, their 16-byte chunk of the mma's 16 of K (0 or 1) in place of the word (0 or 4).
@@ -561,7 +560,6 @@ def _build_swizzled(fmt: str, name: str, block_m: int, block_n: int, warps_n: in
         col0 = cuda.blockIdx.x * block_n
         k = a.shape[1]
         steps = (k + BLOCK_K - 1) // BLOCK_K
-        clear(acc)
         for s in range(STAGES - 1):                 # the first steps in flight, a group each (empty past K)
             if s < steps:
                 copy_step(a_tiles[s], a, row0, s * BLOCK_K, thread)
@@ -593,16 +591,33 @@ def _build_swizzled(fmt: str, name: str, block_m: int, block_n: int, warps_n: in
                                 a0, a1, a2, a3, b_frag[ni, 0], b_frag[ni, 1],
                                 acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3])
         cp_async_wait_group(0)                      # no copy left in flight when the block ends
-        store(c, acc, row0 + warp_row, col0 + warp_col, g, t)
+
+    return mainloop
+
+
+def _build_swizzled(fmt: str, name: str, block_m: int, warps_n: int, mmas_m: int, mmas_n: int, clear, store):
+    """The kernel of v4 or v5 (``swizzled_mainloop``'s shapes): float32 accumulators cleared, the main loop, each
+    lane's accumulators stored into c (rows warp_tile_m wm + 16 mi + g (+ 8), columns warp_tile_n wn + 8 ni + 2t
+    (+ 1), inside c)."""
+    mainloop = swizzled_mainloop(_MMA[fmt], block_m, warps_n, mmas_m, mmas_n)
+    warp_tile_m, warp_tile_n = mmas_m * MMA_M, mmas_n * MMA_N
+
+    def kernel(a, w, c):
+        acc = cuda.local.array((mmas_m, mmas_n, 4), float32)
+        clear(acc)
+        mainloop(a, w, acc)
+        warp = cuda.threadIdx.x // WARP
+        lane = cuda.threadIdx.x % WARP
+        store(c, acc, cuda.blockIdx.y * block_m + (warp // warps_n) * warp_tile_m,
+              cuda.blockIdx.x * block_m + (warp % warps_n) * warp_tile_n, lane // 4, lane % 4)
 
     kernel.__name__ = kernel.__qualname__ = name
-    kernel.__doc__ = _build_swizzled.__doc__
+    kernel.__doc__ = swizzled_mainloop.__doc__
     return cuda.jit(kernel)
 
 
 def _build_v4(fmt: str):
-    return _build_swizzled(fmt, "tc_gemm_v4_swizzled_kernel", BLOCK_M, BLOCK_N, WARPS_N, MMAS_M, MMAS_N,
-                           _copy_step_swizzled, _clear, _store)
+    return _build_swizzled(fmt, "tc_gemm_v4_swizzled_kernel", BLOCK_M, WARPS_N, MMAS_M, MMAS_N, _clear, _store)
 
 
 def tc_gemm_v4_swizzled_kernel(fmt: str = "float16"):
@@ -622,8 +637,8 @@ def tc_gemm_v4_swizzled(a, w, *, out=None, kernel=tc_gemm_v4_swizzled_kernel):
 # ----------------------------------------------------------------------------------------------
 
 def _build_v5(fmt: str):
-    return _build_swizzled(fmt, "tc_gemm_v5_large_tiles_kernel", LARGE_BLOCK_M, LARGE_BLOCK_N, LARGE_WARPS_N,
-                           LARGE_MMAS_M, LARGE_MMAS_N, _copy_step_large, _clear_large, _store_large)
+    return _build_swizzled(fmt, "tc_gemm_v5_large_tiles_kernel", LARGE_BLOCK_M, LARGE_WARPS_N, LARGE_MMAS_M,
+                           LARGE_MMAS_N, _clear_large, _store_large)
 
 
 def tc_gemm_v5_large_tiles_kernel(fmt: str = "float16"):

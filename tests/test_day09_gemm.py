@@ -8,6 +8,8 @@ quantizer bit for bit against ``reference.quantize_int8``, halves included; bad 
 reads their PTX. Sizes stay small: the file runs in a few seconds of simulator time.
 """
 
+import re
+import shutil
 import textwrap
 
 import numpy as np
@@ -26,8 +28,9 @@ from kernels.intrinsics import mma_m16n8k32_s8
 
 RUNGS = list(qg.RUNGS)
 # (M, N, K): one token of one channel; two block rows, the second with 3 rows; two block columns, the second
-# with 6 columns, two k steps.
-SHAPES = [(1, 1, 32), (67, 21, 32), (5, 70, 64)]
+# with 6 columns, two k steps; two block rows and columns of v3's 128 x 128 tiles, its second step of 64 codes half
+# past K.
+SHAPES = [(1, 1, 32), (67, 21, 32), (5, 70, 64), (130, 129, 96)]
 
 
 @pytest.fixture
@@ -47,22 +50,33 @@ def codes(rng, *shape):
 # ------------------------------------------------------------------------------------------------
 
 COMPILE_PROGRAM = textwrap.dedent(r"""
-    import json, os
+    import json, os, re
     os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
     import numba
     from course.gpu_compile import COMPUTE_CAPABILITIES, ptx_for_targets
     from kernels import quantized_gemm as qg
     words, f32, y = numba.uint32[:, ::1], numba.float32[::1], numba.float32[:, ::1]
+    pairs = numba.uint16[:, ::1]
     kernels = [("w8a8_gemm_v1_dp4a", qg.w8a8_gemm_v1_dp4a_kernel, (words, f32, words, f32, y)),
                ("w8a8_gemm_v2_tensor_cores", qg.w8a8_gemm_v2_tensor_cores_kernel, (words, f32, words, f32, y)),
+               ("w8a8_gemm_v3_large_tiles", qg.w8a8_gemm_v3_large_tiles_kernel, (pairs, f32, pairs, f32, y)),
                ("quantize_per_token", qg.quantize_per_token_kernel, (y, numba.int8[:, ::1], f32))]
     for name, kernel, signature in kernels:
-        for (major, minor), ptx in ptx_for_targets(kernel.py_func, signature, COMPUTE_CAPABILITIES).items():
+        bounds = kernel.targetoptions.get("launch_bounds")
+        for (major, minor), ptx in ptx_for_targets(kernel.py_func, signature, COMPUTE_CAPABILITIES,
+                                                   launch_bounds=bounds).items():
             body = ptx[ptx.index(".entry"):]
             print(json.dumps({"kernel": name, "cc": f"sm_{major}{minor}", "local": ".local" in body,
                               "f64": ".f64" in body, "dp4a": body.count("dp4a.s32.s32"),
                               "mma": body.count("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"),
-                              "word_loads": body.count("ld.global.u32") + body.count("ld.global.b32")}), flush=True)
+                              "word_loads": body.count("ld.global.u32") + body.count("ld.global.b32"),
+                              "ldmatrix": body.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16"),
+                              "cp_async": body.count("cp.async.cg.shared.global"),
+                              "waits": sorted(set(re.findall(r"cp\.async\.wait_group (\d+)", body))),
+                              "barriers": len(re.findall(r"\bbar\.sync\b", body)),
+                              "shared_bytes": sum(int(size) for size in re.findall(
+                                  r"\.shared\s+\.align\s+\d+\s+\.b8\s+\w+\[(\d+)\]", ptx)),
+                              "ptx": ptx}), flush=True)
 """)
 
 
@@ -338,3 +352,30 @@ def test_ptx_of_every_kernel(compiled):
             assert r["dp4a"] > 0 and r["mma"] == 0 and not r["f64"] and r["word_loads"] > 0, r
         if r["kernel"] == "w8a8_gemm_v2_tensor_cores":
             assert r["mma"] > 0 and r["dp4a"] == 0 and not r["f64"] and r["word_loads"] > 0, r
+        if r["kernel"] == "w8a8_gemm_v3_large_tiles":
+            # day 8's v5 loop: 16 mmas a warp per 32 codes of K (2 per 64-code step: 32), 6 ldmatrix.x4 per 32
+            # codes (12), cp.async copies, one barrier a step, waits for all but 1 group and for all, 48 KB shared
+            assert (r["mma"], r["ldmatrix"], r["dp4a"], r["word_loads"]) == (32, 12, 0, 0), where(r)
+            assert r["cp_async"] > 0 and r["waits"] == ["0", "1"] and r["barriers"] == 1, where(r)
+            assert r["shared_bytes"] == 48 * 1024 and not r["f64"], where(r)
+
+
+def where(record) -> str:
+    return f"{record['kernel']} {record['cc']}: " + ", ".join(f"{key} {value}" for key, value in record.items()
+                                                               if key not in ("kernel", "cc", "ptx"))
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas (CUDA's PTX assembler) is not installed")
+def test_ptx_of_the_large_tiles_assembles_without_stack_or_spills(compiled, tmp_path):
+    """ptxas accepts v3's inline PTX (cp.async, ldmatrix, the int8 mma) for sm_80 and sm_90 and keeps its 64
+    accumulators a lane in registers within its launch bounds: no stack frame, no spills, at most 65,536 / (256
+    LARGE_MIN_BLOCKS) = 128 registers, so two blocks fit an SM."""
+    from test_tensor_core_gemm import assemble
+
+    records = [r for r in compiled() if r["kernel"] == "w8a8_gemm_v3_large_tiles"]
+    assert {r["cc"] for r in records} == {"sm_80", "sm_90"}
+    for r in records:
+        report = assemble(r["ptx"], r["cc"], tmp_path)
+        assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, f"{where(r)}\n{report}"
+        assert ".minnctapersm 2" in r["ptx"], where(r)
+        assert int(re.search(r"Used (\d+) registers", report).group(1)) <= 65536 // (256 * qg.LARGE_MIN_BLOCKS), report

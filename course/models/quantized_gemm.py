@@ -6,13 +6,15 @@ per-channel scales sw (N,) float32, y (M, N) float32. Every rung does the same u
 CUDA cores, mma.sync on tensor cores), not in what they read.
 
 - ``traffic_<rung>(M, N, K)``: ``{argument: (bytes loaded, bytes stored)}`` of the rung's kernel, by kernel
-  parameter name, exact for the kernels as written (``course.traffic`` counts the same numbers). Both rungs
-  take 64 x 64 tiles of y (``BLOCK_M`` x ``BLOCK_N``) and copy the rows of A and W that a tile needs: each code
-  of A is read once per block column, ``M K ceil(N / 64)`` bytes, each code of W once per block row,
-  ``N K ceil(M / 64)``; rows outside A or W are zero-filled without a load. In the epilogue every thread reads
-  the scales of the rows and columns it holds, once: sa[m] is read by ``SCALE_READERS[rung][0]`` threads of each
-  block column (v1: the 16 threads of a row of the block; v2: the 4 lanes of a row in each of 2 warps), sw[n]
-  by ``SCALE_READERS[rung][1]`` of each block row (16 in both). y is written once.
+  parameter name, exact for the kernels as written (``course.traffic`` counts the same numbers). v1 and v2
+  take 64 x 64 tiles of y (``BLOCK_M`` x ``BLOCK_N``), v3 128 x 128 (``LARGE_BLOCK``), and copy the rows of A and W
+  that a tile needs: each code of A is read once per block column, ``M K ceil(N / 64)`` bytes (v3: ``ceil(N /
+  128)``), each code of W once per block row, ``N K ceil(M / 64)`` (v3: ``ceil(M / 128)``); rows outside A or W
+  are zero-filled without a load (v3's 16-byte copies read exactly the codes v1's word loads read: K is a
+  multiple of 32). In the epilogue every thread reads the scales of the rows and columns it holds, once: sa[m]
+  is read by ``SCALE_READERS[rung][0]`` threads of each block column (v1: the 16 threads of a row of the block;
+  v2: the 4 lanes of a row in each of 2 warps; v3: in each of 4), sw[n] by ``SCALE_READERS[rung][1]`` of each
+  block row (16 in all three). y is written once.
 - ``bytes_<rung>(M, N, K)``: the total of ``traffic_<rung>``.
 - ``traffic_quantize_per_token(M, K)``: the tool that makes A_q and sa: x read twice (its largest magnitude,
   then its codes), A_q and sa written.
@@ -27,17 +29,21 @@ from __future__ import annotations
 
 from kernels.launching import cdiv
 
-__all__ = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "FLOAT32", "SCALE_READERS", "RUNGS", "int_ops", "compulsory_bytes",
-           "traffic_w8a8_gemm_v1_dp4a", "traffic_w8a8_gemm_v2_tensor_cores", "bytes_w8a8_gemm_v1_dp4a",
-           "bytes_w8a8_gemm_v2_tensor_cores", "traffic_quantize_per_token", "traffic", "intensity"]
+__all__ = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "LARGE_BLOCK", "FLOAT32", "SCALE_READERS", "RUNGS", "int_ops",
+           "compulsory_bytes", "traffic_w8a8_gemm_v1_dp4a", "traffic_w8a8_gemm_v2_tensor_cores",
+           "traffic_w8a8_gemm_v3_large_tiles", "bytes_w8a8_gemm_v1_dp4a", "bytes_w8a8_gemm_v2_tensor_cores",
+           "bytes_w8a8_gemm_v3_large_tiles", "traffic_quantize_per_token", "traffic", "intensity"]
 
 BLOCK_M = 64
 BLOCK_N = 64
 BLOCK_K = 32
+LARGE_BLOCK = 128      # v3's tiles of y are LARGE_BLOCK x LARGE_BLOCK
 FLOAT32 = 4            # bytes of a scale and of an element of y
 # Threads that read sa[m] per block column and sw[n] per block row, by rung.
-SCALE_READERS = {"w8a8_gemm_v1_dp4a": (16, 16), "w8a8_gemm_v2_tensor_cores": (8, 16)}
+SCALE_READERS = {"w8a8_gemm_v1_dp4a": (16, 16), "w8a8_gemm_v2_tensor_cores": (8, 16),
+                 "w8a8_gemm_v3_large_tiles": (16, 16)}
 RUNGS = tuple(SCALE_READERS)
+_BLOCKS = {"w8a8_gemm_v3_large_tiles": (LARGE_BLOCK, LARGE_BLOCK)}
 
 
 def _check(*, any_k: bool = False, **sizes) -> None:
@@ -64,7 +70,8 @@ def compulsory_bytes(M: int, N: int, K: int) -> int:
 
 def _tiled(rung: str, M: int, N: int, K: int) -> dict:
     _check(M=M, N=N, K=K)
-    block_cols, block_rows = cdiv(N, BLOCK_N), cdiv(M, BLOCK_M)
+    block_m, block_n = _BLOCKS.get(rung, (BLOCK_M, BLOCK_N))
+    block_cols, block_rows = cdiv(N, block_n), cdiv(M, block_m)
     row_readers, col_readers = SCALE_READERS[rung]
     return {"a_q": (M * K * block_cols, 0), "sa": (FLOAT32 * M * row_readers * block_cols, 0),
             "w_q": (N * K * block_rows, 0), "sw": (FLOAT32 * N * col_readers * block_rows, 0),
@@ -81,6 +88,12 @@ def traffic_w8a8_gemm_v2_tensor_cores(M: int, N: int, K: int) -> dict:
     return _tiled("w8a8_gemm_v2_tensor_cores", M, N, K)
 
 
+def traffic_w8a8_gemm_v3_large_tiles(M: int, N: int, K: int) -> dict:
+    """A once per 128-wide block column, W once per 128-high block row (half v2's); sa and sw by 16 lanes of each
+    block; y written."""
+    return _tiled("w8a8_gemm_v3_large_tiles", M, N, K)
+
+
 def _total(traffic_of: dict) -> int:
     return sum(loads + stores for loads, stores in traffic_of.values())
 
@@ -95,6 +108,11 @@ def bytes_w8a8_gemm_v2_tensor_cores(M: int, N: int, K: int) -> int:
     return _total(traffic_w8a8_gemm_v2_tensor_cores(M, N, K))
 
 
+def bytes_w8a8_gemm_v3_large_tiles(M: int, N: int, K: int) -> int:
+    """All of ``traffic_w8a8_gemm_v3_large_tiles``."""
+    return _total(traffic_w8a8_gemm_v3_large_tiles(M, N, K))
+
+
 def traffic_quantize_per_token(M: int, K: int) -> dict:
     """x read twice (8 M K bytes), the codes written (M K), a scale per row written (4 M). Any K."""
     _check(M=M, K=K, any_k=True)
@@ -102,7 +120,8 @@ def traffic_quantize_per_token(M: int, K: int) -> dict:
 
 
 _TRAFFIC = {"w8a8_gemm_v1_dp4a": traffic_w8a8_gemm_v1_dp4a,
-            "w8a8_gemm_v2_tensor_cores": traffic_w8a8_gemm_v2_tensor_cores}
+            "w8a8_gemm_v2_tensor_cores": traffic_w8a8_gemm_v2_tensor_cores,
+            "w8a8_gemm_v3_large_tiles": traffic_w8a8_gemm_v3_large_tiles}
 
 
 def traffic(rung: str, M: int, N: int, K: int) -> dict:
