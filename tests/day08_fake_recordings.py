@@ -102,6 +102,33 @@ def fake_prefill_timing(tensor_rates=None):
     return rec
 
 
+# gqa_prefill_tensor_cores and torch SDPA at each (head_dim, causal) of the recorder's second prefill sweep, TFLOP/s.
+PREFILL_SHAPE_TFLOPS = {(128, True): {"float16": (150.0, 480.0), "bfloat16": (110.0, 470.0)},
+                        (128, False): {"float16": (190.0, 560.0), "bfloat16": (140.0, 550.0)},
+                        (64, True): {"float16": (120.0, 330.0), "bfloat16": (90.0, 320.0)},
+                        (64, False): {"float16": (150.0, 400.0), "bfloat16": (115.0, 390.0)}}
+
+
+def fake_tensor_prefill_shapes():
+    """``day08_tensor_prefill_shapes`` as the recorder writes it: per (head_dim, causal), the tensor-core rung and
+    torch SDPA in fp16 and bf16 at PREFILL_SHAPE_TFLOPS; fraction_of_sdpa: SDPA's median in the row's dtype over the
+    row's."""
+    rec = _recording("day08_tensor_prefill_shapes")
+    B, heads, kv_heads, n = (PREFILL[key] for key in ("B", "heads", "kv_heads", "N"))
+    for (d, causal), by_fmt in PREFILL_SHAPE_TFLOPS.items():
+        flops = attention_model.flops_attention(B, heads, n, d, causal=causal)
+        for fmt, (ours, torch) in by_fmt.items():
+            moved = model.compulsory_bytes_prefill(B, heads, kv_heads, n, d, dtype=fmt)
+            torch_ms = flops / (torch * 1e12) * 1e3
+            for rung, tflops in (("gqa_prefill_tensor_cores", ours),
+                                 ("torch_sdpa_fp16" if fmt == "float16" else "torch_sdpa_bf16", torch)):
+                median = flops / (tflops * 1e12) * 1e3
+                rec.add(rung=rung, B=B, heads=heads, kv_heads=kv_heads, N=n, d=d, causal=causal, median_ms=median,
+                        p10_ms=0.98 * median, p90_ms=1.03 * median, repeat=20, gbps=moved / median / 1e6,
+                        tflops=tflops, fmt=fmt, group=heads // kv_heads, fraction_of_sdpa=torch_ms / median)
+    return rec
+
+
 def fake_matmul_roofs():
     """``day08_matmul_roofs``: float32 50, fp16 700, bf16 720 TFLOP/s; no fp8 row (a torch without _scaled_mm)."""
     rec = _recording("day08_matmul_roofs")
@@ -214,4 +241,4 @@ def fake_decode_timing_other_gpu():
 def fake_recordings():
     """Every day-8 recording the lesson reads."""
     return [fake_decode_timing(), fake_prefill_timing(), fake_matmul_roofs(), fake_full_size_checks(),
-            fake_dram_bytes(), fake_decode_timing_other_gpu(), fake_tc_gemm_timing()]
+            fake_dram_bytes(), fake_decode_timing_other_gpu(), fake_tc_gemm_timing(), fake_tensor_prefill_shapes()]

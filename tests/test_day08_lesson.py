@@ -24,7 +24,8 @@ import nbformat
 import pytest
 
 from course.records import fraction_of_copy_on_gpu, load_recording, recorded_names
-from day08_fake_recordings import fake_prefill_timing, fake_recordings, fake_tc_gemm_timing
+from day08_fake_recordings import (fake_prefill_timing, fake_recordings, fake_tc_gemm_timing,
+                                   fake_tensor_prefill_shapes)
 from grader import markers
 from kernels import low_precision_attention as lp
 from test_lesson_figures import run_lesson
@@ -423,6 +424,7 @@ ALWAYS = ("derived from the bits, checked against ml_dtypes.finfo", "5,000 ones 
 TC_GEMM_MISSING = "the recording day08_tc_gemm_timing is missing"
 TENSOR_PREFILL_MISSING = "gqa_prefill_tensor_cores is missing from this recording of day08_prefill_timing"
 PREFILL_MISSING = "the recording day08_prefill_timing is missing"
+SHAPES_MISSING = "the recording day08_tensor_prefill_shapes is missing"
 WITH_RECORDINGS = ("time and error are those of gqa_decode_page_runs, the second of the four decode kernels",
                    "With gqa_decode_page_runs, half the bytes made the step", "reads its compulsory bytes at up to",
                    "times the fp16 step's time", "gqa_decode_mixed_precision on the fp16 cache runs at",
@@ -477,6 +479,10 @@ def test_lesson_runs_with_the_shipped_and_fake_recordings(tmp_path):
         tensor_prefill_claims(shipped, load_recording("day08_prefill_timing"))
     else:
         assert TENSOR_PREFILL_MISSING in shipped or PREFILL_MISSING in shipped
+    if "day08_tensor_prefill_shapes" in recorded_names():
+        prefill_shapes_claims(shipped, load_recording("day08_tensor_prefill_shapes"))
+    else:
+        assert SHAPES_MISSING in shipped
     # The cells that read the tensor-core recordings run again with the fakes; the simulator's cells do not.
     assert 'tc_gemm = live_else_recorded("day08_tc_gemm_timing")' in run.rerun, run.rerun
     assert 'TENSOR_PREFILL = "gqa_prefill_tensor_cores"' in run.rerun, run.rerun
@@ -487,9 +493,10 @@ def test_lesson_runs_with_the_shipped_and_fake_recordings(tmp_path):
     assert "recorded on Fake GPU" in shown and "No recording" not in shown
     tc_gemm_claims(shown, fake_tc_gemm_timing())
     tensor_prefill_claims(shown, fake_prefill_timing())
+    prefill_shapes_claims(shown, fake_tensor_prefill_shapes())
     for verdict in ("is met", "is not met"):          # the fakes take both sides of each goal
         assert f"of cuBLAS {verdict}" in shown and f"the goal of 0.25 {verdict}" in shown, verdict
-    assert TC_GEMM_MISSING not in shown and TENSOR_PREFILL_MISSING not in shown
+    assert TC_GEMM_MISSING not in shown and TENSOR_PREFILL_MISSING not in shown and SHAPES_MISSING not in shown
     for line in WITH_RECORDINGS:
         assert line in shown, f"with the fake recordings, the lesson no longer prints {line!r}"
     # the branches the fakes take: fp8 still follows its bytes against fp16, torch stays under the copy bandwidth
@@ -719,6 +726,27 @@ def tensor_prefill_claims(shown: str, prefill) -> None:
             assert said[5] is None, said[0]
 
 
+def prefill_shapes_claims(shown: str, rec) -> None:
+    """The shapes table is the tensor-core rung's rows of ``day08_tensor_prefill_shapes`` in order, each fraction
+    torch SDPA's median in the row's dtype over the row's, and the closest and farthest shapes are those of the
+    largest and smallest fraction."""
+    rows = _table(shown, "head_dim | mask | storage")
+    ours = rec.where(rung=TENSOR_PREFILL)
+    assert len(rows) == len(ours) == 2 * len({(r["d"], r["causal"]) for r in ours}), rows
+    for row, r in zip(rows, ours):
+        torch = rec.one(rung="torch_sdpa_fp16" if r["fmt"] == "float16" else "torch_sdpa_bf16", d=r["d"],
+                        causal=r["causal"])
+        assert math.isclose(r["fraction_of_sdpa"], torch["median_ms"] / r["median_ms"], rel_tol=1e-9), r
+        assert row == [str(r["d"]), "causal" if r["causal"] else "none", FORMAT_WORDS[r["fmt"]],
+                       f"{r['median_ms']:.2f}", f"{r['tflops']:,.0f}", f"{r['fraction_of_sdpa']:.2f}"], row
+    said = re.search(r"closest to torch: head_dim (\d+), (causal|no mask), (\w+), at ([\d.]+); farthest: head_dim "
+                     r"(\d+), (causal|no mask), (\w+), at ([\d.]+)", shown)
+    assert said, "no sentence on the closest and farthest shapes"
+    for at, r in ((1, max(ours, key=lambda r: r["fraction_of_sdpa"])), (5, min(ours, key=lambda r: r["fraction_of_sdpa"]))):
+        assert said.group(at, at + 1, at + 2, at + 3) == (str(r["d"]), "causal" if r["causal"] else "no mask",
+                                                          FORMAT_WORDS[r["fmt"]], f"{r['fraction_of_sdpa']:.2f}")
+
+
 def test_the_tensor_core_fakes_have_the_recorder_s_columns():
     """``fake_tc_gemm_timing`` has every column the recorder writes, a row per rung of the ladder and torch's matmul at
     each of the recorder's sizes; the tensor-core prefill's fake rows have the columns of the prefill recording's other
@@ -739,6 +767,9 @@ def test_the_tensor_core_fakes_have_the_recorder_s_columns():
     assert {r["fmt"] for r in prefill.where(rung=TENSOR_PREFILL)} == set(FORMAT_WORDS) == set(recorder.PREFILL_DTYPES)
     if "day08_prefill_timing" in recorded_names():
         assert {k for r in load_recording("day08_prefill_timing").rows for k in r} <= PREFILL_COLUMNS
+    shapes = fake_tensor_prefill_shapes()
+    assert {(r["d"], r["causal"]) for r in shapes.rows} == set(recorder.TENSOR_PREFILL_SHAPES)
+    assert all(set(r) == PREFILL_COLUMNS - {"fraction_of_sdpa_fp16"} | {"fraction_of_sdpa"} for r in shapes.rows)
 
 
 def test_the_tensor_core_cells_follow_their_recordings(tmp_path, monkeypatch, capsys):

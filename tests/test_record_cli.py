@@ -348,6 +348,23 @@ def test_days_5_to_8_check_time_and_profile_every_rung_of_their_ladders():
     assert {(c.label, c.columns["fmt"]) for c in day08.ncu_cases()} == set(day08.decode_cases())
 
 
+def test_day08_tensor_prefill_shapes_compare_each_dtype_with_torch_in_that_dtype():
+    """The second prefill sweep: each (head_dim, causal) once, d = 64 and non-causal among them, at the first sweep's
+    B, heads and N; each row's fraction over torch SDPA in its own dtype (a bf16 row is not held to fp16's time)."""
+    from course.record import day08
+
+    assert sorted(day08.TENSOR_PREFILL_SHAPES) == sorted({(d, c) for d in (64, 128) for c in (True, False)})
+    sweep = day08.tensor_prefill_shapes_sweep()
+    assert sweep.name == "day08_tensor_prefill_shapes" and set(sweep.quick_points) <= set(sweep.points)
+    assert sweep.shape((64, False)) == dict(B=2, heads=32, kv_heads=8, N=4096, d=64, causal=False)
+    rows = [{"rung": "gqa_prefill_tensor_cores", "fmt": "float16", "median_ms": 4.0},
+            {"rung": "torch_sdpa_fp16", "fmt": "float16", "median_ms": 1.0},
+            {"rung": "gqa_prefill_tensor_cores", "fmt": "bfloat16", "median_ms": 5.0},
+            {"rung": "torch_sdpa_bf16", "fmt": "bfloat16", "median_ms": 2.0}]
+    sweep.finish(rows)
+    assert [r["fraction_of_sdpa"] for r in rows] == [0.25, 1.0, 0.4, 1.0]
+
+
 def test_day07_checks_every_rung_at_its_groups_on_the_simulator(monkeypatch):
     """Day 7's full-size checks at a simulator's size: both decode rungs over one paged cache, both prefill rungs at
     groups 4, 1 and 32, each row named by its rung (the cache made with NumPy here, by torch on a GPU)."""

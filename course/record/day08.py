@@ -32,6 +32,9 @@ theirs) and the format its cache or tensors are stored in by ``fmt`` (``float32`
 - ``day08_matmul_roofs.json``: torch matrix products at 8192^3 in float32 (TF32 off: CUDA cores), fp16
   and bf16 (tensor cores, float32 accumulation), and fp8 e4m3 (``torch._scaled_mm``, where this torch
   has it): the compute roofs the lesson draws.
+- ``day08_tensor_prefill_shapes.json``: the tensor-core prefill (``TENSOR_PREFILL``) in fp16 and bf16 beside torch
+  SDPA in the same dtype, at N = 4096, B = 2, 32 query over 8 KV heads, for head_dim 128 and 64, causal and not
+  (``TENSOR_PREFILL_SHAPES``): ``tflops`` from each shape's FLOPs, ``fraction_of_sdpa`` over torch in the row's dtype.
 - ``day08_tc_gemm_timing.json``: the tensor-core GEMM ladder (``kernels.tensor_core_gemm``, fp16 in, float32
   out) at N = ``TC_GEMM_N`` (M = N = K) beside torch's fp16 matmul (cuBLAS): ``tflops`` and
   ``fraction_of_cublas``.
@@ -79,6 +82,8 @@ POINTS = tuple((s, c) for s in SEQS for c in CONTEXTS if s * c <= MAX_TOKENS)
 QUICK_POINTS = ((8, 1024), (16, 8192))
 PREFILL = {"B": 2, "heads": 32, "kv_heads": 8, "N": 4096, "d": 128}
 PREFILL_DTYPES = ("float16", "bfloat16")
+# (head_dim, causal) of the tensor-core prefill's second sweep, at PREFILL's B, heads and N.
+TENSOR_PREFILL_SHAPES = ((128, True), (128, False), (64, True), (64, False))
 MATMUL_N = 8192
 TC_GEMM_N = (256, 512, 1024, 2048, 4096, 8192)       # the tensor-core GEMM ladder's sizes (M = N = K)
 NCU_SEQS, NCU_CONTEXT = 8, 8192
@@ -376,6 +381,53 @@ def prefill_sweep() -> Sweep:
         cases=_prefill_cases, finish=harness.fraction_of("torch_sdpa_fp16", "fraction_of_sdpa_fp16"))
 
 
+def _tensor_prefill_shape_cases(point) -> list[Timed]:
+    from course.models import attention as attention_model
+    from course.record import baselines
+    from kernels import low_precision_attention as lp
+
+    d, causal = point
+    B, heads, kv_heads, n = PREFILL["B"], PREFILL["heads"], PREFILL["kv_heads"], PREFILL["N"]
+    group = heads // kv_heads
+    q, k, v = _prefill_inputs(B, heads, kv_heads, n, d, seed=n + d + causal)
+    flops = attention_model.flops_attention(B, heads, n, d, causal=causal)
+    torch = baselines.cuda_torch()
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    cases = []
+    for dtype, short, torch_dtype in (("float16", "fp16", torch.float16), ("bfloat16", "bf16", torch.bfloat16)):
+        moved = model.compulsory_bytes_prefill(B, heads, kv_heads, n, d, dtype=dtype)
+        extra = {"fmt": dtype, "group": group}
+        dq, dk, dv = (to_device_as(a, dtype) for a in (q, k, v))
+        out, _ = device_output(q.shape, dtype)
+        cases += [Timed(rung, lambda prefill=lp.RUNGS[rung], dq=dq, dk=dk, dv=dv, out=out: prefill(
+            dq, dk, dv, causal=causal, out=out), moved, flops, extra) for rung in TENSOR_PREFILL]
+        hq, hk, hv = (torch.from_numpy(a).cuda().to(torch_dtype) for a in (q, k, v))
+        cases.append(Timed(f"torch_sdpa_{short}", lambda hq=hq, hk=hk, hv=hv: sdpa(
+            hq, hk, hv, is_causal=causal, enable_gqa=True), moved, flops, extra))
+    return cases
+
+
+def _fraction_of_sdpa_in_dtype(rows: list[dict]) -> None:
+    """``fraction_of_sdpa``: torch SDPA's median in the row's dtype (fmt) over the row's, per point."""
+    for fmt, short in (("float16", "fp16"), ("bfloat16", "bf16")):
+        harness.fraction_of(f"torch_sdpa_{short}", "fraction_of_sdpa")([r for r in rows if r["fmt"] == fmt])
+
+
+def tensor_prefill_shapes_sweep() -> Sweep:
+    return Sweep(
+        name="day08_tensor_prefill_shapes",
+        notes=(f"GQA prefill at N={PREFILL['N']}, B={PREFILL['B']}, heads={PREFILL['heads']}, "
+               f"kv_heads={PREFILL['kv_heads']}, for head_dim d and causal as the point says: "
+               f"{' and '.join(TENSOR_PREFILL)} on fp16 and bf16 tensors (fmt), and "
+               f"torch.nn.functional.scaled_dot_product_attention(is_causal=causal, enable_gqa=True) in the same "
+               f"dtype (torch_sdpa_fp16, torch_sdpa_bf16); tflops from the FLOPs of the shape (causal: about half); "
+               f"fraction_of_sdpa: torch SDPA's median in the row's dtype over the row's."),
+        points=TENSOR_PREFILL_SHAPES, quick_points=TENSOR_PREFILL_SHAPES[1:3],
+        shape=lambda point: dict(B=PREFILL["B"], heads=PREFILL["heads"], kv_heads=PREFILL["kv_heads"],
+                                 N=PREFILL["N"], d=point[0], causal=point[1]),
+        cases=_tensor_prefill_shape_cases, finish=_fraction_of_sdpa_in_dtype)
+
+
 def _matmul_cases(n: int) -> list[Timed]:
     from course.record import baselines
 
@@ -511,7 +563,8 @@ def recorder() -> harness.Recorder:
                      "docs/design-notes.md section 5); " + " and ".join(PREFILL_RUNGS) + " (causal, kv_lens) against "
                      "kernels.reference.attention by the same rule. storage_rel_err: the relative error of the float64 "
                      "computation on the stored values, what the format alone costs."),
-        sweeps=lambda: [decode_sweep(), prefill_sweep(), matmul_sweep(), tc_gemm_sweep()],
+        sweeps=lambda: [decode_sweep(), prefill_sweep(), tensor_prefill_shapes_sweep(), matmul_sweep(),
+                        tc_gemm_sweep()],
         ncu_cases=ncu_cases, sanitize=sanitize, ncu_shape=ncu_shape)
 
 
