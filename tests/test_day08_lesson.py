@@ -642,7 +642,7 @@ TC_GEMM_SIZES = (4096, 8192)                            # where the GEMM goal is
 FORMAT_WORDS = {"float16": "fp16", "bfloat16": "bf16"}
 # The columns course/record/day08.py writes: harness.time_cases's, the sweep's own (fmt; group) and its finish's.
 TIMING_COLUMNS = {"rung", "median_ms", "p10_ms", "p90_ms", "repeat", "gbps", "tflops", "fmt"}
-TC_GEMM_COLUMNS = TIMING_COLUMNS | {"M", "N", "K", "fraction_of_cublas"}
+TC_GEMM_COLUMNS = TIMING_COLUMNS | {"M", "N", "K", "fraction_of_cublas", "kernel_ms", "kernel_fraction_of_cublas"}
 PREFILL_COLUMNS = TIMING_COLUMNS | {"B", "heads", "kv_heads", "N", "d", "causal", "group", "fraction_of_sdpa_fp16"}
 
 

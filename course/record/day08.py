@@ -501,11 +501,16 @@ def tc_gemm_sweep() -> Sweep:
         name="day08_tc_gemm_timing",
         notes=("the tensor-core GEMM ladder (kernels.tensor_core_gemm.RUNGS): C (float32) = A W^T for random fp16 A and "
                "W of N x N, and torch.matmul(A, W.t()) into fp16 (cuBLAS, tensor cores, float32 accumulation: "
-               "torch_matmul_fp16); tflops from 2 N^3; gbps from A and W read once and C written once; "
-               "fraction_of_cublas: torch_matmul_fp16's median over the row's."),
+               "torch_matmul_fp16); tflops from 2 N^3 and the median of calls from Python (launch included); "
+               "gbps from A and W read once and C written once; fraction_of_cublas: torch_matmul_fp16's median "
+               "over the row's; kernel_ms: the GPU's time alone (launch cost hidden), kernel_fraction_of_cublas "
+               "the same ratio of those."),
         points=TC_GEMM_N, quick_points=TC_GEMM_N[:2],
-        shape=lambda n: dict(M=n, N=n, K=n),
-        cases=_tc_gemm_cases, finish=harness.fraction_of("torch_matmul_fp16", "fraction_of_cublas"))
+        shape=lambda n: dict(M=n, N=n, K=n), kernel_time=True,
+        cases=_tc_gemm_cases,
+        finish=harness.finish_all(harness.fraction_of("torch_matmul_fp16", "fraction_of_cublas"),
+                                  harness.fraction_of("torch_matmul_fp16", "kernel_fraction_of_cublas",
+                                                      time="kernel_ms")))
 
 
 # --------------------------------------------------------------------------- Nsight, sanitizer
