@@ -424,7 +424,7 @@ ALWAYS = ("derived from the bits, checked against ml_dtypes.finfo", "5,000 ones 
 TC_GEMM_MISSING = "the recording day08_tc_gemm_timing is missing"
 TENSOR_PREFILL_MISSING = "gqa_prefill_tensor_cores is missing from this recording of day08_prefill_timing"
 PREFILL_MISSING = "the recording day08_prefill_timing is missing"
-SHAPES_MISSING = "the recording day08_tensor_prefill_shapes is missing"
+SHAPES_MISSING = "the tensor-core prefill at head_dim 64 and without the causal mask appears here once that recording exists"
 WITH_RECORDINGS = ("time and error are those of gqa_decode_page_runs, the second of the four decode kernels",
                    "With gqa_decode_page_runs, half the bytes made the step", "reads its compulsory bytes at up to",
                    "times the fp16 step's time", "gqa_decode_mixed_precision on the fp16 cache runs at",
