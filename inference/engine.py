@@ -39,7 +39,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from numba import cuda
+from numba import config, cuda
 
 from inference import graphs as step_graphs
 from inference.config import ModelConfig
@@ -48,6 +48,7 @@ from kernels import fused_llama as fused
 from kernels import llama_layers as layers
 from kernels.gqa_attention import gqa_decode_split_k
 from kernels.kv_cache import kv_cache_write
+from kernels.probes import busy_wait_kernel
 from kernels.quantized_gemv import q4_1_gemv_warp_per_row, q8_0_gemv_warp_per_row
 from kernels.reference import rope_table
 from kernels.token_gemv import q4_1_gemm_tokens_warp_per_row, q8_0_gemm_tokens_warp_per_row
@@ -64,6 +65,9 @@ KERNELS_PER_LAUNCH = {"gqa_decode_split_k": 2}
 
 _MATRICES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 _GEMV = {"Q4_1": q4_1_gemv_warp_per_row, "Q8_0": q8_0_gemv_warp_per_row}
+# How long the busy kernel before a timed call keeps the GPU busy (kernel_timings): far longer than the host takes to
+# enqueue the call (a few numba launches from Python, tens of microseconds each).
+_BUSY_MICROSECONDS = 1000
 # A step of several tokens: one launch for all of them, each byte of W loaded once per 8 tokens.
 _GEMM_TOKENS = {"Q4_1": q4_1_gemm_tokens_warp_per_row, "Q8_0": q8_0_gemm_tokens_warp_per_row}
 
@@ -111,6 +115,11 @@ class KernelModel(PagedModel):
         # Set to a dict to time every launcher call ({name: [calls, seconds]}, accumulated over steps): the device is
         # synchronized before and after each, so the seconds are each call's own (launch and kernel), not a step's.
         self.timings: dict | None = None
+        # Set to a dict to time every launcher call's kernels alone on the GPU ({name: [calls, seconds]}): a busy
+        # kernel is queued first, so the host has enqueued the call before the GPU reaches it, and CUDA events
+        # around the call measure the GPU's time alone, without the launch's. A GPU only (the simulator has no
+        # timing events); not with ``timings`` at once.
+        self.kernel_timings: dict | None = None
 
     @staticmethod
     def _to_device(gguf_file, name):
@@ -124,6 +133,8 @@ class KernelModel(PagedModel):
 
     def _call(self, launcher, *args, **kwargs):
         self.launches.append(launcher.__name__)
+        if self.kernel_timings is not None:
+            return self._kernel_timed(launcher, *args, **kwargs)
         if self.timings is None:
             return launcher(*args, **kwargs)
         cuda.synchronize()
@@ -133,6 +144,25 @@ class KernelModel(PagedModel):
         entry = self.timings.setdefault(launcher.__name__, [0, 0.0])
         entry[0] += 1
         entry[1] += time.perf_counter() - start
+        return out
+
+    def _kernel_timed(self, launcher, *args, **kwargs):
+        """``launcher(*args, **kwargs)`` with its kernels' GPU time added to ``kernel_timings`` (see ``__init__``)."""
+        if self.timings is not None:
+            raise ValueError("timings and kernel_timings cannot be set at once: each synchronizes around every call "
+                             "its own way; time one step with each")
+        if config.ENABLE_CUDASIM:
+            raise ValueError("kernel_timings time the GPU with CUDA events, which numba's simulator has not: "
+                             "use timings there")
+        busy_wait_kernel[1, 1](_BUSY_MICROSECONDS)
+        start, end = cuda.event(timing=True), cuda.event(timing=True)
+        start.record()
+        out = launcher(*args, **kwargs)
+        end.record()
+        end.synchronize()
+        entry = self.kernel_timings.setdefault(launcher.__name__, [0, 0.0])
+        entry[0] += 1
+        entry[1] += cuda.event_elapsed_time(start, end) / 1e3
         return out
 
     def _gemv(self, name, w, x, out, fmt=None):
@@ -242,9 +272,9 @@ class KernelModel(PagedModel):
         """The logits (T, vocab) of every item, on the host, from the graph of this step's shape: T tokens and the
         longest context rounded up to ``GRAPH_CONTEXT_STEP``. A shape seen for the first time runs eagerly on the
         graph's own input arrays (which compiles every kernel), then is captured for the steps after it."""
-        if self.timings is not None:
-            raise ValueError("timings time each launcher call between synchronizations, which a graph cannot hold: "
-                             "profile with graphs=False")
+        if self.timings is not None or self.kernel_timings is not None:
+            raise ValueError("timings and kernel_timings time each launcher call between synchronizations, which a "
+                             "graph cannot hold: profile with graphs=False")
         t, longest = len(ids), int(positions.max()) + 1
         bucket = min(self.context, -(-longest // GRAPH_CONTEXT_STEP) * GRAPH_CONTEXT_STEP)
         width = -(-self.context // self.blocks.block_size)

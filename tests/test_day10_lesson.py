@@ -145,7 +145,7 @@ def test_the_recorded_steps_and_the_server_are_read_from_the_recordings(run):
     ones once a GPU has made them; until then the shipped run says they are missing)."""
     import day10_fake_recordings as fake
 
-    from course.records import recorded_names
+    from course.records import load_recording, recorded_names
 
     shipped = {"day10_decode_timing", "day10_serving"} <= set(recorded_names())
     assert ("the recordings day10_decode_timing and day10_serving are needed here" in run.shipped_text) != shipped
@@ -164,6 +164,17 @@ def test_the_recorded_steps_and_the_server_are_read_from_the_recordings(run):
     assert graphed, text
     assert int(graphed.group(1).replace(",", "")) == round(1e3 / fake.GRAPH_MS)
     assert float(graphed.group(2)) == round(fake.STEP_MS["fused"] / fake.GRAPH_MS, 1)
+    for engine in ("plain", "fused"):         # the kernels alone, summed, against the step's wall time
+        alone = sum(kernel for _, _, kernel in fake.LAUNCHERS[engine].values())
+        line = re.search(rf"the {engine} engine's kernels alone take ([\d.]+) ms of the GPU's time a step, (\d+)% of "
+                         rf"its ([\d.]+) ms: the rest is the host's", text)
+        assert line, text
+        assert (float(line.group(1)), int(line.group(2)), float(line.group(3))) == (
+            round(alone, 2), round(100 * alone / fake.STEP_MS[engine]), fake.STEP_MS[engine])
+    untimed = "engine's kernels were not timed alone in this recording"
+    if shipped:
+        recorded = load_recording("day10_decode_timing").where(what="launcher")
+        assert (untimed in run.shipped_text) == any("kernel_ms_per_step" not in r for r in recorded)
     served = re.search(r"64 requests at once: ([\d.]+) times the tokens per second of one, each waiting ([\d.]+) "
                        r"times as long", text)
     first_s, last_s = (32 * fake.STEP_MS["fused"] * (1 + n / 16) / 1e3 for n in (1, 64))

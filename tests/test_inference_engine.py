@@ -159,6 +159,40 @@ def test_graphs_are_refused_on_the_simulator(models):
         KernelModel(f, num_blocks=8, block_size=4, context=32, graphs=True)
 
 
+def test_kernel_timings_are_refused_on_the_simulator_and_beside_timings(models):
+    """The GPU's time of each call needs CUDA's timing events: on the simulator asking for it says so and names
+    ``timings``; with both set the step refuses to time the same call two ways."""
+    _, f = models
+    engine = KernelModel(f, num_blocks=8, block_size=4, context=32)
+    seq, _ = engine.prefill(PROMPT)
+    engine.kernel_timings = {}
+    with pytest.raises(ValueError, match="simulator has not: use timings"):
+        engine.decode(seq, 1)
+    engine.timings = {}
+    with pytest.raises(ValueError, match="cannot be set at once"):
+        engine.decode(seq, 1)
+
+
+@pytest.mark.gpu
+def test_kernel_timings_count_every_call_and_time_less_than_the_synchronized_calls():
+    """On a GPU, a decode step timed both ways: the same launchers and calls, each launcher's kernels alone taking
+    less than its synchronized calls (which add the launches), and the greedy token unchanged by the timing."""
+    f = tiny_model(0, layers=4, hidden=576, ffn=1536, heads=9, kv_heads=3, vocab=4096, context=256)
+    engine = KernelModel(f, num_blocks=16, block_size=16, context=256, fused=True)
+    seq, logits = engine.prefill(PROMPT)
+    token = int(logits.argmax())
+    engine.timings = {}
+    plain = engine.decode(seq, token)
+    engine.timings, timed = None, engine.timings
+    engine.kernel_timings = {}
+    alone = engine.decode(seq, int(plain.argmax()))
+    kernels, engine.kernel_timings = engine.kernel_timings, None
+    assert {name: calls for name, (calls, _) in kernels.items()} == {name: calls for name, (calls, _) in timed.items()}
+    for name, (_, seconds) in kernels.items():
+        assert 0 < seconds < timed[name][1], (name, seconds, timed[name][1])
+    assert np.isfinite(alone).all()
+
+
 @pytest.mark.gpu
 def test_steps_replayed_as_cuda_graphs_give_the_eager_engine_s_logits():
     """SmolLM2's shapes with random weights on the fused engine, eager and replayed as graphs: the same greedy

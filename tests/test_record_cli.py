@@ -588,3 +588,49 @@ def test_day10_gives_no_rate_to_an_engine_whose_tokens_differ(tmp_path):
     engines = {row["engine"] for row in rec.rows if row["what"] == "decode_step"}
     assert engines == {"plain", "same"}
     assert "drifting not measured" in rec.notes and "from step 2 on" in rec.notes
+
+
+def test_day10_launcher_rows_add_the_kernels_alone_where_the_gpu_can_time_them():
+    """The launcher rows of an engine that times its calls: each launcher's calls a step and synchronized time, and
+    from a second pass the same calls' kernels alone (kernel_ms_per_step); an engine whose second pass is refused
+    (numba's simulator has no timing events) keeps its rows without that column, and the notes say why."""
+    from course.record import day10
+    from course.records import new_recording
+    from inference.tiny import tiny_model
+
+    class Engine:
+        """Two launchers a step, a and b (b twice), 3 and 1 ms a call synchronized, 1 and 0.25 ms alone."""
+
+        graphs = False
+
+        def __init__(self, refuses):
+            self.refuses, self.timings, self.kernel_timings = refuses, None, None
+
+        def prefill(self, ids):
+            return "seq", np.arange(8.0)
+
+        def decode(self, seq, token):
+            if self.kernel_timings is not None and self.refuses:
+                raise ValueError("kernel_timings time the GPU with CUDA events, which numba's simulator has not")
+            for name, calls, synced, alone in (("a", 1, 3e-3, 1e-3), ("b", 2, 1e-3, 0.25e-3)):
+                for table, seconds in ((self.timings, synced), (self.kernel_timings, alone)):
+                    if table is not None:
+                        entry = table.setdefault(name, [0, 0.0])
+                        entry[0] += calls
+                        entry[1] += calls * seconds
+            return np.arange(8.0)
+
+    model = tiny_model(0)
+    for refuses in (False, True):
+        rec = new_recording("day10_decode_timing", ceilings={})
+        day10._time_decode(rec, "plain", lambda *a, **k: Engine(refuses), model, steps=3, step_bytes=1,
+                           copy_gbps=None)
+        rows = {row["launcher"]: row for row in rec.rows if row["what"] == "launcher"}
+        assert {name: (row["calls"], round(row["ms_per_step"], 9)) for name, row in rows.items()} == \
+            {"a": (1, 3.0), "b": (2, 2.0)}
+        if refuses:
+            assert not any("kernel_ms_per_step" in row for row in rows.values())
+            assert "plain's kernels alone not measured: ValueError" in rec.notes and "simulator" in rec.notes
+        else:
+            assert {name: round(row["kernel_ms_per_step"], 9) for name, row in rows.items()} == {"a": 1.0, "b": 0.5}
+            assert "not measured" not in rec.notes
