@@ -538,10 +538,11 @@ def ncu_shape(n: int) -> dict:
 
 def sanitize() -> None:
     """Every kernel once, small: partial pages, an empty context, groups of 3 (tiles not divided), each cache
-    format and each prefill storage dtype."""
+    format and each prefill storage dtype; the tensor-core GEMM ladder on partial tiles in fp16 and bf16."""
     from numba import cuda
 
     from kernels import low_precision_attention as lp
+    from kernels import tensor_core_gemm as tc
 
     device, t = paged_inputs(3, [37, 0, 16], seed=2, heads=9, kv_heads=3, d=24, block_size=16)
     caches = narrow_caches(device, t)
@@ -553,6 +554,11 @@ def sanitize() -> None:
             d = 32 if rung in TENSOR_PREFILL else 24           # the tensor-core rung takes multiples of 16
             q, k, v = (to_device_as(a, dtype) for a in _prefill_inputs(1, 9, 3, 45, d, seed=3))
             lp.RUNGS[rung](q, k, v, causal=True, kv_lens=lens, out=device_output(q.shape, dtype)[0])
+        # the tensor-core GEMM ladder: partial tiles of every rung (v1-v4 64 x 64, v5 128 x 128), K past a step of 32
+        a, w = (to_device_as(x, dtype) for x in _prefill_inputs(1, 1, 1, 136, 72, seed=4)[:2])
+        a, w = a.reshape(136, 72), w.reshape(136, 72)[:130]
+        for rung in tc.RUNGS.values():
+            rung(a, w, out=cuda.device_array((136, 130), np.float32))
     cuda.synchronize()
 
 
