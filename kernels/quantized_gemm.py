@@ -85,7 +85,8 @@ __all__ = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "K_WORDS", "MAX_K", "THREAD_M", "THR
            "TC_THREADS", "QUANT_WARPS", "SMALLEST_SCALE", "RUNGS", "gemm_shape",
            "w8a8_gemm_v1_dp4a_kernel", "w8a8_gemm_v1_dp4a",
            "w8a8_gemm_v2_tensor_cores_kernel", "w8a8_gemm_v2_tensor_cores", "LARGE_BLOCK_M", "LARGE_BLOCK_N",
-           "LARGE_THREADS", "LARGE_MAX_M", "LARGE_MIN_BLOCKS", "w8a8_gemm_v3_large_tiles_kernel", "w8a8_gemm_v3_large_tiles",
+           "LARGE_THREADS", "LARGE_MAX_M", "LARGE_MIN_BLOCKS", "w8a8_gemm_v3_large_tiles_kernel",
+           "w8a8_gemm_v3_large_tiles",
            "quantize_per_token_kernel", "quantize_per_token"]
 
 # Both rungs: a 64 x 64 tile of y per block, K in steps of 32 codes (8 uint32 words of 4 codes).

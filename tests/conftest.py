@@ -18,6 +18,13 @@ pytest-xdist, over the workers) is printed next to its budget: the suite must st
 on 2 cores for ten days, which `make test` runs on two workers, so each day gets ``day_budget_s``
 and the course-wide tests ``course_budget_s`` (``[tool.pytest.ini_options]``), 2400 s of test time
 in all. A day over its budget is reported as a warning; ``--day-budget-strict`` makes it fail the run.
+
+Checks draw their inputs from ``course.checking.random_inputs()``, a fresh seed each call, so every run tries
+new ones, and a failure prints the seed that repeats it. ``--seed-base B`` makes the seeds of this process's
+calls a fixed sequence of B instead, so that a run can be repeated, and a loop over B runs every check of a test
+file (grade checks, visible feedback, kernels) over as many draws as wanted: how a check that a rare draw lets a
+wrong kernel through is found before a student meets it. The grader's hidden tests load their own copy of
+``course.checking`` (``grader.hidden.pristine``) and keep drawing fresh seeds.
 """
 
 import collections
@@ -78,6 +85,9 @@ def pytest_addoption(parser):
                     help="run only the tests of this day (05, day05 or day05_flash_attention); repeatable")
     group.addoption("--day-budget-strict", action="store_true",
                     help="fail the run when a day's tests take longer than its budget (default: warn)")
+    group.addoption("--seed-base", type=int, default=None, metavar="B",
+                    help="random_inputs() without a seed draws a fixed sequence of seeds made from B (a repeatable "
+                         "run; loop over B to try every check over many draws)")
     parser.addini("day_budget_s", "budget of one day's tests, in seconds of test time", default="150")
     parser.addini("course_budget_s", "budget of the course-wide tests, in seconds of test time", default="900")
 
@@ -86,6 +96,17 @@ def pytest_configure(config):
     for n in range(1, COURSE_DAYS + 1):
         config.addinivalue_line("markers", f"day{n:02d}: a test of day {n} (select with -m day{n:02d} or --day {n:02d})")
     config.addinivalue_line("markers", f"{COURSE_WIDE}: a test of the course as a whole, not of one day")
+    base = config.getoption("seed_base")
+    if base is not None:
+        if base < 0:
+            raise pytest.UsageError(f"--seed-base must be >= 0, got {base}")
+        import itertools
+
+        from course import checking
+
+        calls, fresh = itertools.count(), checking._fresh_seed
+        checking._fresh_seed = lambda: (base * 1_000_003 + next(calls) * 7_919) % 2 ** 31
+        config.add_cleanup(lambda: setattr(checking, "_fresh_seed", fresh))
     global _clock
     _clock = DayClock()
     try:

@@ -424,7 +424,8 @@ ALWAYS = ("derived from the bits, checked against ml_dtypes.finfo", "5,000 ones 
 TC_GEMM_MISSING = "the recording day08_tc_gemm_timing is missing"
 TENSOR_PREFILL_MISSING = "gqa_prefill_tensor_cores is missing from this recording of day08_prefill_timing"
 PREFILL_MISSING = "the recording day08_prefill_timing is missing"
-SHAPES_MISSING = "the tensor-core prefill at head_dim 64 and without the causal mask appears here once that recording exists"
+SHAPES_MISSING = ("the tensor-core prefill at head_dim 64 and without the causal mask appears here once that recording "
+                  "exists")
 WITH_RECORDINGS = ("time and error are those of gqa_decode_page_runs, the second of the four decode kernels",
                    "With gqa_decode_page_runs, half the bytes made the step", "reads its compulsory bytes at up to",
                    "times the fp16 step's time", "gqa_decode_mixed_precision on the fp16 cache runs at",
@@ -742,7 +743,8 @@ def prefill_shapes_claims(shown: str, rec) -> None:
     said = re.search(r"closest to torch: head_dim (\d+), (causal|no mask), (\w+), at ([\d.]+); farthest: head_dim "
                      r"(\d+), (causal|no mask), (\w+), at ([\d.]+)", shown)
     assert said, "no sentence on the closest and farthest shapes"
-    for at, r in ((1, max(ours, key=lambda r: r["fraction_of_sdpa"])), (5, min(ours, key=lambda r: r["fraction_of_sdpa"]))):
+    fraction = lambda r: r["fraction_of_sdpa"]  # noqa: E731
+    for at, r in ((1, max(ours, key=fraction)), (5, min(ours, key=fraction))):
         assert said.group(at, at + 1, at + 2, at + 3) == (str(r["d"]), "causal" if r["causal"] else "no mask",
                                                           FORMAT_WORDS[r["fmt"]], f"{r['fraction_of_sdpa']:.2f}")
 

@@ -254,3 +254,24 @@ def test_days_are_counted_the_same_on_two_xdist_workers(small_suite):
     assert code == 0, out
     lines = {line.split()[0]: line for line in out.splitlines() if line.startswith(("day", "course_wide", "total"))}
     assert "2 tests" in lines["day03"] and "1 tests" in lines["day05"] and "1 tests" in lines["course_wide"], out
+
+
+def test_seed_base_makes_the_draws_of_random_inputs_repeatable(pytester):
+    """``--seed-base B``: the same B draws the same seeds, another B others; the entropy source is back after the run;
+    a negative B is refused."""
+    import re
+
+    from course import checking
+
+    fresh = checking._fresh_seed
+    pytester.makepyfile(test_seeds="from course.checking import random_inputs\n\n"
+                                   "def test_seeds():\n    print('SEEDS', [random_inputs()[1] for _ in range(3)])\n")
+    seeds = []
+    for base in ("7", "7", "8"):
+        code, out = _run_suite(pytester, "-s", "--seed-base", base)
+        assert code == 0, out
+        seeds.append(re.search(r"SEEDS (\[[\d, ]+\])", out).group(1))
+    assert seeds[0] == seeds[1] != seeds[2] and len(set(eval(seeds[0]))) == 3
+    assert checking._fresh_seed is fresh
+    code, out = _run_suite(pytester, "--seed-base", "-1")
+    assert code == 4 and "--seed-base must be >= 0" in out, out
