@@ -28,9 +28,10 @@ from kernels.intrinsics import mma_m16n8k32_s8
 
 RUNGS = list(qg.RUNGS)
 # (M, N, K): one token of one channel; two block rows, the second with 3 rows; two block columns, the second
-# with 6 columns, two k steps; two block rows and columns of v3's 128 x 128 tiles, its second step of 64 codes half
-# past K.
-SHAPES = [(1, 1, 32), (67, 21, 32), (5, 70, 64), (130, 129, 96)]
+# with 6 columns, two k steps.
+SHAPES = [(1, 1, 32), (67, 21, 32), (5, 70, 64)]
+# v3's 128 x 128 tiles: two block rows and columns, the second step of 64 codes half past K.
+LARGE_SHAPE = (130, 129, 96)
 
 
 @pytest.fixture
@@ -187,8 +188,9 @@ def test_integer_sum_is_exact_at_the_extreme_codes(rung):
                            np.ones(1, np.float32)) == 64 * 2 ** 14).all()
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "M{}_N{}_K{}".format(*s))
-@pytest.mark.parametrize("rung", RUNGS)
+@pytest.mark.parametrize("rung, shape", [(rung, shape) for rung in RUNGS for shape in SHAPES]
+                         + [("w8a8_gemm_v3_large_tiles", LARGE_SHAPE)], ids=lambda x: "M{}_N{}_K{}".format(*x)
+                         if isinstance(x, tuple) else x)
 def test_rungs_match_the_reference_at_awkward_shapes(rung, shape, rng_seed):
     rng, seed = rng_seed
     m, n, k = shape
