@@ -96,6 +96,11 @@ sm_90, so two of its blocks, 16 warps, fit an SM's 64 K registers, where v4's 88
 warps); with 128 x 128 tiles a matrix of about 1000 x 1000 makes 64 blocks, fewer than an H100 has SMs, so there
 v5 may lose to v4. The next rung: a tile shape chosen per GPU and problem size.
 
+v4's and v5's loop over K (the ring, its copies and waits, the fragments and the mmas) is one device function,
+``swizzled_mainloop(mma, block_m, warps_n, mmas_m, mmas_n)``, into a warp's accumulators; day 9's
+``w8a8_gemm_v3_large_tiles`` (``kernels.quantized_gemm``) runs v5's on int8 codes with the int8 mma, whose
+fragments hold the same bytes of the same rows.
+
 Each rung is a kernel built per format, ``<rung>_kernel(fmt)`` (``fmt`` "float16" or "bfloat16", compiled on
 first use and kept), plus the launcher ``<rung>(a, w, *, out=None, kernel=<rung>_kernel)``, which validates the
 arguments, launches a grid of ceil(N / 64) x ceil(M / 64) blocks of 128 threads (v5: ceil(N / 128) x ceil(M /
@@ -121,7 +126,7 @@ __all__ = ["FORMATS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "K_WORDS", "WARPS_M", "WA
            "LARGE_WARP_TILE_M", "LARGE_WARP_TILE_N", "LARGE_THREADS", "LARGE_MAX_M", "tc_gemm_v1_mma_shared_kernel",
            "tc_gemm_v1_mma_shared", "tc_gemm_v2_ldmatrix_kernel", "tc_gemm_v2_ldmatrix", "tc_gemm_v3_cp_async_kernel",
            "tc_gemm_v3_cp_async", "tc_gemm_v4_swizzled_kernel", "tc_gemm_v4_swizzled", "tc_gemm_v5_large_tiles_kernel",
-           "tc_gemm_v5_large_tiles"]
+           "tc_gemm_v5_large_tiles", "swizzled_mainloop"]
 
 # The storage formats of a and w, by dtype name (bfloat16: ml_dtypes'), and the mma that multiplies each.
 FORMATS = ("float16", "bfloat16")
