@@ -23,8 +23,10 @@ Checks draw their inputs from ``course.checking.random_inputs()``, a fresh seed 
 new ones, and a failure prints the seed that repeats it. ``--seed-base B`` makes the seeds of this process's
 calls a fixed sequence of B instead, so that a run can be repeated, and a loop over B runs every check of a test
 file (grade checks, visible feedback, kernels) over as many draws as wanted: how a check that a rare draw lets a
-wrong kernel through is found before a student meets it. The grader's hidden tests load their own copy of
-``course.checking`` (``grader.hidden.pristine``) and keep drawing fresh seeds.
+wrong kernel through is found before a student meets it. Hidden tests that draw through the course's checks
+(``pristine("course.exercise_checks")``, whose modules import ``course.checking`` itself) follow B too; those that
+call ``random_inputs`` of their own copy of ``course.checking`` (``pristine("course.checking")``, days 1 to 5 and
+``grader.hidden_helpers``) keep drawing fresh seeds.
 """
 
 import collections
