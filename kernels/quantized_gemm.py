@@ -46,12 +46,12 @@ read once per thread that holds the row or the column.
   Prediction, not yet timed on a GPU: v2 stages its tiles with 4-byte loads through registers between two
   barriers a step, as the fp16 ladder's v1 and v2 did, and stayed where they stayed (57 TOP/s at 4096^3 on the
   H200, 0.07 of torch._int_mm; fp16 v1: 17 TFLOP/s on the H100). Day 8's v5 loop ran at 232 TFLOP/s at 4096^3 on
-  the H100, 14 times v1. v3 moves the same bytes per mma instruction as v5 and each of its mmas does twice the
-  operations of v5's at the same instruction rate (Hopper's int8 mma.sync throughput is twice its fp16), so if
-  v3 is limited where v5 is (instructions, latency and shared memory per staged byte, not the tensor cores' rate)
-  it should run at about twice v5's rate: 400-460 TOP/s at 4096^3, 0.45-0.55 of the 837 TOP/s that
-  torch._int_mm ran at in day 9's H200 recording. If it runs near v5's 232 instead, the tensor cores' issue
-  rate, not the loop, limits both.
+  the H100, 14 times v1. v3 moves the same bytes per mma instruction as v5, and each of its mmas does twice the
+  operations of v5's (Hopper's dense int8 tensor-core peak is twice its fp16 one, 1,979 against 989 TOP/s on an
+  H100 SXM; the prediction assumes mma.sync keeps that ratio), so if v3 is limited where v5 is (instructions,
+  latency and shared memory per staged byte, not the tensor cores' rate) it should run at about twice v5's rate:
+  400-460 TOP/s at 4096^3, 0.45-0.55 of the 837 TOP/s that torch._int_mm ran at in day 9's H200 recording. If it
+  runs near v5's 232 instead, the tensor cores' issue rate, not the loop, limits both.
 
 A tool beside the ladder (a kernel with a launcher of the same pattern, not a rung: its output is codes, checked
 bit for bit):
