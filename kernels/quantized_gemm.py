@@ -50,7 +50,7 @@ read once per thread that holds the row or the column.
   operations of v5's (Hopper's dense int8 tensor-core peak is twice its fp16 one, 1,979 against 989 TOP/s on an
   H100 SXM; the prediction assumes mma.sync keeps that ratio), so if v3 is limited where v5 is (instructions,
   latency and shared memory per staged byte, not the tensor cores' rate) it should run at about twice v5's rate:
-  400-460 TOP/s at 4096^3, 0.45-0.55 of the 837 TOP/s that torch._int_mm ran at in day 9's H200 recording. If it
+  400-460 TOP/s at 4096^3, 0.48-0.55 of the 837 TOP/s that torch._int_mm ran at in day 9's H200 recording. If it
   runs near v5's 232 instead, the tensor cores' issue rate, not the loop, limits both.
 
 A tool beside the ladder (a kernel with a launcher of the same pattern, not a rung: its output is codes, checked
