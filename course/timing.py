@@ -40,10 +40,6 @@ _ceilings: dict | None = None
 
 
 LAUNCH_OVERHEADS = ("queued", "included", "hidden")
-# How long the busy kernel of launch_overhead="hidden" keeps the GPU busy: far longer than the host
-# needs to enqueue the start event, the call and the end event (a call of two numba launches with
-# ten arguments takes about 0.25 ms of Python on the H100's host).
-BUSY_MICROSECONDS = 1000
 
 
 class SimulatorTimingError(RuntimeError):
@@ -129,7 +125,7 @@ def benchmark(fn, warmup: int = 10, repeat: int = 50, flush_l2: bool = False, *,
     _refuse_on_simulator()
     from numba import cuda
 
-    from kernels.probes import busy_wait_kernel
+    from kernels.probes import BUSY_MICROSECONDS, busy_wait_kernel
 
     for _ in range(warmup):
         fn()

@@ -48,7 +48,7 @@ from kernels import fused_llama as fused
 from kernels import llama_layers as layers
 from kernels.gqa_attention import gqa_decode_split_k
 from kernels.kv_cache import kv_cache_write
-from kernels.probes import busy_wait_kernel
+from kernels.probes import BUSY_MICROSECONDS, busy_wait_kernel
 from kernels.quantized_gemv import q4_1_gemv_warp_per_row, q8_0_gemv_warp_per_row
 from kernels.reference import rope_table
 from kernels.token_gemv import q4_1_gemm_tokens_warp_per_row, q8_0_gemm_tokens_warp_per_row
@@ -65,9 +65,6 @@ KERNELS_PER_LAUNCH = {"gqa_decode_split_k": 2}
 
 _MATRICES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 _GEMV = {"Q4_1": q4_1_gemv_warp_per_row, "Q8_0": q8_0_gemv_warp_per_row}
-# How long the busy kernel before a timed call keeps the GPU busy (kernel_timings): far longer than the host takes to
-# enqueue the call (a few numba launches from Python, tens of microseconds each).
-_BUSY_MICROSECONDS = 1000
 # A step of several tokens: one launch for all of them, each byte of W loaded once per 8 tokens.
 _GEMM_TOKENS = {"Q4_1": q4_1_gemm_tokens_warp_per_row, "Q8_0": q8_0_gemm_tokens_warp_per_row}
 
@@ -154,7 +151,7 @@ class KernelModel(PagedModel):
         if config.ENABLE_CUDASIM:
             raise ValueError("kernel_timings time the GPU with CUDA events, which numba's simulator has not: "
                              "use timings there")
-        busy_wait_kernel[1, 1](_BUSY_MICROSECONDS)
+        busy_wait_kernel[1, 1](BUSY_MICROSECONDS)
         start, end = cuda.event(timing=True), cuda.event(timing=True)
         start.record()
         out = launcher(*args, **kwargs)
