@@ -20,6 +20,8 @@ and ``_twin`` picks one, once, when this module is imported. The helpers, by wha
 - ``four_halves(word)`` (uint64): the 4 fp16 numbers of a word as float32 (bit cast, ``cvt.f32.f16``);
 - ``two_floats(word)`` (uint64): the 2 float32 numbers of a word (bit cast);
 - ``unpack_halves(word)`` (uint32): the 2 fp16 numbers of a word as float32 (bit cast, ``cvt.f32.f16``);
+- ``float_bits(x)`` and ``bits_float(word)``: a float32 number's 32 bits as a uint32 word and back (bit casts,
+  no instruction), so floats can be kept in an array of words;
 - ``eight_codes(word)`` (uint64): 8 fp8 e4m3 codes as float32 numbers, through PTX's
   ``cvt.rn.f16x2.e4m3x2`` (two codes to two fp16 numbers, exactly; sm_89 and later);
 - ``e4m3_pairs(word)`` (uint32): 4 e4m3 codes as two words of two fp16 numbers each, the same
@@ -82,7 +84,7 @@ from numba.cuda.extending import intrinsic
 from kernels.launching import FULL_MASK
 
 __all__ = ["four_halves", "two_floats", "unpack_halves", "eight_codes", "e4m3_pairs", "byte_perm", "pack_halves",
-           "bfloat16_bits", "bfloat16_value",
+           "bfloat16_bits", "bfloat16_value", "float_bits", "bits_float",
            "pack_bfloat16s", "dp4a", "mma_m16n8k16", "mma_m16n8k16_bf16", "ldmatrix_x4", "ldmatrix_x4_trans",
            "cp_async_16", "cp_async_commit_group",
            "cp_async_wait_group", "mma_m16n8k32_s8", "load_u32x4"]
@@ -179,6 +181,39 @@ def unpack_halves(typingctx, word):
         vec = builder.bitcast(args[0], ir.VectorType(ir.HalfType(), 2))
         return context.make_tuple(builder, signature.return_type, _widened(builder, vec, 2))
     return types.UniTuple(types.float32, 2)(types.uint32), codegen
+
+
+def _float_bits_simulated(x):
+    """The 32 bits of a float32 number, as a uint32."""
+    return uint32(np.array([x], np.float32).view(np.uint32)[0])
+
+
+@_twin(_float_bits_simulated)
+def float_bits(typingctx, x):
+    """The 32 bits of a float32 number as a uint32 word: a bit cast of the register (no instruction), so a float
+    can be kept in an array of words (``bits_float`` reads it back)."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+    return types.uint32(types.float32), codegen
+
+
+def _bits_float_simulated(word):
+    """The float32 number whose 32 bits are the uint32 ``word``."""
+    return np.array([word], np.uint32).view(np.float32)[0]
+
+
+@_twin(_bits_float_simulated)
+def bits_float(typingctx, word):
+    """The float32 number whose bits are the uint32 ``word`` (``float_bits`` undone): a bit cast, no instruction."""
+    if word != types.uint32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+    return types.float32(types.uint32), codegen
 
 
 # ----------------------------------------------------------------------------------------------

@@ -29,6 +29,8 @@ each module's docstring saying what it adds and what it measured:
   (``partitions``).
 - ``gqa_decode_wide_heads`` (``wide_heads``): the half-warp rung with head_dim up to 256, a whole warp a token
   past 128 (8 channels a lane either way), and a bf16 cache, decoded from its words by shifts.
+- ``gqa_decode_fp8_ring`` (``fp8_ring``): the tensor-core rung's steps on an fp8 cache, each warp's next two
+  tiles copied by cp.async into a ring in shared memory while it computes one: twice the bytes in flight.
 
 Tools that build and read an fp8 cache (``fp8``; kernels with launchers of the same pattern, not rungs of
 the ladder: their outputs are bits, checked bit for bit, where the registry's check compares floats):
@@ -38,7 +40,7 @@ the ladder: their outputs are bits, checked bit for bit, where the registry's ch
 - ``fp8_dequantize``: codes and scales back to float32, ``code value * scale``.
 
 The modules: ``prefill``, ``decode``, ``page_runs``, ``half_warps``, ``tensor_cores``, ``wide_heads``,
-``tensor_core_prefill`` (the rungs, as above), ``fp8`` (the e4m3 codec and the tools), ``partitions`` (the tensor-core decode's partition model)
+``tensor_core_prefill``, ``fp8_ring`` (the rungs, as above), ``fp8`` (the e4m3 codec and the tools), ``partitions`` (the tensor-core decode's partition model)
 and ``common`` (what the decode rungs share: the cache formats and their checks, a decode step's sizing,
 the device steps of their kernels, and the layout of a decode step). The instructions numba cannot write
 (bit casts, fp8 conversions, byte permutes, the mma) are ``kernels.intrinsics``.
@@ -74,7 +76,9 @@ from .tensor_core_prefill import (TENSOR_PREFILL_FORMATS, TENSOR_PREFILL_HEAD_DI
                                   gqa_prefill_tensor_cores, gqa_prefill_tensor_cores_kernel, tensor_prefill_grid,
                                   tensor_prefill_shared_bytes)
 from .tensor_cores import (P_UNIT, Q_UNIT, TENSOR_MIN_BLOCKS, TILE_TOKENS, gqa_decode_tensor_cores,
-                           gqa_decode_tensor_cores_kernel)
+                           gqa_decode_tensor_cores_kernel, tensor_core_steps)
+from .fp8_ring import (RING_MIN_BLOCKS, RING_SLOTS, gqa_decode_fp8_ring, gqa_decode_fp8_ring_kernel, ring_chunk,
+                       ring_shared_bytes)
 from .wide_heads import (WIDE_CHANNELS, WIDE_MIN_BLOCKS, WIDE_RUN_TOKENS, four_bfloat16s, gqa_decode_wide_heads,
                          gqa_decode_wide_heads_kernel, gqa_prefill_wide_heads, gqa_prefill_wide_heads_kernel,
                          row_threads, token_lanes, wide_decode_shared_bytes, wide_decode_tiling, wide_prefill_geometry,
@@ -93,13 +97,15 @@ __all__ = ["E4M3_MAX", "E4M3_MIN_NORMAL", "PREFILL_DTYPES", "CACHE_FORMATS", "TO
            "wide_prefill_shared_bytes", "gqa_prefill_wide_heads_kernel", "gqa_prefill_wide_heads", "four_bfloat16s",
            "token_lanes", "wide_decode_tiling", "wide_decode_shared_bytes", "gqa_decode_wide_heads_kernel",
            "gqa_decode_wide_heads", "TENSOR_PREFILL_FORMATS", "tensor_prefill_grid", "tensor_prefill_shared_bytes",
-           "gqa_prefill_tensor_cores_kernel", "gqa_prefill_tensor_cores", "RUNGS",
+           "gqa_prefill_tensor_cores_kernel", "gqa_prefill_tensor_cores", "tensor_core_steps", "ring_shared_bytes",
+           "ring_chunk", "gqa_decode_fp8_ring_kernel", "gqa_decode_fp8_ring", "RUNGS",
            # the constants of days 6 and 7 the kernels use, and those of the later rungs
            "WARP", "WARPS", "THREADS", "CHANNELS", "FULL_MASK", "HEAD_DIM_MAX", "GROUP_MAX", "TILE_POS", "ROWS_MAX",
            "TILE_KV", "HALF", "HALF_CHANNELS", "HALF_MIN_BLOCKS", "Q_UNIT", "P_UNIT", "TENSOR_MIN_BLOCKS",
            "TENSOR_PARTITION_MIN", "TENSOR_BLOCKS_PER_SM", "TENSOR_SM_RATES", "TENSOR_BLOCK_COST", "WIDE_HEAD_DIM_MAX",
            "WIDE_CHANNELS", "WIDE_RUN_TOKENS", "WIDE_MIN_BLOCKS", "TENSOR_PREFILL_ROWS", "TENSOR_PREFILL_KEYS",
-           "TENSOR_PREFILL_WARPS", "TENSOR_PREFILL_THREADS", "TENSOR_PREFILL_HEAD_DIM_STEP"]
+           "TENSOR_PREFILL_WARPS", "TENSOR_PREFILL_THREADS", "TENSOR_PREFILL_HEAD_DIM_STEP", "RING_SLOTS",
+           "RING_MIN_BLOCKS"]
 
 RUNGS = ladder(
     Rung("gqa_prefill_mixed_tiles", gqa_prefill_mixed_tiles,
@@ -122,4 +128,6 @@ RUNGS = ladder(
          "scores and weighted sums as mma.sync through inline PTX: q and weights as fp16 hi + lo, float32 sums"),
     Rung("gqa_decode_wide_heads", gqa_decode_wide_heads,
          "half warps with head_dim up to 256 (a whole warp a token past 128) and a bf16 cache, decoded by shifts"),
+    Rung("gqa_decode_fp8_ring", gqa_decode_fp8_ring,
+         "the tensor-core steps on fp8, each warp's next two tiles copied by cp.async into a ring in shared memory"),
 )

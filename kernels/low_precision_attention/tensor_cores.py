@@ -67,25 +67,17 @@ def _split_halves(x0, x1):
     return high, pack_halves(x0 - h0, x1 - h1)
 
 
-def _build_tensor_core_kernel(fmt: str, D: int, BS: int):
-    """The decode kernel whose scores and weighted sums are mma.sync instructions (m16n8k16, fp16 inputs,
-    float32 accumulators) on an fp16 or fp8 cache, head_dim ``D`` and page size ``BS`` fixed when compiling.
-
-    Warp w takes tiles of 16 consecutive tokens, start + 16 w, then 64 tokens on. Lane 4 g + t:
-
-    - scores: S (16 x 8 tokens) = Q (16 x 16 channels) K^T, rows 0-7 of Q the block's heads' q in fp16 (hi)
-      and rows 8-15 what that rounding left (lo), so one mma gives both halves of every score; the lane reads
-      token g of each half-tile, channels 8 (t + 4 j) ... + 7, which are its columns of the mma (a score
-      sums over channels in any order, so q's fragments follow the same order). It ends holding the scores
-      of head g for tokens 2t, 2t + 1 of both half-tiles: the columns of P^T that the next mma takes.
-    - weights: the online softmax of head g over those 4 tokens (2 shuffles finish the tile's maximum), each
-      weight times its page's V scale and P_UNIT, split again into fp16 hi + lo.
-    - values: O^T (16 channels x 8 heads) += V^T (16 x 16 tokens) P^T, for hi and for lo. The lane reads
-      tokens 2t, 2t + 1, 2t + 8, 2t + 9, channels 8 (g + 8 i) ... + 7, and a byte (fp8) or half (fp16)
-      permute pairs the two tokens of each channel, as V^T's fragment wants them.
-
-    The cache is read as 8-byte words, each exactly once; q, the scores' accumulators and the output stay
-    float32, and the fp16 numbers are the cache's values themselves (an e4m3 code is exact in fp16)."""
+def tensor_core_steps(fmt: str, D: int, BS: int):
+    """The device steps of the tensor-core decode for a cache format (fp16 or fp8), head_dim ``D`` and page size
+    ``BS``, shared by ``gqa_decode_tensor_cores`` and the rungs that feed the same steps otherwise
+    (``gqa_decode_fp8_ring``), as a dict: ``query_fragments`` (q of the block's heads as the score mma's A
+    fragments; returns the factor to undo), ``v_unit`` (fp8: P_UNIT over the partition's largest V scale),
+    ``load_tile`` (a tile's K and V words from the cache into registers), ``compute_tile`` (a tile's scores,
+    online softmax and weighted V rows from those registers), ``store_accumulators`` (a warp's float32 sums into
+    its rows of the block's merge buffer), and the sizes ``KCH``, ``KSTEPS``, ``VCH``, ``CW``, ``MBLOCKS``,
+    ``K_FULL``, ``V_FULL``, ``ONE_PAGE``, ``STEP`` and ``STRIDE``. The decode these steps make, described on the kernel
+    (``_build_tensor_core_kernel``).
+    """
     FP8 = fmt == "fp8_e4m3"
     if fmt not in ("float16", "fp8_e4m3") or D % 8 or not 0 < D <= HEAD_DIM_MAX:
         raise ValueError(f"the tensor-core decode takes an fp16 or fp8 cache and a head_dim that is a multiple of 8 "
@@ -228,6 +220,92 @@ def _build_tensor_core_kernel(fmt: str, D: int, BS: int):
                                                                                   d0, d1, d2, d3)
         return new_max, running_sum
 
+    @cuda.jit(device=True, inline=True)
+    def query_fragments(q, s, first, n_heads, scale, g, tq, qa):
+        """q of head g (channels 8 (tq + 4 j) ...), scaled so its largest channel is Q_UNIT, as fp16 hi + lo into
+        qa: the A fragments of the score mma (rows g: hi, rows g + 8: lo) for every step along head_dim. Returns
+        the scale's inverse, which the scores undo."""
+        q_raw = cuda.local.array((KCH, 8), float32)
+        amax = float32(0.0)
+        for j in range(KCH):
+            for e in range(8):
+                c = 8 * (tq + 4 * j) + e
+                x = float32(0.0)
+                if g < n_heads and c < D:
+                    x = q[s, first + g, c] * scale
+                q_raw[j, e] = x
+                amax = max(amax, abs(x))
+        amax = max(amax, cuda.shfl_xor_sync(FULL_MASK, amax, 1))
+        amax = max(amax, cuda.shfl_xor_sync(FULL_MASK, amax, 2))
+        f = float32(Q_UNIT) / amax if amax > 0 else float32(1.0)
+        inv_f = float32(1.0) / f
+        for j in range(KCH):
+            for h in range(2):
+                qa[2 * j + h, 0], qa[2 * j + h, 1] = _split_halves(q_raw[j, 4 * h] * f, q_raw[j, 4 * h + 1] * f)
+                qa[2 * j + h, 2], qa[2 * j + h, 3] = _split_halves(q_raw[j, 4 * h + 2] * f, q_raw[j, 4 * h + 3] * f)
+        return inv_f
+
+    @cuda.jit(device=True, inline=True)
+    def v_unit(v_scales, block_tables, s, kv_head, start, end, lane):
+        """fp8: weights times the V scale are brought to P_UNIT by the partition's largest V scale (the factor,
+        for the whole warp); fp16: P_UNIT."""
+        pv_unit = float32(P_UNIT)
+        if FP8:
+            vmax = float32(0.0)
+            for index in range(start // BS + lane, (end + BS - 1) // BS, WARP):
+                vmax = max(vmax, v_scales[block_tables[s, index], kv_head])
+            for step in range(5):
+                vmax = max(vmax, cuda.shfl_xor_sync(FULL_MASK, vmax, 1 << step))
+            if vmax > 0:
+                pv_unit = float32(P_UNIT) / vmax
+        return pv_unit
+
+    @cuda.jit(device=True, inline=True)
+    def store_accumulators(acc, pv_unit, warp, tq, g, warp_acc):
+        """This warp's accumulators, undone of the weights' unit, into its rows of the block's merge buffer."""
+        out_unit = float32(1.0) / pv_unit
+        for i in range(VCH):
+            for e in range(4):
+                c = 8 * (g + 8 * i) + 2 * e         # channel of rows g (and c + 1: rows g + 8) of block 4 i + e
+                if V_FULL or c < D:
+                    m = 4 * i + e
+                    warp_acc[warp, 2 * tq, c] = acc[m, 0] * out_unit
+                    warp_acc[warp, 2 * tq + 1, c] = acc[m, 1] * out_unit
+                    warp_acc[warp, 2 * tq, c + 1] = acc[m, 2] * out_unit
+                    warp_acc[warp, 2 * tq + 1, c + 1] = acc[m, 3] * out_unit
+
+    return {"query_fragments": query_fragments, "v_unit": v_unit, "load_tile": load_tile, "compute_tile": compute_tile,
+            "store_accumulators": store_accumulators, "KCH": KCH, "KSTEPS": KSTEPS, "VCH": VCH, "CW": CW,
+            "MBLOCKS": MBLOCKS, "K_FULL": K_FULL, "V_FULL": V_FULL, "ONE_PAGE": ONE_PAGE, "STEP": STEP,
+            "STRIDE": STRIDE}
+
+
+def _build_tensor_core_kernel(fmt: str, D: int, BS: int):
+    """The decode kernel whose scores and weighted sums are mma.sync instructions (m16n8k16, fp16 inputs,
+    float32 accumulators) on an fp16 or fp8 cache, head_dim ``D`` and page size ``BS`` fixed when compiling.
+
+    Warp w takes tiles of 16 consecutive tokens, start + 16 w, then 64 tokens on. Lane 4 g + t:
+
+    - scores: S (16 x 8 tokens) = Q (16 x 16 channels) K^T, rows 0-7 of Q the block's heads' q in fp16 (hi)
+      and rows 8-15 what that rounding left (lo), so one mma gives both halves of every score; the lane reads
+      token g of each half-tile, channels 8 (t + 4 j) ... + 7, which are its columns of the mma (a score
+      sums over channels in any order, so q's fragments follow the same order). It ends holding the scores
+      of head g for tokens 2t, 2t + 1 of both half-tiles: the columns of P^T that the next mma takes.
+    - weights: the online softmax of head g over those 4 tokens (2 shuffles finish the tile's maximum), each
+      weight times its page's V scale and P_UNIT, split again into fp16 hi + lo.
+    - values: O^T (16 channels x 8 heads) += V^T (16 x 16 tokens) P^T, for hi and for lo. The lane reads
+      tokens 2t, 2t + 1, 2t + 8, 2t + 9, channels 8 (g + 8 i) ... + 7, and a byte (fp8) or half (fp16)
+      permute pairs the two tokens of each channel, as V^T's fragment wants them.
+
+    The cache is read as 8-byte words, each exactly once; q, the scores' accumulators and the output stay
+    float32, and the fp16 numbers are the cache's values themselves (an e4m3 code is exact in fp16)."""
+    FP8 = fmt == "fp8_e4m3"
+    steps = tensor_core_steps(fmt, D, BS)
+    query_fragments, v_unit, load_tile, compute_tile, store_accumulators = (
+        steps[name] for name in ("query_fragments", "v_unit", "load_tile", "compute_tile", "store_accumulators"))
+    KCH, KSTEPS, VCH, CW, MBLOCKS, STEP, STRIDE = (steps[name] for name in ("KCH", "KSTEPS", "VCH", "CW", "MBLOCKS",
+                                                                           "STEP", "STRIDE"))
+
     @cuda.jit(launch_bounds=(THREADS, TENSOR_MIN_BLOCKS[fmt]))
     def gqa_decode_tensor_cores_kernel(q, k_cache, v_cache, k_scales, v_scales, block_tables, context_lens, scale,
                                        partition_size, kv_heads, partial_max, partial_sum, partial_acc):
@@ -247,38 +325,10 @@ def _build_tensor_core_kernel(fmt: str, D: int, BS: int):
         start = p * partition_size
         end = min(start + partition_size, context_lens[s])
 
-        # q of head g (channels 8 (tq + 4 j) ...), scaled so its largest channel is Q_UNIT, as fp16 hi + lo:
-        # the A fragments of the score mma (rows g: hi, rows g + 8: lo) for every step along head_dim.
-        q_raw = cuda.local.array((KCH, 8), float32)
-        amax = float32(0.0)
-        for j in range(KCH):
-            for e in range(8):
-                c = 8 * (tq + 4 * j) + e
-                x = float32(0.0)
-                if g < n_heads and c < D:
-                    x = q[s, first + g, c] * scale
-                q_raw[j, e] = x
-                amax = max(amax, abs(x))
-        amax = max(amax, cuda.shfl_xor_sync(FULL_MASK, amax, 1))
-        amax = max(amax, cuda.shfl_xor_sync(FULL_MASK, amax, 2))
-        f = float32(Q_UNIT) / amax if amax > 0 else float32(1.0)
-        inv_f = float32(1.0) / f
         qa = cuda.local.array((KSTEPS, 4), uint32)     # a0 hi(0, 1), a1 lo(0, 1), a2 hi(2, 3), a3 lo(2, 3)
-        for j in range(KCH):
-            for h in range(2):
-                qa[2 * j + h, 0], qa[2 * j + h, 1] = _split_halves(q_raw[j, 4 * h] * f, q_raw[j, 4 * h + 1] * f)
-                qa[2 * j + h, 2], qa[2 * j + h, 3] = _split_halves(q_raw[j, 4 * h + 2] * f, q_raw[j, 4 * h + 3] * f)
+        inv_f = query_fragments(q, s, first, n_heads, scale, g, tq, qa)
 
-        # fp8: weights times the V scale are brought to P_UNIT by the partition's largest V scale.
-        pv_unit = float32(P_UNIT)
-        if FP8:
-            vmax = float32(0.0)
-            for index in range(start // BS + lane, (end + BS - 1) // BS, WARP):
-                vmax = max(vmax, v_scales[block_tables[s, index], kv_head])
-            for step in range(5):
-                vmax = max(vmax, cuda.shfl_xor_sync(FULL_MASK, vmax, 1 << step))
-            if vmax > 0:
-                pv_unit = float32(P_UNIT) / vmax
+        pv_unit = v_unit(v_scales, block_tables, s, kv_head, start, end, lane)
         acc = cuda.local.array((MBLOCKS, 4), float32)
         for m in range(MBLOCKS):
             for x in range(4):
@@ -333,16 +383,7 @@ def _build_tensor_core_kernel(fmt: str, D: int, BS: int):
         if tq == 0:
             warp_max[warp, g] = running_max
             warp_sum[warp, g] = running_sum
-        out_unit = float32(1.0) / pv_unit
-        for i in range(VCH):
-            for e in range(4):
-                c = 8 * (g + 8 * i) + 2 * e         # channel of rows g (and c + 1: rows g + 8) of block 4 i + e
-                if V_FULL or c < D:
-                    m = 4 * i + e
-                    warp_acc[warp, 2 * tq, c] = acc[m, 0] * out_unit
-                    warp_acc[warp, 2 * tq + 1, c] = acc[m, 1] * out_unit
-                    warp_acc[warp, 2 * tq, c + 1] = acc[m, 2] * out_unit
-                    warp_acc[warp, 2 * tq + 1, c + 1] = acc[m, 3] * out_unit
+        store_accumulators(acc, pv_unit, warp, tq, g, warp_acc)
         merge_head_warps(warp_max, warp_sum, warp_acc, partial_max, partial_sum, partial_acc, s, first, p, n_heads, D,
                      tid)
 

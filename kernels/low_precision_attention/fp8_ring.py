@@ -1,0 +1,320 @@
+"""Day 8's fp8 decode with its tiles copied ahead into shared memory: ``gqa_decode_fp8_ring``.
+
+``gqa_decode_tensor_cores`` keeps the bytes of at most one tile a warp in flight: the registers that receive
+tile t + 1 while tile t is computed. On an H100 that was enough for an fp8 cache (0.88 to 0.92 of the copy
+bandwidth at the steps of 512K tokens or more); on an H200, whose memory is 1.4 times as fast, the same rung read
+its fp8 cache at only 0.53 to 0.78 of copy while fp16 reached it. Little's law says why a faster memory needs
+more: the bytes in flight must be the bandwidth times the latency. An fp8 tile of 16 tokens is 4 KB (K and V at
+head_dim 128), so an SM holding 3 blocks of 4 warps has about 48 KB in flight; at 4.8 TB/s over 132 SMs and a
+latency near a microsecond under load, an SM needs about 36 KB in flight all the time, and a warp that is
+computing issues nothing new.
+
+This rung copies each warp's tiles with ``cp.async`` (16 bytes a copy, straight from global to shared memory,
+no register held while the bytes travel) into a ring of ``RING_SLOTS`` slots, and computes each tile from its
+slot with ``gqa_decode_tensor_cores``' own steps (``tensor_core_steps``: the score mma, the online softmax, the
+weighted-V mma, unchanged). With 3 slots a warp has the next 2 tiles in flight while it computes one: 8 KB a
+warp, about 96 KB an SM at 3 blocks, twice the register rung's. The slots' 16-byte chunks are rotated by their row
+(``ring_chunk``), so the lanes' reads of a tile's K and V rows (8 rows of 32 bytes, 4 rows of 64 bytes) are spread
+over the banks, 2 rows a bank at head_dim 128: two wavefronts for a warp's 256 bytes, the fewest there can be. After the loop the ring holds the
+block's merge buffer (the warps' maxima, sums and accumulators as float32 bits), so the whole block needs
+``ring_shared_bytes(head_dim)`` of shared memory: 48 KB at head_dim 128, the most a kernel may declare
+statically.
+
+It computes exactly what ``gqa_decode_tensor_cores`` computes: the same tiles, the same instructions on the
+same numbers, so its output is the same bits at the same partition size (a test holds that). Rows past a
+context's end are copied as zeros instead of left as they were, and a zero weight times either gives zero.
+
+Prediction, made before it ran on a GPU: at the long contexts of day 8's recording (16 x 32,768 and 64 x 16,384
+tokens, group 4, head_dim 128) on an H200, 0.85 to 0.95 of copy, where the register rung read 0.53 to 0.78, if
+bytes in flight are what held that rung back; at short partitions (16 x 8,192) no faster than it, since a warp
+then computes a few tiles and fills its ring once for them. If it stays near the register rung at long contexts,
+the limit is elsewhere (the instructions a tile costs: Nsight's issue-slot and stall figures will say). Not yet
+measured.
+
+fp8 caches only (the fp16 rung already reads at the copy bandwidth), head_dim a multiple of 16 up to 128 (a
+16-byte copy holds 16 codes), compute capability 8.9 or later (PTX's e4m3 conversion).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import config, cuda, float32, uint32, uint64
+
+from kernels.gqa_attention import GROUP_MAX
+from kernels.intrinsics import bits_float, cp_async_16, cp_async_commit_group, cp_async_wait_group, float_bits
+from kernels.launching import FULL_MASK, WARP
+from kernels.paged_attention import HEAD_DIM_MAX, THREADS, WARPS, paged_attention_v2_merge_kernel
+
+from .common import prepare_decode
+from .partitions import tensor_partition_size
+from .tensor_cores import TILE_TOKENS, tensor_core_steps
+
+__all__ = ["RING_SLOTS", "RING_MIN_BLOCKS", "ring_shared_bytes", "ring_chunk", "gqa_decode_fp8_ring_kernel",
+           "gqa_decode_fp8_ring"]
+
+RING_SLOTS = 3          # tiles a warp's ring holds: the one computed and the next two in flight
+RING_MIN_BLOCKS = 3     # blocks an SM must hold (launch_bounds), as for gqa_decode_tensor_cores on fp8
+_CHUNK = 16             # bytes of a cp.async copy: 16 fp8 codes
+_WORD_BYTES = 4         # the ring's words (uint32)
+_RING_KERNELS: dict = {}
+_REFUSED = {fmt: (f"k_cache must hold fp8 e4m3 codes for gqa_decode_fp8_ring, got {fmt}: gqa_decode_tensor_cores "
+                  f"takes an fp16 cache, gqa_decode_half_warps a float32 one and gqa_decode_wide_heads a bf16 one")
+            for fmt in ("float32", "float16", "bfloat16")}
+
+
+def ring_shared_bytes(head_dim: int, slots: int = RING_SLOTS) -> int:
+    """Shared memory of a block: each warp's ring of ``slots`` tiles of K and V rows (16 tokens each)."""
+    return WARPS * slots * 2 * TILE_TOKENS * head_dim
+
+
+def ring_chunk(row: int, chunk: int, chunks: int) -> int:
+    """Where 16-byte chunk ``chunk`` of tile row ``row`` lies in its slot row of ``chunks`` chunks: rotated by the
+    row (8 chunks a row, head_dim 128) or by the row's pair, quad ... (fewer chunks, so that 8 chunks still span
+    a bank cycle's 128 bytes), so that the rows a warp reads at once do not all start in the same banks."""
+    return (chunk + row // max(1, 8 // chunks)) % chunks
+
+
+def _build_ring_kernel(D: int, BS: int, min_blocks: int = RING_MIN_BLOCKS):
+    """The fp8 decode kernel whose warps copy their tiles into a ring in shared memory and compute them with ``tensor_core_steps``; head_dim ``D`` and page size ``BS`` fixed when compiling. The ring
+    has RING_SLOTS = 3 slots (the loop's ``cp_async_wait_group(2)`` is written for 3)."""
+    if D % _CHUNK or not 0 < D <= HEAD_DIM_MAX:
+        raise ValueError(f"gqa_decode_fp8_ring takes a head_dim that is a multiple of {_CHUNK} up to {HEAD_DIM_MAX} "
+                         f"(a 16-byte copy holds {_CHUNK} codes), got {D}")
+    slots = RING_SLOTS
+    steps = tensor_core_steps("fp8_e4m3", D, BS)
+    query_fragments, v_unit, compute_tile = steps["query_fragments"], steps["v_unit"], steps["compute_tile"]
+    KCH, KSTEPS, VCH, MBLOCKS, STEP = (steps[name] for name in ("KCH", "KSTEPS", "VCH", "MBLOCKS", "STEP"))
+    K_FULL, V_FULL, ONE_PAGE = steps["K_FULL"], steps["V_FULL"], steps["ONE_PAGE"]
+    CHUNKS = D // _CHUNK                            # 16-byte chunks of a row
+    ROW_WORDS = D // _WORD_BYTES                    # uint32 words of a row
+    COPIES = 2 * TILE_TOKENS * CHUNKS // WARP       # copies a lane issues a tile: K's and V's 16 rows
+    TILE_ROWS = 2 * TILE_TOKENS                     # a slot: K rows 0-15, V rows 16-31
+    RING_ROWS = WARPS * slots * TILE_ROWS
+    SPREAD = max(1, 8 // CHUNKS)
+    ACC_WORDS = WARPS * GROUP_MAX * D               # the merge buffer's accumulators, then maxima and sums
+    if ACC_WORDS + 2 * WARPS * GROUP_MAX > RING_ROWS * ROW_WORDS:
+        raise ValueError(f"the ring of {slots} slots cannot hold the block's merge buffer at head_dim {D}")
+
+    @cuda.jit(device=True, inline=True)
+    def issue_tile(k_rows, v_rows, block_tables, s, kv_head, kv_heads, t, end, lane, ring, base):
+        """Start the copies of tile t's K and V rows into the ring rows base ... base + 31 (rows past the end as
+        zeros) and commit them as one group, empty past the end, so that every tile is one group."""
+        if t < end:
+            first_row = 0
+            if ONE_PAGE:
+                first_row = (block_tables[s, t // BS] * kv_heads + kv_head) * BS + t % BS
+            for n in range(COPIES):
+                c = lane + WARP * n
+                kv = c // (TILE_TOKENS * CHUNKS)
+                r = (c // CHUNKS) % TILE_TOKENS
+                chunk = c % CHUNKS
+                token = t + r
+                valid = token < end
+                row = 0
+                if valid:
+                    if ONE_PAGE:
+                        row = first_row + r
+                    else:
+                        row = (block_tables[s, token // BS] * kv_heads + kv_head) * BS + token % BS
+                col = 4 * ((chunk + r // SPREAD) % CHUNKS)
+                if kv == 0:
+                    cp_async_16(ring, base + r, col, k_rows, row, 8 * chunk, valid)
+                else:
+                    cp_async_16(ring, base + TILE_TOKENS + r, col, v_rows, row, 8 * chunk, valid)
+        cp_async_commit_group()
+
+    @cuda.jit(device=True, inline=True)
+    def tile_scales(k_scales, v_scales, block_tables, s, kv_head, t, end, tq, k_sc, v_sc):
+        """The page scales of this lane's score tokens of tile t (2 tq + e + 8 b), as load_tile loads them; tokens
+        past the end keep what they held (their weights are zero)."""
+        if ONE_PAGE:
+            page = block_tables[s, t // BS]
+            ks = k_scales[page, kv_head]
+            vs = v_scales[page, kv_head]
+            for b in range(2):
+                for e in range(2):
+                    k_sc[b, e] = ks
+                    v_sc[b, e] = vs
+        else:
+            for b in range(2):
+                for e in range(2):
+                    token = t + 8 * b + 2 * tq + e
+                    if token < end:
+                        page = block_tables[s, token // BS]
+                        k_sc[b, e] = k_scales[page, kv_head]
+                        v_sc[b, e] = v_scales[page, kv_head]
+
+    @cuda.jit(device=True, inline=True)
+    def word_of(ring, row, r, w):
+        """8-byte word w (codes 8 w ... 8 w + 7) of tile row r, stored at ring row ``row``."""
+        col = 4 * ((w // 2 + r // SPREAD) % CHUNKS) + 2 * (w % 2)
+        return uint64(ring[row, col]) | (uint64(ring[row, col + 1]) << uint64(32))
+
+    @cuda.jit(device=True, inline=True)
+    def read_tile(ring, base, g, tq, k_raw, v_raw):
+        """The slot at ring row ``base`` into the registers compute_tile reads, as load_tile would have loaded
+        them: K rows 8 b + g, words tq + 4 j; V rows 8 b + 2 tq + e, words g + 8 i; channels past D as zeros."""
+        for b in range(2):
+            r = 8 * b + g
+            for j in range(KCH):
+                w = tq + 4 * j
+                k_raw[b, j, 0] = word_of(ring, base + r, r, w) if K_FULL or 8 * w < D else uint64(0)
+            for e in range(2):
+                r = 8 * b + 2 * tq + e
+                for i in range(VCH):
+                    w = g + 8 * i
+                    v_raw[b, e, i, 0] = (word_of(ring, base + TILE_TOKENS + r, r, w) if V_FULL or 8 * w < D
+                                         else uint64(0))
+
+    @cuda.jit(device=True, inline=True)
+    def put(ring, index, x):
+        ring[index // ROW_WORDS, index % ROW_WORDS] = float_bits(x)
+
+    @cuda.jit(device=True, inline=True)
+    def get(ring, index):
+        return bits_float(ring[index // ROW_WORDS, index % ROW_WORDS])
+
+    @cuda.jit(launch_bounds=(THREADS, min_blocks))
+    def gqa_decode_fp8_ring_kernel(q, k_rows, v_rows, k_scales, v_scales, block_tables, context_lens, scale,
+                                   partition_size, kv_heads, partial_max, partial_sum, partial_acc):
+        group = q.shape[1] // kv_heads
+        subgroups = (group + GROUP_MAX - 1) // GROUP_MAX
+        kv_head = cuda.blockIdx.x // subgroups
+        heads = (group + subgroups - 1) // subgroups
+        first = kv_head * group + (cuda.blockIdx.x - kv_head * subgroups) * heads
+        n_heads = min(heads, (kv_head + 1) * group - first)
+        s = cuda.blockIdx.y
+        p = cuda.blockIdx.z
+        tid = cuda.threadIdx.x
+        warp = tid // WARP
+        lane = tid % WARP
+        g = lane >> 2
+        tq = lane & 3
+        start = p * partition_size
+        end = min(start + partition_size, context_lens[s])
+        ring = cuda.shared.array((RING_ROWS, ROW_WORDS), uint32)
+        mine = warp * slots * TILE_ROWS                 # this warp's slots: rows mine + TILE_ROWS * slot ...
+
+        qa = cuda.local.array((KSTEPS, 4), uint32)
+        inv_f = query_fragments(q, s, first, n_heads, scale, g, tq, qa)
+        pv_unit = v_unit(v_scales, block_tables, s, kv_head, start, end, lane)
+        acc = cuda.local.array((MBLOCKS, 4), float32)
+        for m in range(MBLOCKS):
+            for x in range(4):
+                acc[m, x] = float32(0.0)
+        k_raw = cuda.local.array((2, KCH, 1), uint64)
+        v_raw = cuda.local.array((2, 2, VCH, 1), uint64)
+        k_sc = cuda.local.array((2, 2), float32)
+        v_sc = cuda.local.array((2, 2), float32)
+        for b in range(2):
+            for e in range(2):
+                k_sc[b, e] = v_sc[b, e] = float32(1.0)
+        running_max = float32(-math.inf)
+        running_sum = float32(0.0)
+
+        # Tiles from start + 16 warp, STEP tokens apart; the warp's tile n goes to slot n % 3. Two tiles are issued
+        # before the loop; each turn issues the tile two ahead, loads the page scales of the oldest, waits until
+        # its copies have landed (at most the two newer groups in flight), reads it into registers and computes it.
+        t0 = start + warp * TILE_TOKENS
+        issue_tile(k_rows, v_rows, block_tables, s, kv_head, kv_heads, t0, end, lane, ring, mine)
+        issue_tile(k_rows, v_rows, block_tables, s, kv_head, kv_heads, t0 + STEP, end, lane, ring, mine + TILE_ROWS)
+        slot = 0
+        while t0 < end:
+            ahead = slot - 1 if slot > 0 else 2                 # the slot of tile t0 + 2 STEP: (slot + 2) % 3
+            issue_tile(k_rows, v_rows, block_tables, s, kv_head, kv_heads, t0 + 2 * STEP, end, lane, ring,
+                       mine + TILE_ROWS * ahead)
+            tile_scales(k_scales, v_scales, block_tables, s, kv_head, t0, end, tq, k_sc, v_sc)
+            cp_async_wait_group(2)
+            cuda.syncwarp(FULL_MASK)                            # every lane's copies of tile t0 have landed
+            read_tile(ring, mine + TILE_ROWS * slot, g, tq, k_raw, v_raw)
+            cuda.syncwarp(FULL_MASK)                            # read by every lane before the slot is refilled
+            running_max, running_sum = compute_tile(qa, k_raw, v_raw, k_sc, v_sc, t0, end, tq, inv_f, pv_unit,
+                                                    running_max, running_sum, acc)
+            t0 += STEP
+            slot = slot + 1 if slot < 2 else 0
+        cp_async_wait_group(0)
+
+        running_sum += cuda.shfl_xor_sync(FULL_MASK, running_sum, 1)
+        running_sum += cuda.shfl_xor_sync(FULL_MASK, running_sum, 2)
+        cuda.syncthreads()                                      # every warp is done with its slots
+        if tq == 0:
+            put(ring, ACC_WORDS + warp * GROUP_MAX + g, running_max)
+            put(ring, ACC_WORDS + WARPS * GROUP_MAX + warp * GROUP_MAX + g, running_sum)
+        out_unit = float32(1.0) / pv_unit
+        for i in range(VCH):
+            for e in range(4):
+                c = 8 * (g + 8 * i) + 2 * e     # channel of rows g (and c + 1: rows g + 8) of block 4 i + e
+                if V_FULL or c < D:
+                    m = 4 * i + e
+                    row0 = (warp * GROUP_MAX + 2 * tq) * D + c
+                    row1 = row0 + D
+                    put(ring, row0, acc[m, 0] * out_unit)
+                    put(ring, row1, acc[m, 1] * out_unit)
+                    put(ring, row0 + 1, acc[m, 2] * out_unit)
+                    put(ring, row1 + 1, acc[m, 3] * out_unit)
+        cuda.syncthreads()
+        # The warps merged into day 6's partials, as merge_head_warps does from its shared arrays.
+        for idx in range(tid, n_heads * D, THREADS):
+            i = idx // D
+            c = idx - i * D
+            block_max = float32(-math.inf)
+            for w in range(WARPS):
+                block_max = max(block_max, get(ring, ACC_WORDS + w * GROUP_MAX + i))
+            block_sum = float32(0.0)
+            channel = float32(0.0)
+            if block_max > -math.inf:
+                for w in range(WARPS):
+                    factor = math.exp(get(ring, ACC_WORDS + w * GROUP_MAX + i) - block_max)
+                    block_sum += get(ring, ACC_WORDS + WARPS * GROUP_MAX + w * GROUP_MAX + i) * factor
+                    channel += get(ring, (w * GROUP_MAX + i) * D + c) * factor
+            if c == 0:
+                partial_max[s, first + i, p] = block_max
+                partial_sum[s, first + i, p] = block_sum
+            partial_acc[s, first + i, p, c] = channel
+
+    return gqa_decode_fp8_ring_kernel
+
+
+def gqa_decode_fp8_ring_kernel(head_dim: int, block_size: int = 16):
+    """The ring decode kernel for a head_dim and a page size, compiled on first use and kept."""
+    key = (int(head_dim), int(block_size))
+    if key not in _RING_KERNELS:
+        _RING_KERNELS[key] = _build_ring_kernel(*key)
+    return _RING_KERNELS[key]
+
+
+def _code_rows(cache, head_dim: int):
+    """An fp8 cache (num_blocks, kv_heads, block_size, head_dim) of uint8 codes as rows of 16-bit words, one row a
+    token of a KV head, the form ``cp_async_16`` copies from (no copy)."""
+    rows = cache.size // head_dim
+    return cache.reshape(cache.size).view(np.uint16).reshape(rows, head_dim // 2)
+
+
+def gqa_decode_fp8_ring(q, k_cache, v_cache, block_tables, context_lens, *, k_scales=None, v_scales=None,
+                        scale=None, out=None, partition_size=None, max_context=None,
+                        kernel=gqa_decode_fp8_ring_kernel, merge_kernel=paged_attention_v2_merge_kernel):
+    """Decode attention over a paged cache of fp8 e4m3 codes, each warp's next tiles copied into a ring in shared
+    memory while it computes one on tensor cores; returns out (num_seqs, heads, head_dim) float32, the bits
+    ``gqa_decode_tensor_cores`` gives at the same ``partition_size``.
+
+    The arguments of ``gqa_decode_tensor_cores`` with an fp8 cache only; head_dim a multiple of 16 up to 128 and
+    ``partition_size`` a multiple of 16 (None: ``tensor_partition_size``). ``kernel`` is a function of the head_dim
+    and the page size."""
+    out, step = prepare_decode(q, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales, scale, out,
+                               partition_size, max_context, channels=_CHUNK, refused=_REFUSED,
+                               tokens=lambda *_: (TILE_TOKENS, f"{TILE_TOKENS} (a warp's tile of tokens never "
+                                                               f"crosses a partition)"),
+                               choose_partition=tensor_partition_size)
+    if step is None:
+        return out
+    if not config.ENABLE_CUDASIM and cuda.is_available():
+        have = tuple(cuda.get_current_device().compute_capability)
+        if have < (8, 9):
+            raise ValueError(f"k_cache: an fp8 cache needs compute capability 8.9 or later for gqa_decode_fp8_ring, "
+                             f"this GPU has {have[0]}.{have[1]}: use gqa_decode_half_warps")
+    kernel(step.head_dim, step.block_size)[step.grid, THREADS](
+        q, _code_rows(k_cache, step.head_dim), _code_rows(v_cache, step.head_dim), step.k_scales, step.v_scales,
+        block_tables, context_lens, step.scale, step.partition_size, step.kv_heads, *step.partials)
+    merge_kernel[(step.heads, step.num_seqs), HEAD_DIM_MAX](*step.partials, out)
+    return out
