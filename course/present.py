@@ -17,7 +17,12 @@ from __future__ import annotations
 
 import numbers
 
-__all__ = ["markdown_table", "format_cell", "counted_series", "recorded_series"]
+__all__ = ["markdown_table", "format_cell", "counted_series", "recorded_series", "across_gpus_table",
+           "FOLLOWS_COPY"]
+
+# A step "follows the copy bandwidth" from one GPU to another when it gains at least this share of what the copy
+# gained (the same fraction of copy on both, within 10%).
+FOLLOWS_COPY = 0.9
 
 _ALIGN = {"l": "---", "r": "---:", "c": ":---:"}
 
@@ -128,3 +133,39 @@ def recorded_series(recordings, label: str, sizes, *, per: float = 1, column: st
                 raise ValueError(f"two rows labelled {label!r} at {x} = {row[x]}: tell them apart with where=")
             found[row[x]] = row[column] / per
     return [found.get(size) for size in sizes]
+
+
+def _span(values, form: str = ".2f") -> str:
+    low, high = min(values), max(values)
+    return f"{low:{form}}" if f"{low:{form}}" == f"{high:{form}}" else f"{low:{form}} to {high:{form}}"
+
+
+def across_gpus_table(first, second, steps) -> list[str]:
+    """The same steps recorded on two GPUs, as a lesson shows them: a table (``course.records.across_gpus``: each
+    step's fraction of the copy bandwidth on each GPU and how many times faster the second ran it, over the points
+    both recorded) and one line a step, returned: whether it follows the copy bandwidth (gains at least
+    ``FOLLOWS_COPY`` of what the copy gained at every point) or falls short of it. ``steps``: ``(name, selector)``
+    pairs as ``across_gpus`` takes them."""
+    from course.records import across_gpus
+
+    points, rows = across_gpus(first, second, steps)
+    if not points:
+        return [f"the two recordings share no step of {', '.join(name for name, _ in steps)}"]
+    names = [rec.device.removeprefix("NVIDIA ") for rec in (first, second)]
+    gain = second.ceilings["copy_gbps"] / first.ceilings["copy_gbps"]
+    table = markdown_table(
+        ["step", f"of the copy bandwidth, {names[0]}", f"of the copy bandwidth, {names[1]}",
+         f"how much faster on the {names[1]}"],
+        [[name, _span(a), _span(b), _span(g)] for name, a, b, g in rows], align="lrrr",
+        caption=f"GPU time alone, at {len(points)} steps of {points[0][0] * points[0][1]:,} to "
+                f"{max(s * c for s, c in points):,} tokens ({first.stamp}; {second.stamp}):")
+    from IPython.display import display
+
+    display(table)
+    lines = [f"copy bandwidth: {first.ceilings['copy_gbps']:,.0f} GB/s on the {names[0]}, "
+             f"{second.ceilings['copy_gbps']:,.0f} GB/s on the {names[1]}: {gain:.2f} times as much"]
+    for name, _, _, gains in rows:
+        verdict = ("follows the copy bandwidth" if min(gains) >= FOLLOWS_COPY * gain else
+                   "falls short of the copy bandwidth: it waits on something the faster memory does not shorten")
+        lines.append(f"{name}: {_span(gains)} times as fast on the {names[1]}, {verdict}")
+    return lines

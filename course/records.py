@@ -48,7 +48,7 @@ import numpy as np
 __all__ = ["Recording", "new_recording", "load_recording", "recording_path", "recorded_names",
            "live_or_recorded", "live_else_recorded", "where", "one", "by", "group_by", "distinct", "known_names",
            "check_names",
-           "fraction_of_copy_on_gpu", "DATA_DIR", "SCHEMA_VERSION"]
+           "fraction_of_copy_on_gpu", "across_gpus", "DATA_DIR", "SCHEMA_VERSION"]
 
 DATA_DIR = pathlib.Path(__file__).resolve().parent / "data"
 SCHEMA_VERSION = 1
@@ -463,6 +463,28 @@ def fraction_of_copy_on_gpu(row: dict) -> float:
     return row["fraction_of_copy"] * row["median_ms"] / row["kernel_ms"]
 
 
+def across_gpus(first: Recording, second: Recording, steps, *, time: str = "kernel_ms"):
+    """The same steps recorded on two GPUs, for a table: ``(points, rows)``.
+
+    first, second: timing recordings whose rows are at (``num_seqs``, ``context``), the second made on another
+    GPU (``<name>_other_gpu``). steps: ``(name, selector)`` pairs, a selector the columns that pick one step's
+    rows (``{"rung": "gqa_decode_split_k"}``, with ``"fmt"`` where a recording has cache formats). points: the
+    (num_seqs, context) both recordings hold for every step, fewest tokens first. rows: one per step, ``(name,
+    fraction of copy on the first GPU, on the second, how many times faster the second ran it)``, each a list over
+    the points: fractions from ``fraction_of_copy_on_gpu``, the speed-up as ``time`` on the first over ``time``
+    on the second.
+    """
+    tables = []
+    for name, selector in steps:
+        found = [{(r["num_seqs"], r["context"]): r for r in rec.where(**selector)} for rec in (first, second)]
+        tables.append((name, *found))
+    common = set.intersection(*(set(a) & set(b) for _, a, b in tables)) if tables else set()
+    points = sorted(common, key=lambda p: (p[0] * p[1], p))
+    rows = [(name, [fraction_of_copy_on_gpu(a[p]) for p in points], [fraction_of_copy_on_gpu(b[p]) for p in points],
+             [a[p][time] / b[p][time] for p in points]) for name, a, b in tables]
+    return points, rows
+
+
 def live_else_recorded(name: str, run=None) -> Recording | None:
     """The numbers a lesson shows: measured live on a GPU, else recorded, else None with a note.
 
@@ -470,8 +492,8 @@ def live_else_recorded(name: str, run=None) -> Recording | None:
         (a measurement that only the recorder makes) the recording is loaded everywhere.
     On a GPU where ``run`` cannot measure (torch missing for the baseline, a RuntimeError such as
     a driver that refuses) the recording is shown instead, and a line says why. Where there is no
-    recording either, a line names the recording and the command that makes it, and the result
-    is None: the cell skips its figure instead of failing.
+    recording either, a line names the recording and the command that makes it (``--other-gpu`` for a
+    name ending in ``_other_gpu``), and the result is None: the cell skips its figure instead of failing.
     """
     _check_name(name)
     if run is not None and not callable(run):
@@ -487,6 +509,7 @@ def live_else_recorded(name: str, run=None) -> Recording | None:
         return load_recording(name)
     except FileNotFoundError:
         day = name.split("_", 1)[0]
-        print(f"No recording {name!r} is installed yet, so what needs it is skipped. It is made on a GPU "
-              f"with `python -m course.record {day} --out DIR` and copied into course/data/.")
+        where, flag = (("on a second GPU", " --other-gpu") if name.endswith("_other_gpu") else ("on a GPU", ""))
+        print(f"No recording {name!r} is installed yet, so what needs it is skipped. It is made {where} "
+              f"with `python -m course.record {day}{flag} --out DIR` and copied into course/data/.")
         return None

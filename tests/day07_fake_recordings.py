@@ -11,6 +11,8 @@ show). Unlike the shipped recordings, they have every rung the recorder now time
 ``gqa_prefill_tiles``), so the lesson runs both with and without them.
 """
 
+from other_gpu_fakes import on_other_gpu
+
 from course.models import attention as attention_model
 from course.models import gqa as model
 from course.records import new_recording
@@ -161,7 +163,18 @@ def fake_dram_bytes():
     return rec
 
 
+# The second GPU's decode steps and how much faster each rung runs there (copy: 1.4 times): gqa_decode_split_k
+# follows the copy bandwidth, the others fall short of it.
+OTHER_POINTS = ((16, 8192), (16, 32768), (64, 16384))
+OTHER_GAINS = {GQA: 1.35, GROUP: 1.1, V2: 1.2, "torch_sdpa_gqa": 1.05}
+
+
+def fake_decode_timing_other_gpu():
+    """``day07_decode_timing_other_gpu``: fake_decode_timing's rows at OTHER_POINTS on a faster memory."""
+    return on_other_gpu(fake_decode_timing(), OTHER_POINTS, OTHER_GAINS)
+
+
 def fake_recordings():
     """Every day-7 recording the lesson reads."""
     return [fake_decode_timing(), fake_group_timing(), fake_prefill_timing(), fake_kernel_resources(),
-            fake_full_size_checks(), fake_dram_bytes()]
+            fake_full_size_checks(), fake_dram_bytes(), fake_decode_timing_other_gpu()]

@@ -136,7 +136,7 @@ def test_the_recordings_support_the_prose():
 
 
 def test_the_fake_recordings_tell_the_lesson_s_story():
-    timing, dram = fake_recordings()
+    timing, dram, _ = fake_recordings()
     claims(timing, dram)
 
 
@@ -197,5 +197,11 @@ def test_lesson_runs_with_recordings_and_shows_no_solution(tmp_path):
     assert "DRAM / compulsory" in shown
     assert f"| {V2} | 8 x 1,024 |" in shown and "v1, v2 and v3 are at least" in shown      # the launch cost
     assert "v3 is faster than torch at every one of the" in shown                                 # one launch
+    # the second GPU: both verdicts, and the line that says the recording is missing where it is
+    assert "GB/s on the Fake GPU 2: 1.40 times as much" in shown
+    assert f"{V2}: 1.36 times as fast on the Fake GPU 2, follows the copy bandwidth" in shown
+    assert f"{V1}: 1.15 times as fast on the Fake GPU 2, falls short of the copy bandwidth" in shown
+    missing = "No recording 'day06_paged_timing_other_gpu' is installed yet"
+    assert (missing in shipped) == ("day06_paged_timing_other_gpu" not in names), missing
     leaked = [line for line in exercise_only_lines() if line in run.shipped_text + shown]
     assert not leaked, f"the lesson's outputs show lines of the exercise's kernels: {leaked[:3]}"

@@ -269,5 +269,11 @@ def test_lesson_runs_with_the_shipped_and_fake_recordings(tmp_path):
     fake_nsight = next(rec for rec in fake_recordings() if rec.name == "day07_dram_bytes")
     assert not decode_bytes_coincide(fake_nsight) and "times gqa_decode_split_k's DRAM bytes" in shown
     assert "the two kernels' squares coincide" not in shown
+    # the second GPU: both verdicts, and the line that says the recording is missing where it is
+    assert "GB/s on the Fake GPU 2: 1.40 times as much" in shown
+    assert "gqa_decode_split_k: 1.35 times as fast on the Fake GPU 2, follows the copy bandwidth" in shown
+    assert "paged_attention_v2_split_k: 1.20 times as fast on the Fake GPU 2, falls short of the copy" in shown
+    missing = "No recording 'day07_decode_timing_other_gpu' is installed yet"
+    assert (missing in shipped) == ("day07_decode_timing_other_gpu" not in recorded_names()), missing
     leaked = _leaks(shipped + shown)
     assert not leaked, f"the lesson's outputs show lines of the exercise's kernels: {leaked[:3]}"

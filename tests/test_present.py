@@ -90,6 +90,9 @@ def test_live_else_recorded_says_what_is_missing(data_dir, capsys):
     said = capsys.readouterr().out
     assert "No recording 'day98_missing_timing' is installed yet" in said
     assert "python -m course.record day98 --out DIR" in said
+    assert live_else_recorded("day98_missing_timing_other_gpu") is None
+    said = capsys.readouterr().out
+    assert "made on a second GPU with `python -m course.record day98 --other-gpu --out DIR`" in said
 
 
 def test_live_else_recorded_names_bad_input():

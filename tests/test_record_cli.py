@@ -79,11 +79,44 @@ def test_other_gpu_records_only_the_days_that_compare_across_gpus(monkeypatch, t
     assert "wrote " + str(tmp_path / "day99_decode_timing_other_gpu.json") in capsys.readouterr().out
 
 
-def test_day08_records_its_other_gpu_sweep_at_points_of_its_own_sweep():
-    from course.record import day08
+@pytest.mark.parametrize("day", ["day06", "day07", "day08"])
+def test_each_day_records_its_other_gpu_sweep_at_points_of_its_own_sweep(day):
+    from course.record import day_module
 
-    assert set(day08.OTHER_GPU_POINTS) <= set(day08.POINTS)
-    assert sum(s * c >= 524288 for s, c in day08.OTHER_GPU_POINTS) >= 2     # the steps the lesson's text speaks of
+    module = day_module(day)
+    assert set(module.OTHER_GPU_POINTS) <= set(module.POINTS)
+    assert sum(s * c >= 524288 for s, c in module.OTHER_GPU_POINTS) >= 2     # the steps the lessons' text speaks of
+
+
+def test_record_other_gpu_checks_first_then_times_the_sweep_at_its_points_under_its_own_name(tmp_path, monkeypatch):
+    """harness.record_other_gpu runs the checks (a failing one stops it before any timing), then the sweep at the
+    given points only, as ``<name>_other_gpu``, its notes saying what was checked; quick: the first point."""
+    from course.record import harness
+    from course.records import load_recording
+
+    timed = []
+
+    def fake_record_sweep(sweep, *, quick=False, ceilings=None, timer=None):
+        from course.records import new_recording
+
+        timed.append((sweep.name, sweep.quick_points if quick else sweep.points))
+        return new_recording(sweep.name, ceilings=ceilings, notes=sweep.notes)
+
+    monkeypatch.setattr(harness, "record_sweep", fake_record_sweep)
+    sweep = harness.Sweep(name="day99_timing", notes="the base notes", points=((1, 2), (3, 4), (5, 6)),
+                          quick_points=((1, 2),), shape=lambda p: {}, cases=lambda p: [])
+    checks = [harness.Check("a copy", lambda: None, lambda: np.ones(3), lambda: np.ones(3), seed=1, exact=True)]
+    path = harness.record_other_gpu(checks, sweep, ((3, 4), (5, 6)), tmp_path, checked="its checks",
+                                    ceilings={"copy_gbps": 1.0})
+    rec = load_recording(path)
+    assert path.name == "day99_timing_other_gpu.json" and timed == [("day99_timing_other_gpu", ((3, 4), (5, 6)))]
+    assert rec.notes.startswith("day99_timing's sweep on another GPU, at 2 of its points, after its checks passed")
+    harness.record_other_gpu(checks, sweep, ((3, 4), (5, 6)), tmp_path, checked="x", quick=True, ceilings={})
+    assert timed[-1] == ("day99_timing_other_gpu", ((3, 4),))
+    wrong = [harness.Check("a wrong copy", lambda: None, lambda: np.zeros(3), lambda: np.ones(3), seed=1, exact=True)]
+    with pytest.raises(AssertionError, match="a wrong copy is wrong"):
+        harness.record_other_gpu(wrong, sweep, ((3, 4),), tmp_path, checked="x", ceilings={})
+    assert len(timed) == 2
 
 
 # --------------------------------------------------------------------------- a day in miniature

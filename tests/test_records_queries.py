@@ -2,7 +2,7 @@
 
 import pytest
 
-from course.records import Recording, by, distinct, group_by, load_recording, one, where
+from course.records import Recording, by, distinct, group_by, load_recording, new_recording, one, where
 
 
 def _recording() -> Recording:
@@ -196,3 +196,30 @@ def test_the_lessons_and_exercises_ask_the_shipped_recordings_for_names_they_hol
                        ("day05", "attention_v4_flash")):
         values = recorded_series(bytes_of[day], label, [256, 512, 1024, 2048, 4096], where={"causal": False})
         assert sum(value is not None for value in values) >= 4, (day, label, values)
+
+
+def test_across_gpus_sets_the_same_steps_of_two_gpus_side_by_side():
+    """across_gpus keeps the points both recordings hold for every step, fewest tokens first; per step the fraction
+    of copy on each GPU (on the GPU's time alone) and how many times faster the second GPU ran it."""
+    from course.records import across_gpus
+
+    def rec(name, rows):
+        r = new_recording(name, device="Fake GPU", ceilings={"copy_gbps": 1.0})
+        for row in rows:
+            r.add(**row)
+        return r
+
+    def row(rung, s, c, kernel_ms, fraction):
+        return dict(rung=rung, num_seqs=s, context=c, kernel_ms=kernel_ms, median_ms=2 * kernel_ms,
+                    fraction_of_copy=fraction)
+
+    first = rec("day99_timing", [row("v1", 8, 1024, 2.0, 0.4), row("v1", 16, 32768, 8.0, 0.45),
+                                 row("v1", 4, 64, 1.0, 0.1), row("v2", 8, 1024, 1.0, 0.3),
+                                 row("v2", 16, 32768, 4.0, 0.5)])
+    second = rec("day99_timing_other_gpu", [row("v1", 16, 32768, 4.0, 0.3), row("v1", 8, 1024, 1.0, 0.2),
+                                            row("v2", 16, 32768, 2.0, 0.35), row("v2", 8, 1024, 0.5, 0.2),
+                                            row("v2", 64, 64, 0.5, 0.2)])
+    points, rows = across_gpus(first, second, [("first", {"rung": "v1"}), ("second", {"rung": "v2"})])
+    assert points == [(8, 1024), (16, 32768)]                     # (4, 64) and (64, 64) are on one GPU only
+    assert rows == [("first", [0.8, 0.9], [0.4, 0.6], [2.0, 2.0]), ("second", [0.6, 1.0], [0.4, 0.7], [2.0, 2.0])]
+    assert across_gpus(first, second, []) == ([], [])

@@ -19,6 +19,10 @@ must be ready for the next one; and the cache write against NumPy), then ``recor
 - ``day06_kernel_resources.json``: registers, local and shared memory of each kernel (``kernel``: its name,
   ``rung``: the rung that launches it).
 
+``record_other_gpu(out_dir)`` (``python -m course.record day06 --other-gpu``), on a second GPU: the checks at
+full size, then ``day06_paged_timing_other_gpu.json``, the timing sweep at ``OTHER_GPU_POINTS`` (some of
+``day06_paged_timing``'s points), for the lesson to set beside it.
+
 ``ncu_cases()``: one launch of each rung at 8 sequences of each context in ``NCU_CONTEXTS`` (the
 recording ``day06_dram_bytes`` also carries the model's bytes); ``sanitize()`` launches every
 kernel once, small, with partial pages and an empty context.
@@ -45,6 +49,9 @@ POINTS = tuple((s, c) for s in SEQS for c in CONTEXTS if s * c <= MAX_TOKENS)
 QUICK_POINTS = ((8, 1024), (8, 16384), (64, 1024))
 NCU_SEQS = 8
 NCU_CONTEXTS = (2048, 8192, 32768)
+# The steps recorded on a second GPU (day06_paged_timing_other_gpu): few sequences with long contexts (where
+# v2's partitions fill the GPU), the longest that fits, and many sequences.
+OTHER_GPU_POINTS = ((8, 32768), (16, 32768), (64, 8192))
 
 
 def _extra(rung, context: int) -> dict:
@@ -293,3 +300,10 @@ def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
               f"{row['median_ms']:8.3f} ms  {row['fraction_of_copy']:.2f} of copy  "
               f"{row['speedup_over_torch']:.2f}x torch", flush=True)
     return paths
+
+
+def record_other_gpu(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
+    """On a second GPU: the day's checks at full size (raises on a failure), then the timing sweep at
+    ``OTHER_GPU_POINTS`` (only the first with ``quick``), saved as ``day06_paged_timing_other_gpu``."""
+    return [harness.record_other_gpu(checks(1024 if quick else CHECK_CONTEXT), paged_sweep(), OTHER_GPU_POINTS,
+                                     out_dir, checked="every rung's full-size checks", quick=quick)]

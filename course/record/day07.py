@@ -24,6 +24,10 @@ group sizes 1, 4 and 32), then ``record(out_dir)`` writes, every row naming its 
 - ``day07_kernel_resources.json``: registers, local and shared memory of each kernel (``kernel``: its
   name, with the group or head_dim it was compiled for; ``rung``: the rung that launches it).
 
+``record_other_gpu(out_dir)`` (``python -m course.record day07 --other-gpu``), on a second GPU: the checks at
+full size, then ``day07_decode_timing_other_gpu.json``, the decode sweep at ``OTHER_GPU_POINTS`` (some of
+``day07_decode_timing``'s points), for the lesson to set beside it.
+
 ``ncu_cases()``: decode (the decode rungs and day 6's v2) at 8 sequences of 2,048 and 8,192 tokens,
 prefill (the prefill rungs at groups 4 and 1) at N = 4096 causal; ``sanitize()`` launches every kernel
 once, small, at a group that does not divide the tiles.
@@ -54,6 +58,9 @@ PREFILL = {"B": 2, "heads": 32, "N": 4096}
 PREFILL_POINTS = ((128, 4096), (64, 4096))   # (head_dim, N), causal
 NCU_SEQS = 8
 NCU_CONTEXTS = (2048, 8192)
+# The decode steps recorded on a second GPU (day07_decode_timing_other_gpu): day 8's three (one of 131,072 tokens,
+# two of 524,288 or more), on the cache day 8 starts from.
+OTHER_GPU_POINTS = ((16, 8192), (16, 32768), (64, 16384))
 NCU_PREFILL_N = 4096
 DECODE_RUNGS = tuple(name for name in gqa_attention.RUNGS if name.startswith("gqa_decode"))
 PREFILL_RUNGS = tuple(name for name in gqa_attention.RUNGS if name.startswith("gqa_prefill"))
@@ -369,3 +376,11 @@ def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
                       f"{row['median_ms']:8.3f} ms "
                       f"{row['tflops']:6.2f} TFLOP/s  {row['fraction_of_sdpa']:.2f} of torch", flush=True)
     return paths
+
+
+def record_other_gpu(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
+    """On a second GPU: the day's checks at full size (raises on a failure), then the decode sweep at
+    ``OTHER_GPU_POINTS`` (only the first with ``quick``), saved as ``day07_decode_timing_other_gpu``."""
+    checks_now = checks(1024, 256) if quick else checks(CHECK_CONTEXT, CHECK_N)
+    return [harness.record_other_gpu(checks_now, decode_sweep(), OTHER_GPU_POINTS, out_dir,
+                                     checked="every rung's full-size checks", quick=quick)]

@@ -616,15 +616,5 @@ def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
 def record_other_gpu(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
     """On a second GPU: check every decode rung at full size (raises on a failure), then time the decode sweep
     at ``OTHER_GPU_POINTS`` (only the first with ``quick``) and save it as ``day08_decode_timing_other_gpu``."""
-    import dataclasses
-
-    from course.timing import measure_ceilings
-
-    harness.run_checks(decode_checks(CHECK_CONTEXT))
-    base = decode_sweep()
-    sweep = dataclasses.replace(
-        base, name="day08_decode_timing_other_gpu", points=OTHER_GPU_POINTS, quick_points=OTHER_GPU_POINTS[:1],
-        notes=f"day08_decode_timing's sweep on another GPU, at {len(OTHER_GPU_POINTS)} of its points, after "
-              f"every decode rung passed its full-size checks on this GPU. {base.notes}")
-    rec = harness.record_sweep(sweep, quick=quick, ceilings=measure_ceilings())
-    return [rec.save(pathlib.Path(out_dir) / f"{rec.name}.json")]
+    return [harness.record_other_gpu(decode_checks(CHECK_CONTEXT), decode_sweep(), OTHER_GPU_POINTS, out_dir,
+                                     checked="every decode rung's full-size checks", quick=quick)]

@@ -240,6 +240,25 @@ def record_sweep(sweep: Sweep, *, quick: bool = False, ceilings: dict | None = N
     return rec
 
 
+def record_other_gpu(checks, sweep: Sweep, points, out_dir, *, checked: str, quick: bool = False,
+                     ceilings: dict | None = None) -> pathlib.Path:
+    """A day's recording for the comparison with another GPU, made on that GPU: run ``checks`` at full size
+    (raising on the first failure), then time ``sweep`` at ``points`` only (the first of them with ``quick``) and
+    save it as ``<sweep.name>_other_gpu.json`` in ``out_dir``. ``checked`` says in its notes what the checks were;
+    ``ceilings`` default to ``course.timing.measure_ceilings()`` of this GPU."""
+    run_checks(checks)
+    if ceilings is None:
+        from course.timing import measure_ceilings
+
+        ceilings = measure_ceilings()
+    other = dataclasses.replace(
+        sweep, name=f"{sweep.name}_other_gpu", points=tuple(points), quick_points=tuple(points)[:1],
+        notes=f"{sweep.name}'s sweep on another GPU, at {len(points)} of its points, after {checked} passed "
+              f"on this GPU. {sweep.notes}")
+    rec = record_sweep(other, quick=quick, ceilings=ceilings)
+    return rec.save(pathlib.Path(out_dir) / f"{rec.name}.json")
+
+
 def compiled_resources(kernels: dict, *, key: str = "kernel", ptx_locals: bool = False, **columns) -> list[dict]:
     """A row per compiled overload of each ``{name: kernel}`` (launched once already): the name under
     ``key``, then ``columns``, registers, local memory (bytes per thread) and static shared memory per
