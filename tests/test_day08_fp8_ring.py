@@ -185,6 +185,7 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
                               "cp_async": body.count("cp.async.cg.shared.global"),
                               "waits": sorted(set(re.findall(r"cp\.async\.wait_group (\d+)", body))),
                               "e4m3": body.count("cvt.rn.f16x2.e4m3x2"),
+                              "shared_aligns": re.findall(r"\.shared\s+\.align\s+(\d+)\s+\.b8", ptx),
                               "shared_bytes": sum(int(size) for size in re.findall(
                                   r"\.shared\s+\.align\s+\d+\s+\.b8\s+\w+\[(\d+)\]", ptx))}), flush=True)
 """)
@@ -210,13 +211,15 @@ def records_of(compiled):
 def test_ptx_copies_with_cp_async_and_keeps_everything_in_registers(compiled):
     """No local memory, no call, no float64; the tensor-core rung's mmas (d / 16 x 2 for the scores, d / 8 x 2 for
     the weighted rows, hi and lo: 16 a tile at d = 64, 32 at 128) and e4m3 conversions; cp.async copies, waited for
-    with wait_group 2 in the loop and 0 after it; the ring's shared memory and nothing else."""
+    with wait_group 2 in the loop and 0 after it; the ring's shared memory and nothing else, aligned to 16 bytes
+    (a 16-byte cp.async to an address that is not faults on a GPU; the simulator does not check the base)."""
     for r in records_of(compiled):
         where = f"d {r['d']} {r['cc']}"
         assert not r["local"] and not r["f64"] and r["calls"] == 0, where
         assert r["mma"] == r["d"] // 4 and r["e4m3"] > 0, where
         assert r["cp_async"] > 0 and r["waits"] == ["0", "2"], where
         assert r["shared_bytes"] == lp.ring_shared_bytes(r["d"]) <= 48 * 1024, where
+        assert r["shared_aligns"] == ["16"], f"{where}: cp.async's 16-byte copies need a 16-byte aligned ring"
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas (CUDA's PTX assembler) is not installed")

@@ -193,7 +193,7 @@ def _build_ring_kernel(D: int, BS: int, min_blocks: int = RING_MIN_BLOCKS):
         tq = lane & 3
         start = p * partition_size
         end = min(start + partition_size, context_lens[s])
-        ring = cuda.shared.array((RING_ROWS, ROW_WORDS), uint32)
+        ring = cuda.shared.array((RING_ROWS, ROW_WORDS), uint32, alignment=16)     # cp.async writes 16 bytes
         mine = warp * slots * TILE_ROWS                 # this warp's slots: rows mine + TILE_ROWS * slot ...
 
         qa = cuda.local.array((KSTEPS, 4), uint32)
