@@ -26,7 +26,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from ptx_in_background import compiling
+from ptx_in_background import compile_fixtures
 from test_day08_kernels import TENSOR_CASES, TENSOR_V_SPREAD_CASES, check_decode, decode_case, decode_args
 from test_tensor_core_gemm import assemble
 
@@ -191,15 +191,7 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
 """)
 
 
-@pytest.fixture(scope="module")
-def compiled():
-    yield from compiling(COMPILE_PROGRAM)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _start_compiling(request):
-    if any(item.name.startswith("test_ptx") for item in request.session.items):
-        request.getfixturevalue("compiled")
+compiled, _start_compiling = compile_fixtures(COMPILE_PROGRAM)
 
 
 def records_of(compiled):

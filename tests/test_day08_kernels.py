@@ -29,7 +29,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from ptx_in_background import compiling
+from ptx_in_background import compile_fixtures
 from numba import cuda
 
 from course.checking import CheckFailure, check, poison, random_inputs
@@ -117,17 +117,7 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
 """)
 
 
-@pytest.fixture(scope="module")
-def compiled():
-    """Compile the day's kernels at fp16, bf16 and fp8 for sm_90 in a fresh process without
-    the simulator; the records are read when a test asks for them."""
-    yield from compiling(COMPILE_PROGRAM)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _start_compiling(request):
-    if any(item.name.startswith("test_kernels_compile") for item in request.session.items):
-        request.getfixturevalue("compiled")
+compiled, _start_compiling = compile_fixtures(COMPILE_PROGRAM, "test_kernels_compile")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ import numpy as np
 import pytest
 from numba import cuda, float32, uint32
 
-from ptx_in_background import compiling
+from ptx_in_background import compile_fixtures
 from test_tensor_core_gemm import assemble, ldmatrix_case, ldmatrix_probe_of, run_ldmatrix
 
 from course.checking import check, poison, random_inputs
@@ -92,15 +92,7 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
 """)
 
 
-@pytest.fixture(scope="module")
-def compiled():
-    yield from compiling(COMPILE_PROGRAM)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _start_compiling(request):
-    if any(item.name.startswith("test_ptx") for item in request.session.items):
-        request.getfixturevalue("compiled")
+compiled, _start_compiling = compile_fixtures(COMPILE_PROGRAM)
 
 
 # ------------------------------------------------------------------------------------------------

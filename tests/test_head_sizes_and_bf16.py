@@ -35,7 +35,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from ptx_in_background import compiling
+from ptx_in_background import compile_fixtures
 
 from course.checking import check, poison, random_inputs
 from course.models import low_precision as model
@@ -96,15 +96,7 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
 """)
 
 
-@pytest.fixture(scope="module")
-def compiled():
-    yield from compiling(COMPILE_PROGRAM)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _start_compiling(request):
-    if any(item.name.startswith("test_wide_kernels_compile") for item in request.session.items):
-        request.getfixturevalue("compiled")
+compiled, _start_compiling = compile_fixtures(COMPILE_PROGRAM, "test_wide_kernels_compile")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from ptx_in_background import compiling
+from ptx_in_background import compile_fixtures
 from numba import cuda, uint32
 
 import course
@@ -112,16 +112,7 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
 """)
 
 
-@pytest.fixture(scope="module")
-def compiled():
-    """Compile every rung at both formats for sm_80 and sm_90 in a fresh process without the simulator."""
-    yield from compiling(COMPILE_PROGRAM)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _start_compiling(request):
-    if any(item.name.startswith("test_ptx") for item in request.session.items):
-        request.getfixturevalue("compiled")
+compiled, _start_compiling = compile_fixtures(COMPILE_PROGRAM)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -83,7 +83,8 @@ def _build_ring_kernel(D: int, BS: int, min_blocks: int = RING_MIN_BLOCKS):
                          f"(a 16-byte copy holds {_CHUNK} codes), got {D}")
     slots = RING_SLOTS
     steps = tensor_core_steps("fp8_e4m3", D, BS)
-    query_fragments, v_unit, compute_tile = steps["query_fragments"], steps["v_unit"], steps["compute_tile"]
+    block_work, query_fragments, v_unit, compute_tile = (
+        steps[name] for name in ("block_work", "query_fragments", "v_unit", "compute_tile"))
     KCH, KSTEPS, VCH, MBLOCKS, STEP = (steps[name] for name in ("KCH", "KSTEPS", "VCH", "MBLOCKS", "STEP"))
     K_FULL, V_FULL, ONE_PAGE = steps["K_FULL"], steps["V_FULL"], steps["ONE_PAGE"]
     CHUNKS = D // _CHUNK                            # 16-byte chunks of a row
@@ -178,21 +179,12 @@ def _build_ring_kernel(D: int, BS: int, min_blocks: int = RING_MIN_BLOCKS):
     @cuda.jit(launch_bounds=(THREADS, min_blocks))
     def gqa_decode_fp8_ring_kernel(q, k_rows, v_rows, k_scales, v_scales, block_tables, context_lens, scale,
                                    partition_size, kv_heads, partial_max, partial_sum, partial_acc):
-        group = q.shape[1] // kv_heads
-        subgroups = (group + GROUP_MAX - 1) // GROUP_MAX
-        kv_head = cuda.blockIdx.x // subgroups
-        heads = (group + subgroups - 1) // subgroups
-        first = kv_head * group + (cuda.blockIdx.x - kv_head * subgroups) * heads
-        n_heads = min(heads, (kv_head + 1) * group - first)
-        s = cuda.blockIdx.y
-        p = cuda.blockIdx.z
+        s, p, kv_head, first, n_heads, start, end = block_work(q, kv_heads, context_lens, partition_size)
         tid = cuda.threadIdx.x
         warp = tid // WARP
         lane = tid % WARP
         g = lane >> 2
         tq = lane & 3
-        start = p * partition_size
-        end = min(start + partition_size, context_lens[s])
         ring = cuda.shared.array((RING_ROWS, ROW_WORDS), uint32, alignment=16)     # cp.async writes 16 bytes
         mine = warp * slots * TILE_ROWS                 # this warp's slots: rows mine + TILE_ROWS * slot ...
 

@@ -70,7 +70,8 @@ def _split_halves(x0, x1):
 def tensor_core_steps(fmt: str, D: int, BS: int):
     """The device steps of the tensor-core decode for a cache format (fp16 or fp8), head_dim ``D`` and page size
     ``BS``, shared by ``gqa_decode_tensor_cores`` and the rungs that feed the same steps otherwise
-    (``gqa_decode_fp8_ring``), as a dict: ``query_fragments`` (q of the block's heads as the score mma's A
+    (``gqa_decode_fp8_ring``), as a dict: ``block_work`` (the block's sequence, partition, KV head and query
+    heads, and the partition's tokens), ``query_fragments`` (q of the block's heads as the score mma's A
     fragments; returns the factor to undo), ``v_unit`` (fp8: P_UNIT over the partition's largest V scale),
     ``load_tile`` (a tile's K and V words from the cache into registers), ``compute_tile`` (a tile's scores,
     online softmax and weighted V rows from those registers), ``store_accumulators`` (a warp's float32 sums into
@@ -221,6 +222,22 @@ def tensor_core_steps(fmt: str, D: int, BS: int):
         return new_max, running_sum
 
     @cuda.jit(device=True, inline=True)
+    def block_work(q, kv_heads, context_lens, partition_size):
+        """This block's share of the step (grid: KV head x subgroup of its query heads, sequence, partition): the
+        sequence s, the partition p, the KV head, its first query head and how many it takes, and the tokens
+        start ... end - 1 of the partition that the sequence holds."""
+        group = q.shape[1] // kv_heads
+        subgroups = (group + GROUP_MAX - 1) // GROUP_MAX
+        kv_head = cuda.blockIdx.x // subgroups
+        heads = (group + subgroups - 1) // subgroups
+        first = kv_head * group + (cuda.blockIdx.x - kv_head * subgroups) * heads
+        n_heads = min(heads, (kv_head + 1) * group - first)
+        s = cuda.blockIdx.y
+        p = cuda.blockIdx.z
+        start = p * partition_size
+        return s, p, kv_head, first, n_heads, start, min(start + partition_size, context_lens[s])
+
+    @cuda.jit(device=True, inline=True)
     def query_fragments(q, s, first, n_heads, scale, g, tq, qa):
         """q of head g (channels 8 (tq + 4 j) ...), scaled so its largest channel is Q_UNIT, as fp16 hi + lo into
         qa: the A fragments of the score mma (rows g: hi, rows g + 8: lo) for every step along head_dim. Returns
@@ -274,7 +291,7 @@ def tensor_core_steps(fmt: str, D: int, BS: int):
                     warp_acc[warp, 2 * tq, c + 1] = acc[m, 2] * out_unit
                     warp_acc[warp, 2 * tq + 1, c + 1] = acc[m, 3] * out_unit
 
-    return {"query_fragments": query_fragments, "v_unit": v_unit, "load_tile": load_tile, "compute_tile": compute_tile,
+    return {"block_work": block_work, "query_fragments": query_fragments, "v_unit": v_unit, "load_tile": load_tile, "compute_tile": compute_tile,
             "store_accumulators": store_accumulators, "KCH": KCH, "KSTEPS": KSTEPS, "VCH": VCH, "CW": CW,
             "MBLOCKS": MBLOCKS, "K_FULL": K_FULL, "V_FULL": V_FULL, "ONE_PAGE": ONE_PAGE, "STEP": STEP,
             "STRIDE": STRIDE}
@@ -301,29 +318,21 @@ def _build_tensor_core_kernel(fmt: str, D: int, BS: int):
     float32, and the fp16 numbers are the cache's values themselves (an e4m3 code is exact in fp16)."""
     FP8 = fmt == "fp8_e4m3"
     steps = tensor_core_steps(fmt, D, BS)
-    query_fragments, v_unit, load_tile, compute_tile, store_accumulators = (
-        steps[name] for name in ("query_fragments", "v_unit", "load_tile", "compute_tile", "store_accumulators"))
+    block_work, query_fragments, v_unit, load_tile, compute_tile, store_accumulators = (
+        steps[name] for name in ("block_work", "query_fragments", "v_unit", "load_tile", "compute_tile",
+                                 "store_accumulators"))
     KCH, KSTEPS, VCH, CW, MBLOCKS, STEP, STRIDE = (steps[name] for name in ("KCH", "KSTEPS", "VCH", "CW", "MBLOCKS",
                                                                            "STEP", "STRIDE"))
 
     @cuda.jit(launch_bounds=(THREADS, TENSOR_MIN_BLOCKS[fmt]))
     def gqa_decode_tensor_cores_kernel(q, k_cache, v_cache, k_scales, v_scales, block_tables, context_lens, scale,
                                        partition_size, kv_heads, partial_max, partial_sum, partial_acc):
-        group = q.shape[1] // kv_heads
-        subgroups = (group + GROUP_MAX - 1) // GROUP_MAX
-        kv_head = cuda.blockIdx.x // subgroups
-        heads = (group + subgroups - 1) // subgroups
-        first = kv_head * group + (cuda.blockIdx.x - kv_head * subgroups) * heads
-        n_heads = min(heads, (kv_head + 1) * group - first)
-        s = cuda.blockIdx.y
-        p = cuda.blockIdx.z
+        s, p, kv_head, first, n_heads, start, end = block_work(q, kv_heads, context_lens, partition_size)
         tid = cuda.threadIdx.x
         warp = tid // WARP
         lane = tid % WARP
         g = lane >> 2
         tq = lane & 3
-        start = p * partition_size
-        end = min(start + partition_size, context_lens[s])
 
         qa = cuda.local.array((KSTEPS, 4), uint32)     # a0 hi(0, 1), a1 lo(0, 1), a2 hi(2, 3), a3 lo(2, 3)
         inv_f = query_fragments(q, s, first, n_heads, scale, g, tq, qa)
