@@ -2,30 +2,32 @@
 
 ``gqa_decode_tensor_cores`` keeps the bytes of at most one tile a warp in flight: the registers that receive
 tile t + 1 while tile t is computed. On an H100 that was enough for an fp8 cache (0.88 to 0.92 of the copy
-bandwidth at the steps of 512K tokens or more); on an H200, whose memory is 1.4 times as fast, the same rung read
-its fp8 cache at only 0.53 to 0.78 of copy while fp16 reached it. Little's law says why a faster memory needs
-more: the bytes in flight must be the bandwidth times the latency. An fp8 tile of 16 tokens is 4 KB (K and V at
-head_dim 128), so an SM holding 3 blocks of 4 warps has about 48 KB in flight; at 4.8 TB/s over 132 SMs and a
-latency near a microsecond under load, an SM needs about 36 KB in flight all the time, and a warp that is
-computing issues nothing new.
+bandwidth at the steps of 512K tokens or more, ``course/data/day08_decode_timing.json``). On an H200, whose copy
+bandwidth is 1.41 times as high, the same rung read its fp8 cache at 0.58 to 0.77 of copy (0.73 and 0.77 at the
+two steps of 512K tokens or more, ``day08_decode_timing_other_gpu.json``), while its fp16 step kept up. Little's
+law says why a faster memory needs more: the bytes in flight must be the bandwidth times the latency, and the
+latency is the chip's. An fp8 tile of 16 tokens is 4 KB (K and V at head_dim 128), so an SM holding 3 blocks of
+4 warps has at most 48 KB in flight, and less while its warps compute instead of waiting. At the H200's copy
+bandwidth (4,200 GB/s in that recording: about 32 bytes a nanosecond for each of 132 SMs) 48 KB covers a latency
+of 1.5 microseconds at most; the H100's 2,980 GB/s needed 1.41 times fewer bytes for the same latency.
 
 This rung copies each warp's tiles with ``cp.async`` (16 bytes a copy, straight from global to shared memory,
 no register held while the bytes travel) into a ring of ``RING_SLOTS`` slots, and computes each tile from its
 slot with ``gqa_decode_tensor_cores``' own steps (``tensor_core_steps``: the score mma, the online softmax, the
 weighted-V mma, unchanged). With 3 slots a warp has the next 2 tiles in flight while it computes one: 8 KB a
-warp, about 96 KB an SM at 3 blocks, twice the register rung's. The slots' 16-byte chunks are rotated by their row
-(``ring_chunk``), so the lanes' reads of a tile's K and V rows (8 rows of 32 bytes, 4 rows of 64 bytes) are spread
-over the banks, 2 rows a bank at head_dim 128: two wavefronts for a warp's 256 bytes, the fewest there can be. After the loop the ring holds the
-block's merge buffer (the warps' maxima, sums and accumulators as float32 bits), so the whole block needs
-``ring_shared_bytes(head_dim)`` of shared memory: 48 KB at head_dim 128, the most a kernel may declare
-statically.
+warp, about 96 KB an SM at 3 blocks, twice the register rung's. The slots' 16-byte chunks are rotated by their
+row (``ring_chunk``), so the lanes' reads of a tile's K and V rows (8 rows of 32 bytes, 4 rows of 64 bytes) are
+spread over the banks, 2 rows a bank at head_dim 128: two wavefronts for a warp's 256 bytes, the fewest there
+can be. After the loop the ring holds the block's merge buffer (the warps' maxima, sums and accumulators as
+float32 bits), so the whole block needs ``ring_shared_bytes(head_dim)`` of shared memory: 48 KB at head_dim 128,
+the most a kernel may declare statically.
 
 It computes exactly what ``gqa_decode_tensor_cores`` computes: the same tiles, the same instructions on the
 same numbers, so its output is the same bits at the same partition size (a test holds that). Rows past a
 context's end are copied as zeros instead of left as they were, and a zero weight times either gives zero.
 
 Prediction, made before it ran on a GPU: at the long contexts of day 8's recording (16 x 32,768 and 64 x 16,384
-tokens, group 4, head_dim 128) on an H200, 0.85 to 0.95 of copy, where the register rung read 0.53 to 0.78, if
+tokens, group 4, head_dim 128) on an H200, 0.85 to 0.95 of copy, where the register rung read 0.73 and 0.77, if
 bytes in flight are what held that rung back; at short partitions (16 x 8,192) no faster than it, since a warp
 then computes a few tiles and fills its ring once for them. If it stays near the register rung at long contexts,
 the limit is elsewhere (the instructions a tile costs: Nsight's issue-slot and stall figures will say). Not yet
@@ -76,8 +78,9 @@ def ring_chunk(row: int, chunk: int, chunks: int) -> int:
 
 
 def _build_ring_kernel(D: int, BS: int, min_blocks: int = RING_MIN_BLOCKS):
-    """The fp8 decode kernel whose warps copy their tiles into a ring in shared memory and compute them with ``tensor_core_steps``; head_dim ``D`` and page size ``BS`` fixed when compiling. The ring
-    has RING_SLOTS = 3 slots (the loop's ``cp_async_wait_group(2)`` is written for 3)."""
+    """The fp8 decode kernel whose warps copy their tiles into a ring in shared memory and compute them with
+    ``tensor_core_steps``; head_dim ``D`` and page size ``BS`` fixed when compiling. The ring has RING_SLOTS = 3
+    slots (the loop's ``cp_async_wait_group(2)`` is written for 3)."""
     if D % _CHUNK or not 0 < D <= HEAD_DIM_MAX:
         raise ValueError(f"gqa_decode_fp8_ring takes a head_dim that is a multiple of {_CHUNK} up to {HEAD_DIM_MAX} "
                          f"(a 16-byte copy holds {_CHUNK} codes), got {D}")

@@ -291,10 +291,10 @@ def tensor_core_steps(fmt: str, D: int, BS: int):
                     warp_acc[warp, 2 * tq, c + 1] = acc[m, 2] * out_unit
                     warp_acc[warp, 2 * tq + 1, c + 1] = acc[m, 3] * out_unit
 
-    return {"block_work": block_work, "query_fragments": query_fragments, "v_unit": v_unit, "load_tile": load_tile, "compute_tile": compute_tile,
-            "store_accumulators": store_accumulators, "KCH": KCH, "KSTEPS": KSTEPS, "VCH": VCH, "CW": CW,
-            "MBLOCKS": MBLOCKS, "K_FULL": K_FULL, "V_FULL": V_FULL, "ONE_PAGE": ONE_PAGE, "STEP": STEP,
-            "STRIDE": STRIDE}
+    return {"block_work": block_work, "query_fragments": query_fragments, "v_unit": v_unit, "load_tile": load_tile,
+            "compute_tile": compute_tile, "store_accumulators": store_accumulators, "KCH": KCH, "KSTEPS": KSTEPS,
+            "VCH": VCH, "CW": CW, "MBLOCKS": MBLOCKS, "K_FULL": K_FULL, "V_FULL": V_FULL, "ONE_PAGE": ONE_PAGE,
+            "STEP": STEP, "STRIDE": STRIDE}
 
 
 def _build_tensor_core_kernel(fmt: str, D: int, BS: int):
