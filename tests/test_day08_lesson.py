@@ -104,8 +104,9 @@ def test_terms_are_defined_where_first_used():
 
 
 def test_the_prose_states_the_code_s_constants():
-    """Numbers the prose repeats from the code: the trials behind section 2's medians, and the launch bounds of the
-    half-warp fp8 kernel (threads a block, blocks an SM) with the registers they leave a thread."""
+    """Numbers the prose repeats from the code: the trials behind section 2's medians, the launch bounds of the
+    half-warp fp8 kernel (threads a block, blocks an SM) with the registers they leave a thread, the share of the
+    copy's gain that counts as following it, the fp8 ring's slots and the register rung's blocks an SM."""
     from kernels.low_precision_attention import half_warps
 
     cells = {cell.id: cell.source for cell in _lesson().cells}
@@ -114,6 +115,14 @@ def test_the_prose_states_the_code_s_constants():
     threads, blocks = half_warps.THREADS, half_warps.HALF_MIN_BLOCKS["fp8_e4m3"]
     assert f"`@cuda.jit(launch_bounds=({threads}, {blocks}))`" in cells["half-md"]
     assert f"65,536 / ({blocks} · {threads}) = {65536 // (blocks * threads)} a thread" in cells["half-md"]
+    from course.present import FOLLOWS_COPY
+    from kernels.low_precision_attention import RING_SLOTS, tensor_cores
+
+    assert f"if it gained at least {FOLLOWS_COPY} of what the copy gained" in cells["other-gpu-reading"]
+    assert f"into a ring of {RING_SLOTS} slots" in cells["fp8-ring-md"]
+    registers_rung_blocks = tensor_cores.TENSOR_MIN_BLOCKS["fp8_e4m3"]
+    ring_md = " ".join(cells["fp8-ring-md"].split())
+    assert f"needs 168 a thread for {registers_rung_blocks} blocks an SM" in ring_md
 
 
 # Modules a name in the lesson's or the exercise's text may start from, as the notebooks import them.
