@@ -17,7 +17,8 @@ every run the test time of each day (setup, call and teardown of its tests, summ
 pytest-xdist, over the workers) is printed next to its budget: the suite must stay under 20 minutes
 on 2 cores for ten days, which `make test` runs on two workers, so each day gets ``day_budget_s``
 and the course-wide tests ``course_budget_s`` (``[tool.pytest.ini_options]``), 2400 s of test time
-in all. A day over its budget is reported as a warning; ``--day-budget-strict`` makes it fail the run.
+in all. A day over its budget is reported as a warning, and so is a lesson that runs longer than
+``test_lesson_figures.BUDGET_S`` on the simulator; ``--day-budget-strict`` makes either fail the run.
 
 Checks draw their inputs from ``course.checking.random_inputs()``, a fresh seed each call, so every run tries
 new ones, and a failure prints the seed that repeats it. ``--seed-base B`` makes the seeds of this process's
@@ -79,6 +80,8 @@ class DayClock:
 
 
 _clock = DayClock()   # one pytest run per process; pytest_configure starts it afresh
+# The words that start the warning of a lesson over its time budget (test_lesson_figures.lesson_over_budget).
+LESSON_OVER_BUDGET = "lesson .* took .* s on the simulator, over its"
 
 
 def pytest_addoption(parser):
@@ -98,6 +101,8 @@ def pytest_configure(config):
     for n in range(1, COURSE_DAYS + 1):
         config.addinivalue_line("markers", f"day{n:02d}: a test of day {n} (select with -m day{n:02d} or --day {n:02d})")
     config.addinivalue_line("markers", f"{COURSE_WIDE}: a test of the course as a whole, not of one day")
+    if config.getoption("day_budget_strict"):      # a lesson over its budget (test_lesson_figures) fails too
+        config.addinivalue_line("filterwarnings", f"error:{LESSON_OVER_BUDGET}:UserWarning")
     base = config.getoption("seed_base")
     if base is not None:
         if base < 0:

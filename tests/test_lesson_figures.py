@@ -25,6 +25,7 @@ import math
 import os
 import pathlib
 import time
+import warnings
 from dataclasses import dataclass
 
 import nbformat
@@ -33,9 +34,16 @@ from nbclient import NotebookClient
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LESSONS = sorted((ROOT / "lessons").glob("day*.ipynb"))
-# Seconds one lesson may take on the simulator (2 CI cores), within its day's budget (pyproject.toml).
+# Seconds one lesson may take on the simulator (2 CI cores), within its day's budget (pyproject.toml). As with the
+# days' budgets (tests/conftest.py), a lesson over it is a warning, which --day-budget-strict turns into a failure:
+# the time depends on the machine and on what the other worker runs beside it.
 BUDGET_S = 120
 REPORT = "FIGURE-CHECK-REPORT:"
+
+
+def lesson_over_budget(stem: str, elapsed: float) -> str:
+    """The warning of a lesson that ran longer than BUDGET_S (conftest's --day-budget-strict matches its words)."""
+    return f"lesson {stem} took {elapsed:.0f} s on the simulator, over its {BUDGET_S} s budget"
 
 
 # ----------------------------------------------------------------------------- checks of one figure
@@ -311,7 +319,8 @@ def run_lesson(lesson_path: pathlib.Path, fake_dir: pathlib.Path | None = None) 
             fake_text = output_text(fake)
             rerun = [sources[i].splitlines()[0] for i in again]
     elapsed = time.perf_counter() - start
-    assert elapsed < BUDGET_S, f"{lesson_path.stem} took {elapsed:.0f} s on the simulator, over its {BUDGET_S} s budget"
+    if elapsed >= BUDGET_S:
+        warnings.warn(lesson_over_budget(lesson_path.stem, elapsed))
     return LessonRun(nb, output_text(nb), fake_text, rerun, fake)
 
 

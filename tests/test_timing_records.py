@@ -248,6 +248,23 @@ def test_one_day_runs_alone_and_strict_budgets_fail_the_run(small_suite):
     assert code == 4 and "--day must name a day from 01 to 10" in out, out
 
 
+def test_a_lesson_over_its_budget_warns_and_fails_a_strict_run(pytester):
+    """test_lesson_figures' warning for a lesson over BUDGET_S is a warning by default and, with
+    --day-budget-strict, an error: conftest's filter matches the words the warning is made of."""
+    from test_lesson_figures import lesson_over_budget
+
+    message = lesson_over_budget("day99_lesson", 200.0)
+    pytester.makepyfile(test_day09_lesson=f"import warnings\n\ndef test_lesson():\n    warnings.warn({message!r})\n")
+    code, out = _run_suite(pytester)
+    assert code == 0 and "1 passed, 1 warning" in out and message in out, out
+    code, out = _run_suite(pytester, "--day-budget-strict")
+    assert code == 1 and "1 failed" in out and message in out, out
+    other = "lesson day99 is fine"
+    pytester.makepyfile(test_day09_lesson=f"import warnings\n\ndef test_lesson():\n    warnings.warn({other!r})\n")
+    code, out = _run_suite(pytester, "--day-budget-strict")
+    assert code == 0, out
+
+
 def test_days_are_counted_the_same_on_two_xdist_workers(small_suite):
     """`make test` runs two workers; the test time per day still lands on the right day."""
     code, out = _run_suite(small_suite, "-n", "2", "-p", "xdist")
