@@ -2,9 +2,10 @@
 simulator at small shapes, and the two bit casts it adds to ``kernels.intrinsics`` (``float_bits``, ``bits_float``).
 
 - The rung computes ``gqa_decode_tensor_cores``' tiles with that rung's own steps, only fed from a ring in shared
-  memory: its output is the same bits at the same partition size, on every case of the tensor-core rung's table
-  that it takes (pages of 3, 8, 16 and 32; groups of 1, 4, 8 and 9; empty and partial tiles; head_dim 16 to 128,
-  48 among them, whose 3 chunks a row are rotated too), and on pages whose V scales lie 2**25 apart; and it meets
+  memory: its output is the same bits at the same partition size, on the cases of the tensor-core rung's table
+  that it takes and on its other cases moved to head_dim 16 (pages of 3, 8, 16 and 32; groups of 1, 4, 8 and 9;
+  empty and partial tiles; head_dim 16 to 128, 48 among them, whose 3 chunks a row are rotated too), and on pages
+  whose V scales lie 2**25 apart (pages of 3 and of 16); and it meets
   day 8's precision rule against the float64 reference (``check_decode``, NaN codes in every slot past a context).
 - The launch: its kernel and day 6's merge; every K and V code of a context read once per block (the copies of
   rows past the end read nothing).
@@ -45,6 +46,9 @@ def _fp8(params):
 RING_CASES = _fp8(TENSOR_CASES) + [
     pytest.param("fp8_e4m3", 8, [150, 0, 47], 1, 9, 48, 160, id="fp8-g9-head-dim-48-pages-of-8"),
     pytest.param("fp8_e4m3", 16, [33, 64], 2, 4, 64, 16, id="fp8-g4-head-dim-64-one-tile-a-partition"),
+    # the tensor-core table's cases at head_dim 8, here at 16: a tile over several pages, one-token and empty contexts
+    pytest.param("fp8_e4m3", 3, [40, 17], 1, 8, 16, 16, id="fp8-g8-pages-of-3"),
+    pytest.param("fp8_e4m3", 8, [13, 0], 2, 1, 16, 16, id="fp8-g1-pages-of-8"),
 ]
 
 
