@@ -254,13 +254,13 @@ def test_a_lesson_over_its_budget_warns_and_fails_a_strict_run(pytester):
     from test_lesson_figures import lesson_over_budget
 
     message = lesson_over_budget("day99_lesson", 200.0)
-    pytester.makepyfile(test_day99_over_budget=f"import warnings\n\ndef test_lesson():\n    warnings.warn({message!r})\n")
+    pytester.makepyfile(test_lesson_budget_probe=f"import warnings\n\ndef test_lesson():\n    warnings.warn({message!r})\n")
     code, out = _run_suite(pytester)
     assert code == 0 and "1 passed, 1 warning" in out and message in out, out
     code, out = _run_suite(pytester, "--day-budget-strict")
     assert code == 1 and "1 failed" in out and message in out, out
     other = "lesson day99 is fine"
-    pytester.makepyfile(test_day99_over_budget=f"import warnings\n\ndef test_lesson():\n    warnings.warn({other!r})\n")
+    pytester.makepyfile(test_lesson_budget_probe=f"import warnings\n\ndef test_lesson():\n    warnings.warn({other!r})\n")
     code, out = _run_suite(pytester, "--day-budget-strict")
     assert code == 0, out
 
