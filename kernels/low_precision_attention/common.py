@@ -23,7 +23,7 @@ validated, errors name it), ``no_scales``, and ``prepare_decode``, which checks 
 the page-runs, half-warp and tensor-core rungs. For the kernels: ``lane_query`` (a lane's channels of q),
 ``fill_e4m3_table`` (the block's table of e4m3 values), ``batch_steps`` (the scores, online softmax and
 partials of a batch of tokens, shared by three rungs) and ``merge_head_warps`` (the warps of a block
-merged into day 6's partials).
+merged into day 6's partials; ``head_warps_merge`` makes it for any storage of the warps' results).
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ from .fp8 import e4m3_integer
 
 __all__ = ["CACHE_FORMATS", "WIDE_CACHE_FORMATS", "WIDE_HEAD_DIM_MAX", "cache_format", "check_decode_inputs",
            "fp8_words", "cache_words", "no_scales", "check_scales", "prepare_decode", "runs_of", "fill_e4m3_table",
-           "lane_query", "merge_head_warps", "batch_steps"]
+           "lane_query", "head_warps_merge", "merge_head_warps", "batch_steps"]
 
 # Storage formats of the decode cache.
 CACHE_FORMATS = ("float32", "float16", "fp8_e4m3")
@@ -236,29 +236,62 @@ def lane_query(q, s, first, n_heads, d, scale, base, step, q_lane, acc):
             acc[i, ch] = float32(0.0)
 
 
+def head_warps_merge(read_max, read_sum, read_acc):
+    """``merge_head_warps`` over any storage of the block's warps' maxima, sums and accumulators: the device
+    functions ``read_max(store, w, i)``, ``read_sum(store, w, i)`` and ``read_acc(store, w, i, c)`` read warp w's
+    of head i (channel c) from ``store``, whatever the kernel keeps them in (``gqa_decode_fp8_ring``: the words of
+    its ring). Returns ``merge(store, partial_max, partial_sum, partial_acc, s, first, p, n_heads, d, tid)``."""
+
+    @cuda.jit(device=True, inline=True)
+    def merge(store, partial_max, partial_sum, partial_acc, s, first, p, n_heads, d, tid):
+        cuda.syncthreads()
+        for idx in range(tid, n_heads * d, THREADS):
+            i = idx // d
+            c = idx - i * d
+            block_max = float32(-math.inf)
+            for w in range(WARPS):
+                block_max = max(block_max, read_max(store, w, i))
+            block_sum = float32(0.0)
+            channel = float32(0.0)
+            if block_max > -math.inf:
+                for w in range(WARPS):
+                    factor = math.exp(read_max(store, w, i) - block_max)
+                    block_sum += read_sum(store, w, i) * factor
+                    channel += read_acc(store, w, i, c) * factor
+            if c == 0:
+                partial_max[s, first + i, p] = block_max
+                partial_sum[s, first + i, p] = block_sum
+            partial_acc[s, first + i, p, c] = channel
+
+    return merge
+
+
+@cuda.jit(device=True, inline=True)
+def _max_in_arrays(store, w, i):
+    return store[0][w, i]
+
+
+@cuda.jit(device=True, inline=True)
+def _sum_in_arrays(store, w, i):
+    return store[1][w, i]
+
+
+@cuda.jit(device=True, inline=True)
+def _acc_in_arrays(store, w, i, c):
+    return store[2][w, i, c]
+
+
+_merge_arrays = head_warps_merge(_max_in_arrays, _sum_in_arrays, _acc_in_arrays)
+
+
 @cuda.jit(device=True, inline=True)
 def merge_head_warps(warp_max, warp_sum, warp_acc, partial_max, partial_sum, partial_acc, s, first, p, n_heads, d,
                      tid):
-    """After a barrier: the block's warps' maxima, sums and accumulators (shared memory) merged into day 6's
-    partials of heads first ... first + n_heads - 1 of partition p."""
-    cuda.syncthreads()
-    for idx in range(tid, n_heads * d, THREADS):
-        i = idx // d
-        c = idx - i * d
-        block_max = float32(-math.inf)
-        for w in range(WARPS):
-            block_max = max(block_max, warp_max[w, i])
-        block_sum = float32(0.0)
-        channel = float32(0.0)
-        if block_max > -math.inf:
-            for w in range(WARPS):
-                factor = math.exp(warp_max[w, i] - block_max)
-                block_sum += warp_sum[w, i] * factor
-                channel += warp_acc[w, i, c] * factor
-        if c == 0:
-            partial_max[s, first + i, p] = block_max
-            partial_sum[s, first + i, p] = block_sum
-        partial_acc[s, first + i, p, c] = channel
+    """After a barrier: the block's warps' maxima, sums and accumulators (shared arrays (WARPS, GROUP_MAX) and
+    (WARPS, GROUP_MAX, channels)) merged into day 6's partials of heads first ... first + n_heads - 1 of
+    partition p."""
+    _merge_arrays((warp_max, warp_sum, warp_acc), partial_max, partial_sum, partial_acc, s, first, p, n_heads, d,
+                  tid)
 
 
 def batch_steps(G: int, T: int, fmt: str, convert, lane_major: bool, lanes: int = WARP, channels: int | None = None):

@@ -48,7 +48,7 @@ from kernels.intrinsics import bits_float, cp_async_16, cp_async_commit_group, c
 from kernels.launching import FULL_MASK, WARP
 from kernels.paged_attention import HEAD_DIM_MAX, THREADS, WARPS, paged_attention_v2_merge_kernel
 
-from .common import prepare_decode
+from .common import head_warps_merge, prepare_decode
 from .partitions import tensor_partition_size
 from .tensor_cores import TILE_TOKENS, tensor_core_steps
 
@@ -85,18 +85,46 @@ def _build_ring_kernel(D: int, BS: int, min_blocks: int = RING_MIN_BLOCKS):
         raise ValueError(f"gqa_decode_fp8_ring takes a head_dim that is a multiple of {_CHUNK} up to {HEAD_DIM_MAX} "
                          f"(a 16-byte copy holds {_CHUNK} codes), got {D}")
     slots = RING_SLOTS
-    steps = tensor_core_steps("fp8_e4m3", D, BS)
-    block_work, query_fragments, v_unit, compute_tile = (
-        steps[name] for name in ("block_work", "query_fragments", "v_unit", "compute_tile"))
+    ROW_WORDS = D // _WORD_BYTES                    # uint32 words of a row
+    ACC_WORDS = WARPS * GROUP_MAX * D               # the merge buffer's accumulators, then maxima and sums
+
+    # After the loop the ring's words hold the block's merge buffer as float bits: warp w's accumulator of head i,
+    # channel c at word (w GROUP_MAX + i) D + c, its maxima from ACC_WORDS on, its sums after them.
+    @cuda.jit(device=True, inline=True)
+    def put(ring, index, x):
+        ring[index // ROW_WORDS, index % ROW_WORDS] = float_bits(x)
+
+    @cuda.jit(device=True, inline=True)
+    def get(ring, index):
+        return bits_float(ring[index // ROW_WORDS, index % ROW_WORDS])
+
+    @cuda.jit(device=True, inline=True)
+    def write_acc(ring, warp, row, c, x):
+        put(ring, (warp * GROUP_MAX + row) * D + c, x)
+
+    @cuda.jit(device=True, inline=True)
+    def read_acc(ring, w, i, c):
+        return get(ring, (w * GROUP_MAX + i) * D + c)
+
+    @cuda.jit(device=True, inline=True)
+    def read_max(ring, w, i):
+        return get(ring, ACC_WORDS + w * GROUP_MAX + i)
+
+    @cuda.jit(device=True, inline=True)
+    def read_sum(ring, w, i):
+        return get(ring, ACC_WORDS + WARPS * GROUP_MAX + w * GROUP_MAX + i)
+
+    merge = head_warps_merge(read_max, read_sum, read_acc)
+    steps = tensor_core_steps("fp8_e4m3", D, BS, write_acc)
+    block_work, query_fragments, v_unit, compute_tile, store_accumulators = (
+        steps[name] for name in ("block_work", "query_fragments", "v_unit", "compute_tile", "store_accumulators"))
     KCH, KSTEPS, VCH, MBLOCKS, STEP = (steps[name] for name in ("KCH", "KSTEPS", "VCH", "MBLOCKS", "STEP"))
     K_FULL, V_FULL, ONE_PAGE = steps["K_FULL"], steps["V_FULL"], steps["ONE_PAGE"]
     CHUNKS = D // _CHUNK                            # 16-byte chunks of a row
-    ROW_WORDS = D // _WORD_BYTES                    # uint32 words of a row
     COPIES = 2 * TILE_TOKENS * CHUNKS // WARP       # copies a lane issues a tile: K's and V's 16 rows
     TILE_ROWS = 2 * TILE_TOKENS                     # a slot: K rows 0-15, V rows 16-31
     RING_ROWS = WARPS * slots * TILE_ROWS
     SPREAD = max(1, 8 // CHUNKS)
-    ACC_WORDS = WARPS * GROUP_MAX * D               # the merge buffer's accumulators, then maxima and sums
     if ACC_WORDS + 2 * WARPS * GROUP_MAX > RING_ROWS * ROW_WORDS:
         raise ValueError(f"the ring of {slots} slots cannot hold the block's merge buffer at head_dim {D}")
 
@@ -171,14 +199,6 @@ def _build_ring_kernel(D: int, BS: int, min_blocks: int = RING_MIN_BLOCKS):
                     v_raw[b, e, i, 0] = (word_of(ring, base + TILE_TOKENS + r, r, w) if V_FULL or 8 * w < D
                                          else uint64(0))
 
-    @cuda.jit(device=True, inline=True)
-    def put(ring, index, x):
-        ring[index // ROW_WORDS, index % ROW_WORDS] = float_bits(x)
-
-    @cuda.jit(device=True, inline=True)
-    def get(ring, index):
-        return bits_float(ring[index // ROW_WORDS, index % ROW_WORDS])
-
     @cuda.jit(launch_bounds=(THREADS, min_blocks))
     def gqa_decode_fp8_ring_kernel(q, k_rows, v_rows, k_scales, v_scales, block_tables, context_lens, scale,
                                    partition_size, kv_heads, partial_max, partial_sum, partial_acc):
@@ -236,37 +256,8 @@ def _build_ring_kernel(D: int, BS: int, min_blocks: int = RING_MIN_BLOCKS):
         if tq == 0:
             put(ring, ACC_WORDS + warp * GROUP_MAX + g, running_max)
             put(ring, ACC_WORDS + WARPS * GROUP_MAX + warp * GROUP_MAX + g, running_sum)
-        out_unit = float32(1.0) / pv_unit
-        for i in range(VCH):
-            for e in range(4):
-                c = 8 * (g + 8 * i) + 2 * e     # channel of rows g (and c + 1: rows g + 8) of block 4 i + e
-                if V_FULL or c < D:
-                    m = 4 * i + e
-                    row0 = (warp * GROUP_MAX + 2 * tq) * D + c
-                    row1 = row0 + D
-                    put(ring, row0, acc[m, 0] * out_unit)
-                    put(ring, row1, acc[m, 1] * out_unit)
-                    put(ring, row0 + 1, acc[m, 2] * out_unit)
-                    put(ring, row1 + 1, acc[m, 3] * out_unit)
-        cuda.syncthreads()
-        # The warps merged into day 6's partials, as merge_head_warps does from its shared arrays.
-        for idx in range(tid, n_heads * D, THREADS):
-            i = idx // D
-            c = idx - i * D
-            block_max = float32(-math.inf)
-            for w in range(WARPS):
-                block_max = max(block_max, get(ring, ACC_WORDS + w * GROUP_MAX + i))
-            block_sum = float32(0.0)
-            channel = float32(0.0)
-            if block_max > -math.inf:
-                for w in range(WARPS):
-                    factor = math.exp(get(ring, ACC_WORDS + w * GROUP_MAX + i) - block_max)
-                    block_sum += get(ring, ACC_WORDS + WARPS * GROUP_MAX + w * GROUP_MAX + i) * factor
-                    channel += get(ring, (w * GROUP_MAX + i) * D + c) * factor
-            if c == 0:
-                partial_max[s, first + i, p] = block_max
-                partial_sum[s, first + i, p] = block_sum
-            partial_acc[s, first + i, p, c] = channel
+        store_accumulators(acc, pv_unit, warp, tq, g, ring)
+        merge(ring, partial_max, partial_sum, partial_acc, s, first, p, n_heads, D, tid)
 
     return gqa_decode_fp8_ring_kernel
 

@@ -67,7 +67,12 @@ def _split_halves(x0, x1):
     return high, pack_halves(x0 - h0, x1 - h1)
 
 
-def tensor_core_steps(fmt: str, D: int, BS: int):
+@cuda.jit(device=True, inline=True)
+def _write_warp_acc(warp_acc, warp, row, c, x):
+    warp_acc[warp, row, c] = x
+
+
+def tensor_core_steps(fmt: str, D: int, BS: int, write_acc=_write_warp_acc):
     """The device steps of the tensor-core decode for a cache format (fp16 or fp8), head_dim ``D`` and page size
     ``BS``, shared by ``gqa_decode_tensor_cores`` and the rungs that feed the same steps otherwise
     (``gqa_decode_fp8_ring``), as a dict: ``block_work`` (the block's sequence, partition, KV head and query
@@ -75,7 +80,8 @@ def tensor_core_steps(fmt: str, D: int, BS: int):
     fragments; returns the factor to undo), ``v_unit`` (fp8: P_UNIT over the partition's largest V scale),
     ``load_tile`` (a tile's K and V words from the cache into registers), ``compute_tile`` (a tile's scores,
     online softmax and weighted V rows from those registers), ``store_accumulators`` (a warp's float32 sums into
-    its rows of the block's merge buffer), and the sizes ``KCH``, ``KSTEPS``, ``VCH``, ``CW``, ``MBLOCKS``,
+    its rows of the block's merge buffer, through ``write_acc(store, warp, row, channel, x)``: by default into a
+    shared array (WARPS, GROUP_MAX, channels)), and the sizes ``KCH``, ``KSTEPS``, ``VCH``, ``CW``, ``MBLOCKS``,
     ``K_FULL``, ``V_FULL``, ``ONE_PAGE``, ``STEP`` and ``STRIDE``. The decode these steps make, described on the kernel
     (``_build_tensor_core_kernel``).
     """
@@ -278,7 +284,7 @@ def tensor_core_steps(fmt: str, D: int, BS: int):
         return pv_unit
 
     @cuda.jit(device=True, inline=True)
-    def store_accumulators(acc, pv_unit, warp, tq, g, warp_acc):
+    def store_accumulators(acc, pv_unit, warp, tq, g, store):
         """This warp's accumulators, undone of the weights' unit, into its rows of the block's merge buffer."""
         out_unit = float32(1.0) / pv_unit
         for i in range(VCH):
@@ -286,10 +292,10 @@ def tensor_core_steps(fmt: str, D: int, BS: int):
                 c = 8 * (g + 8 * i) + 2 * e         # channel of rows g (and c + 1: rows g + 8) of block 4 i + e
                 if V_FULL or c < D:
                     m = 4 * i + e
-                    warp_acc[warp, 2 * tq, c] = acc[m, 0] * out_unit
-                    warp_acc[warp, 2 * tq + 1, c] = acc[m, 1] * out_unit
-                    warp_acc[warp, 2 * tq, c + 1] = acc[m, 2] * out_unit
-                    warp_acc[warp, 2 * tq + 1, c + 1] = acc[m, 3] * out_unit
+                    write_acc(store, warp, 2 * tq, c, acc[m, 0] * out_unit)
+                    write_acc(store, warp, 2 * tq + 1, c, acc[m, 1] * out_unit)
+                    write_acc(store, warp, 2 * tq, c + 1, acc[m, 2] * out_unit)
+                    write_acc(store, warp, 2 * tq + 1, c + 1, acc[m, 3] * out_unit)
 
     return {"block_work": block_work, "query_fragments": query_fragments, "v_unit": v_unit, "load_tile": load_tile,
             "compute_tile": compute_tile, "store_accumulators": store_accumulators, "KCH": KCH, "KSTEPS": KSTEPS,
