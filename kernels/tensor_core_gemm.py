@@ -5,7 +5,7 @@ c (M, N) float32 with c[m, n] = sum_k a[m, k] w[n, k], that is C = A B with B = 
 one row of w per column of C: the ``.col`` operand of ``mma.sync ... .row.col`` takes B in exactly that order (a
 lane's B fragment is two numbers neighbouring along K), and it is the layout in which torch stores the weight
 of a linear layer (out_features, in_features), so ``y = x W^T`` is ``rung(x, W)``. Any M, N and K: rows and
-columns outside C and numbers past K enter the tiles as zeros and are stored nowhere (v3, v4 and v5 copy 16
+columns outside C and numbers past K enter the tiles as zeros and are stored nowhere (v3 to v6 copy 16
 bytes at a time and need K to be a multiple of 8); M = 0 or N = 0 launches nothing, K = 0 gives zeros. The float64
 reference is ``kernels.reference.gemm(a, w.T)``; the byte and FLOP models of each rung are in
 ``course.models.tensor_core_gemm``. fp16 and bf16 are one format argument of the same rungs: the kernels read
@@ -19,6 +19,7 @@ The rungs, in ladder order, one line each (how each works follows):
 - ``tc_gemm_v3_cp_async``: v2's fragments, the tiles filled by 16-byte cp.async copies into a ring of 3 steps.
 - ``tc_gemm_v4_swizzled``: v3 with the 16-byte chunks of each shared row XOR-swizzled: ldmatrix without bank conflicts.
 - ``tc_gemm_v5_large_tiles``: 128 x 128 tiles of C, 8 warps of 64 x 32 (16 mmas per 16 of K), v4's swizzled ring.
+- ``tc_gemm_v6_wide_warps``: v5's tiles and ring, 4 warps of 64 x 64 (32 mmas per 8 ldmatrix, v5: 16 per 6).
 
 v1 and v2 stage the same bytes: a block of 4 warps takes a 64 x 64 tile of C and steps through K 32 numbers at a
 time; its threads copy the step's 64 rows of A and 64 rows of w into shared memory (``a_tile``, ``w_tile``: 64
@@ -77,8 +78,19 @@ registers from the first step to the last; lane 4 g + t stores rows g, g + 8 and
   swizzle (the rows are v4's 64 bytes, the matrices start on multiples of 8 rows), v4's wait, one barrier a step
   and 2 copies per thread, operand and step. Each element of C still gets one mma per 16 of K, k ascending, on the
   same fragment words: v1's bits.
+- v6: v5's 128 x 128 tiles, ring, copies and swizzle for a block of 4 warps (128 threads), warp (wm, wn) =
+  divmod(warp, 2) owning rows 64 wm ... + 63 and columns 64 wn ... + 63 as 4 x 8 mma tiles, 128 float32
+  accumulators a lane. Per 16 of K a warp issues 4 ldmatrix.x4 for w (8 mma columns) and 4 for A for 32 mmas: 4
+  KB of shared loads for 32 mmas, 32 FLOPs a byte loaded where v5 has 21, a third fewer fragment loads per mma
+  (the tile of a warp is CUTLASS's classic Ampere choice). Each thread makes 4 copies per operand and step, the
+  block's copies being v5's. ptxas of CUDA 13.0 gives it 225 registers a thread for sm_90 and no spills: two
+  blocks an SM (8 warps, 59 K of the 64 K registers, 96 KB of shared memory), where v5 runs 16 warps. Predicted
+  before it ran on a GPU: if fragment loads and their wavefronts are what v5's warps wait on, v6 is faster on
+  large matrices (by up to the third its fewer loads save); if v5 needs its 16 warps an SM to keep the tensor
+  cores fed across each step's barrier, v6's 8 lose, and v6 is slower. Its bits are v1's.
 
-Predictions, to be measured on a GPU (nothing here has been timed or run on a GPU): v1 and v2 spend more
+Predictions made before the first GPU run (the recording ``course/data/day08_tc_gemm_timing.json`` measured
+v1 to v5 on an H100 since; day 8's lesson shows it): v1 and v2 spend more
 instructions staging (two 2-byte global loads, a shift and an or per shared word, 32 loads a thread per step) than
 the tensor cores spend computing (8 mmas a warp per 16 of K), and the warps wait at both barriers of every step
 with nothing to overlap, so v1 should run far below the tensor cores' peak; v2 cuts the shared load instructions
@@ -94,7 +106,10 @@ independent accumulators a lane to keep the tensor cores busy, at the cost of 25
 shared memory and more registers each (fewer blocks an SM: ptxas of CUDA 13.0 gives v5 124 registers a thread for
 sm_90, so two of its blocks, 16 warps, fit an SM's 64 K registers, where v4's 88 let five of its blocks in, 20
 warps); with 128 x 128 tiles a matrix of about 1000 x 1000 makes 64 blocks, fewer than an H100 has SMs, so there
-v5 may lose to v4. The next rung: a tile shape chosen per GPU and problem size.
+v5 may lose to v4. On that H100 (fp16, M = N = K): v1 17 TFLOP/s, v2 18 to 21, v3 93 to 97, v4 196 and 132, v5 232
+and 244 at N = 4,096 and 8,192, 0.32 and 0.38 of cuBLAS's 734 and 648: v3's copies the largest step, as
+predicted, and v5 the fastest on large matrices. The rung after v6: a tile shape chosen per GPU and problem
+size.
 
 v4's and v5's loop over K (the ring, its copies and waits, the fragments and the mmas) is one device function,
 ``swizzled_mainloop(mma, block_m, warps_n, mmas_m, mmas_n)``, into a warp's accumulators; day 9's
@@ -104,8 +119,8 @@ fragments hold the same bytes of the same rows.
 Each rung is a kernel built per format, ``<rung>_kernel(fmt)`` (``fmt`` "float16" or "bfloat16", compiled on
 first use and kept), plus the launcher ``<rung>(a, w, *, out=None, kernel=<rung>_kernel)``, which validates the
 arguments, launches a grid of ceil(N / 64) x ceil(M / 64) blocks of 128 threads (v5: ceil(N / 128) x ceil(M /
-128) blocks of 256) and returns c (v3's and v4's shared rings are 24 KB a block, v5's 48 KB, v1's and v2's tiles
-8 KB). Launchers accept NumPy arrays or numba device arrays
+128) blocks of 256, v6 of 128) and returns c (v3's and v4's shared rings are 24 KB a block, v5's and v6's 48 KB,
+v1's and v2's tiles 8 KB). Launchers accept NumPy arrays or numba device arrays
 (``kernels.launching``).
 """
 
@@ -126,7 +141,8 @@ __all__ = ["FORMATS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "K_WORDS", "WARPS_M", "WA
            "LARGE_WARP_TILE_M", "LARGE_WARP_TILE_N", "LARGE_THREADS", "LARGE_MAX_M", "tc_gemm_v1_mma_shared_kernel",
            "tc_gemm_v1_mma_shared", "tc_gemm_v2_ldmatrix_kernel", "tc_gemm_v2_ldmatrix", "tc_gemm_v3_cp_async_kernel",
            "tc_gemm_v3_cp_async", "tc_gemm_v4_swizzled_kernel", "tc_gemm_v4_swizzled", "tc_gemm_v5_large_tiles_kernel",
-           "tc_gemm_v5_large_tiles", "swizzled_mainloop"]
+           "tc_gemm_v5_large_tiles", "WIDE_WARPS_M", "WIDE_WARPS_N", "WIDE_WARP_TILE_M", "WIDE_WARP_TILE_N", "WIDE_THREADS",
+           "tc_gemm_v6_wide_warps_kernel", "tc_gemm_v6_wide_warps", "swizzled_mainloop"]
 
 # The storage formats of a and w, by dtype name (bfloat16: ml_dtypes'), and the mma that multiplies each.
 FORMATS = ("float16", "bfloat16")
@@ -164,6 +180,14 @@ LARGE_WARP_TILE_N = LARGE_BLOCK_N // LARGE_WARPS_N
 LARGE_MMAS_M = LARGE_WARP_TILE_M // MMA_M
 LARGE_MMAS_N = LARGE_WARP_TILE_N // MMA_N
 LARGE_THREADS = LARGE_WARPS_M * LARGE_WARPS_N * WARP
+# v6: the same 128 x 128 tile of C and ring, 2 x 2 warps, each a 64 x 64 patch of 4 x 8 mma tiles.
+WIDE_WARPS_M = 2
+WIDE_WARPS_N = 2
+WIDE_WARP_TILE_M = LARGE_BLOCK_M // WIDE_WARPS_M
+WIDE_WARP_TILE_N = LARGE_BLOCK_N // WIDE_WARPS_N
+WIDE_MMAS_M = WIDE_WARP_TILE_M // MMA_M
+WIDE_MMAS_N = WIDE_WARP_TILE_N // MMA_N
+WIDE_THREADS = WIDE_WARPS_M * WIDE_WARPS_N * WARP
 # The grid's y dimension counts block rows, at most 65535 of them.
 MAX_M = 65535 * BLOCK_M
 LARGE_MAX_M = 65535 * LARGE_BLOCK_M
@@ -264,6 +288,7 @@ def _accumulators(mmas_m: int, mmas_n: int):
 
 _clear, _store = _accumulators(MMAS_M, MMAS_N)                          # v1-v4: 2 x 4 mma tiles a warp
 _clear_large, _store_large = _accumulators(LARGE_MMAS_M, LARGE_MMAS_N)  # v5: 4 x 4
+_clear_wide, _store_wide = _accumulators(WIDE_MMAS_M, WIDE_MMAS_N)      # v6: 4 x 8
 
 
 # ----------------------------------------------------------------------------------------------
@@ -659,6 +684,29 @@ def tc_gemm_v5_large_tiles(a, w, *, out=None, kernel=tc_gemm_v5_large_tiles_kern
                    threads=LARGE_THREADS)
 
 
+# ----------------------------------------------------------------------------------------------
+# v6: v5's 128 x 128 tiles and ring, 4 warps of 64 x 64: 32 mmas per 8 ldmatrix, not 16 per 6
+# ----------------------------------------------------------------------------------------------
+
+def _build_v6(fmt: str):
+    return _build_swizzled(fmt, "tc_gemm_v6_wide_warps_kernel", LARGE_BLOCK_M, WIDE_WARPS_N, WIDE_MMAS_M,
+                           WIDE_MMAS_N, _clear_wide, _store_wide)
+
+
+def tc_gemm_v6_wide_warps_kernel(fmt: str = "float16"):
+    """v6's kernel for a and w stored in ``fmt`` ("float16" or "bfloat16"), compiled on first use and kept."""
+    return _kernel_for(_build_v6, "v6", fmt)
+
+
+def tc_gemm_v6_wide_warps(a, w, *, out=None, kernel=tc_gemm_v6_wide_warps_kernel):
+    """c = a w^T (M, N) float32 on tensor cores, v5's 128 x 128 tiles of C and swizzled cp.async ring with a block
+    of 4 warps, 64 x 64 each (4 x 8 mma tiles, 128 accumulators a lane); K must be a multiple of 8, M at most
+    LARGE_MAX_M. Grid (ceil(N/128), ceil(M/128)) of 128 threads. ``kernel`` is a function of the format that
+    returns the kernel."""
+    return _launch(kernel, a, w, out, chunked="tc_gemm_v6_wide_warps", block=(LARGE_BLOCK_M, LARGE_BLOCK_N),
+                   threads=WIDE_THREADS)
+
+
 RUNGS = ladder(
     Rung("tc_gemm_v1_mma_shared", tc_gemm_v1_mma_shared,
          "64 x 64 tiles of C staged in shared memory, a warp's 32 x 32 as 8 mma.sync m16n8k16 on 32-bit loads"),
@@ -670,4 +718,6 @@ RUNGS = ladder(
          "v3 with each shared row's 16-byte chunks XOR-swizzled (q ^ (r >> 1 & 3)): ldmatrix without bank conflicts"),
     Rung("tc_gemm_v5_large_tiles", tc_gemm_v5_large_tiles,
          "128 x 128 tiles of C, 8 warps of 64 x 32 (16 mmas per 6 ldmatrix), v4's swizzled ring in 48 KB"),
+    Rung("tc_gemm_v6_wide_warps", tc_gemm_v6_wide_warps,
+         "v5's tiles and ring with 4 warps of 64 x 64: 32 mmas per 8 ldmatrix, 128 accumulators a lane"),
 )

@@ -708,6 +708,9 @@ def tc_gemm_claims(shown: str, rec) -> None:
     said = re.search(rf"{v5} is faster than {v4} at N = (.*), slower at N = (.*)\.", shown)
     assert said and said[1] == (", ".join(f"{n:,}" for n in ahead) or "none"), said and said[0]
     assert said[2] == (", ".join(f"{n:,}" for n in sizes if n not in ahead) or "none"), said[0]
+    missing = [name for name in RUNGS if name not in rate]
+    said = re.search(r"not in this recording: (.*), newer than it", shown)
+    assert (said[1] if said else "") == ", ".join(missing), said and said[0]
     roof = rec.ceilings.get("fp32_tflops")
     if roof:
         said = re.search(rf"cuBLAS's fp16 product at N = {judged[0]:,} runs ([\d.]+) times the float32 roof", shown)
@@ -822,8 +825,9 @@ def test_the_tensor_core_cells_follow_their_recordings(tmp_path, monkeypatch, ca
 
     try:
         seen = set()
-        for scale in (0.5, 1.0, 2.0):           # the fastest rung under the goal at both sizes, at one, at neither
-            rec = fake_tc_gemm_timing(scale)
+        # the fastest rung under the goal at both sizes, at one, at neither; a recording older than the ladder's last rung
+        for scale, without in ((0.5, ()), (1.0, ()), (2.0, ()), (1.0, ("tc_gemm_v6_wide_warps",))):
+            rec = fake_tc_gemm_timing(scale, without)
             rec.save(tmp_path / "day08_tc_gemm_timing.json")
             shown, figures, problems = run("tc-gemm-recorded")
             assert figures == 1 and not problems, problems

@@ -12,17 +12,18 @@
   comes from storage and the output is judged by the float32 rule (``check``'s default), as day 8's tests judge
   their kernels on the stored cache; on the simulator, where the mma's twin rounds once per 16-wide step, each
   element is also within ceil(K / 16) float32 roundings of the sum of |a| |w|.
-- v2, v3, v4 and v5 equal v1 bit for bit (the same fragment words into the same mmas, k ascending; v5 also over
-  two block rows and two block columns of its 128 x 128 tiles); v4's and v5's swizzle is the model's, a permutation
+- v2 to v6 equal v1 bit for bit (the same fragment words into the same mmas, k ascending; v5 and v6 also over
+  two block rows and two block columns of their 128 x 128 tiles, and v6 built with v5's warp tiles or with its
+  columns shifted fails); v4's to v6's swizzle is the model's, a permutation
   of each row's chunks that puts the 8 rows of every ldmatrix phase and every quarter warp's copies in 8 different
-  groups of banks; on the simulator v3, v4 and v5 fail when their wait lets one group too many travel or is left
+  groups of banks; on the simulator v3 to v6 fail when their wait lets one group too many travel or is left
   out; the traffic of every rung is ``course.models.tensor_core_gemm``'s, global and shared; the launchers' errors
   name the argument.
 - A process without the simulator compiles every kernel, fp16 and bf16, for sm_80 and sm_90: no local memory,
   no float64, the expected ``mma.sync.aligned.m16n8k16``, ``ldmatrix``, ``cp.async`` and barrier counts and static
-  shared memory (v5: 48 KB, the static limit); where ``ptxas`` is installed it assembles the PTX and reports no
+  shared memory (v5 and v6: 48 KB, the static limit); where ``ptxas`` is installed it assembles the PTX and reports no
   stack frame and no spills.
-- Marked ``gpu`` (``make test-gpu``): the same checks at full size on a GPU, v2 = v3 = v4 = v5 = v1 there too, and
+- Marked ``gpu`` (``make test-gpu``): the same checks at full size on a GPU, every rung = v1 there too, and
   the ldmatrix layout of the hardware against the ISA's.
 """
 
@@ -52,7 +53,9 @@ BF16 = ml_dtypes.bfloat16
 DTYPES = {"float16": np.float16, "bfloat16": BF16}
 RUNGS = list(tg.RUNGS)
 # The rungs that fill a ring of shared tiles with cp.async (K a multiple of 8).
-RING_RUNGS = ["tc_gemm_v3_cp_async", "tc_gemm_v4_swizzled", "tc_gemm_v5_large_tiles"]
+RING_RUNGS = ["tc_gemm_v3_cp_async", "tc_gemm_v4_swizzled", "tc_gemm_v5_large_tiles", "tc_gemm_v6_wide_warps"]
+# The rungs with 128 x 128 tiles of C, and each one's mma and ldmatrix instructions in its PTX (2 steps of 16).
+LARGE_RUNGS = {"tc_gemm_v5_large_tiles": (32, 12), "tc_gemm_v6_wide_warps": (64, 16)}
 # (M, N, K): partial tiles every way (one block, a step of 32 and one of 16); exactly one tile and one step; one
 # row of one mma column of one 16-wide step; two block rows (the second with 6 rows) and a last step of 8 numbers.
 SHAPES = [(37, 45, 48), (64, 64, 32), (1, 8, 16), (70, 9, 40)]
@@ -404,14 +407,40 @@ def test_later_rungs_equal_v1_bit_for_bit(fmt, rng_seed):
 
 @pytest.mark.parametrize("fmt", tg.FORMATS)
 @pytest.mark.parametrize("shape", [(130, 24, 40), (20, 136, 72)], ids=lambda s: "x".join(map(str, s)))
-def test_v5_over_two_blocks_equals_v1_bit_for_bit(shape, fmt, rng_seed):
-    """v5's 128 x 128 tiles of C two blocks at a time: two block rows (the second with 2 rows), then two block
-    columns (the second with 8 columns), each the same bits as v1's."""
+@pytest.mark.parametrize("rung", LARGE_RUNGS)
+def test_large_tiles_over_two_blocks_equal_v1_bit_for_bit(rung, shape, fmt, rng_seed):
+    """v5's and v6's 128 x 128 tiles of C two blocks at a time: two block rows (the second with 2 rows), then two
+    block columns (the second with 8 columns), each the same bits as v1's."""
     rng, seed = rng_seed
     m, n, k = shape
     a, w = spread(rng, DTYPES[fmt], m, k), spread(rng, DTYPES[fmt], n, k)
-    v1, v5 = run("tc_gemm_v1_mma_shared", a, w), run("tc_gemm_v5_large_tiles", a, w)
-    np.testing.assert_array_equal(v5.view(np.uint32), v1.view(np.uint32), err_msg=f"seed {seed}")
+    v1, large = run("tc_gemm_v1_mma_shared", a, w), run(rung, a, w)
+    np.testing.assert_array_equal(large.view(np.uint32), v1.view(np.uint32), err_msg=f"{rung}, seed {seed}")
+
+
+@pytest.mark.parametrize("wrong", ["warps of v5's 64 x 32", "a warp's columns shifted by a mma tile"])
+def test_v6_with_wrong_warp_tiles_fails(wrong, rng_seed):
+    """The test above can fail: v6's loop with v5's warp tiles but v6's 4 warps leaves half of C unwritten; storing
+    each warp's columns one mma tile to the right puts every number in another place."""
+    from course.checking import CheckFailure
+
+    if wrong == "warps of v5's 64 x 32":
+        kernel = tg._build_swizzled("float16", "tc_gemm_v6_wide_warps_kernel", tg.LARGE_BLOCK_M, tg.LARGE_WARPS_N,
+                                    tg.LARGE_MMAS_M, tg.LARGE_MMAS_N, tg._clear_large, tg._store_large)
+    else:
+        clear, store = tg._accumulators(tg.WIDE_MMAS_M, tg.WIDE_MMAS_N)
+        store_py = getattr(store, "py_func", None) or store.fn
+
+        def shifted(c, acc, row, col, g, t):
+            store_py(c, acc, row, col + tg.MMA_N, g, t)
+
+        kernel = tg._build_swizzled("float16", "tc_gemm_v6_wide_warps_kernel", tg.LARGE_BLOCK_M, tg.WIDE_WARPS_N,
+                                    tg.WIDE_MMAS_M, tg.WIDE_MMAS_N, clear, cuda.jit(device=True)(shifted))
+    rng, seed = rng_seed
+    a, w = numbers(rng, np.float16, 130, 40), numbers(rng, np.float16, 136, 40)
+    out = tg.tc_gemm_v6_wide_warps(a, w, out=poison(np.empty((130, 136), np.float32)), kernel=lambda fmt: kernel)
+    with pytest.raises(CheckFailure):
+        check_gemm(out, a, w, f"v6, {wrong}", seed)
 
 
 def test_the_swizzle_is_the_models_and_spreads_each_phase_over_8_bank_groups():
@@ -496,8 +525,14 @@ def test_the_model_keeps_the_kernels_tiles_and_predicts_the_bank_conflicts():
     # 64-byte rows: the 8 rows a load reads share 2 groups of 4 banks, 4-way conflicts; v2 and v3 issue 4 loads
     # where v1 issues 16, for the same 64 shared passes per 16-wide step. v4's swizzle: 1 pass a phase, 16 for
     # its 4 ldmatrix; v5: 24 for its 6, which feed 16 mmas.
-    assert [model.shared_passes_per_mma_step(rung) for rung in RUNGS] == [64, 64, 64, 16, 24]
-    assert [model.warp_mmas_per_step(rung) for rung in RUNGS] == [8, 8, 8, 8, 16]
+    assert [model.shared_passes_per_mma_step(rung) for rung in RUNGS] == [64, 64, 64, 16, 24, 32]
+    assert [model.warp_mmas_per_step(rung) for rung in RUNGS] == [8, 8, 8, 8, 16, 32]
+    # v6 moves v5's global bytes; its 4 warps of 64 x 64 load 32 words a lane per 16 of K for 32 mmas, where v5's 8
+    # warps load 24 for 16: two thirds of v5's shared loads.
+    assert model.traffic("tc_gemm_v6_wide_warps", 200, 300, 64) == model.traffic("tc_gemm_v5_large_tiles", 200, 300, 64)
+    loads6, stores6 = model.shared_words(256, 256, 64, "tc_gemm_v6_wide_warps")
+    loads5, stores5 = model.shared_words(256, 256, 64, "tc_gemm_v5_large_tiles")
+    assert 3 * loads6 == 2 * loads5 and stores6 == stores5
     with pytest.raises(ValueError, match="rung must be one of"):
         model.traffic("tc_gemm_v9", 1, 1, 1)
 
@@ -535,6 +570,10 @@ def test_the_model_keeps_the_kernels_tiles_and_predicts_the_bank_conflicts():
     (lambda: tg.tc_gemm_v5_large_tiles(np.zeros((tg.LARGE_MAX_M + 1, 0), np.float16), np.zeros((8, 0), np.float16)),
      ValueError, r"a must have M at most 8388480 \(65535 block rows of 128: the grid's y dimension\), got M = 8388481"),
     (lambda: tg.tc_gemm_v5_large_tiles_kernel("int8"), ValueError, "fmt must be one of float16, bfloat16, got"),
+    (lambda: tg.tc_gemm_v6_wide_warps(np.zeros((4, 20), BF16), np.zeros((8, 20), BF16)), ValueError,
+     "a must have K a multiple of 8 for tc_gemm_v6_wide_warps .* got K = 20: tc_gemm_v2_ldmatrix takes any K"),
+    (lambda: tg.tc_gemm_v6_wide_warps(np.zeros((tg.LARGE_MAX_M + 1, 0), np.float16), np.zeros((8, 0), np.float16)),
+     ValueError, r"a must have M at most 8388480 \(65535 block rows of 128"),
 ])
 def test_launcher_errors_name_the_argument(call, error, words):
     with pytest.raises(error, match=words):
@@ -555,7 +594,7 @@ def records_of(compiled):
 # Static shared memory of each rung's kernel, bytes: v1's and v2's tiles, v3's and v4's ring of 3, v5's ring of 3
 # steps of 128 rows, exactly the 48 KB a block may declare statically.
 SHARED_BYTES = {"tc_gemm_v1_mma_shared": 8192, "tc_gemm_v2_ldmatrix": 8192, "tc_gemm_v3_cp_async": 24576,
-                "tc_gemm_v4_swizzled": 24576, "tc_gemm_v5_large_tiles": 48 * 1024}
+                "tc_gemm_v4_swizzled": 24576, "tc_gemm_v5_large_tiles": 48 * 1024, "tc_gemm_v6_wide_warps": 48 * 1024}
 
 
 def test_ptx_has_the_tensor_core_instructions_and_no_local_memory(compiled):
@@ -568,13 +607,13 @@ def test_ptx_has_the_tensor_core_instructions_and_no_local_memory(compiled):
         where = f"{r['rung']} {r['fmt']} {r['cc']}"
         assert not r["local"] and not r["f64"] and r["calls"] == 0, where
         fp16 = r["fmt"] == "float16"
-        large = r["rung"] == "tc_gemm_v5_large_tiles"
-        mmas = 32 if large else 16
+        large = r["rung"] in LARGE_RUNGS
+        mmas, ldmatrix = LARGE_RUNGS.get(r["rung"], (16, 8))
         assert (r["mma_f16"], r["mma_bf16"]) == ((mmas, 0) if fp16 else (0, mmas)), where
         if r["rung"] == "tc_gemm_v1_mma_shared":
             assert r["ldmatrix"] == 0 and r["shared_loads"] == 32, where
         else:
-            assert (r["ldmatrix"], r["shared_loads"]) == (12 if large else 8, 0), where
+            assert (r["ldmatrix"], r["shared_loads"]) == (ldmatrix, 0), where
         if r["rung"] in RING_RUNGS:
             assert r["cp_async"] > 0 and r["commits"] > 0 and r["waits"] == ["0", "1"], where
             assert r["barriers"] == 1, where

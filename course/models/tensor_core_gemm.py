@@ -2,14 +2,14 @@
 
 ``C = A B`` with A (M, K) and w = B^T (N, K) stored in fp16 or bf16 (2 bytes a number), C (M, N) float32. Every
 rung does the same useful work, ``flops(M, N, K) = 2 M N K`` (a multiply and an add per term, on tensor cores);
-the rungs differ in how they move the operands (v3's, v4's and v5's 16-byte copies read exactly the numbers v1's
-2-byte loads read, K being a multiple of 8 there) and, for v5, in how often: its tiles of C are 128 x 128.
+the rungs differ in how they move the operands (v3's to v6's 16-byte copies read exactly the numbers v1's
+2-byte loads read, K being a multiple of 8 there) and, for v5 and v6, in how often: their tiles of C are 128 x 128.
 
 - ``traffic_<rung>(M, N, K)``: ``{argument: (bytes loaded, bytes stored)}`` of the rung's kernel by kernel
   parameter name (``a``, ``w``, ``c``), exact for the kernels as written (``course.traffic`` counts the same
   numbers). v1-v4 take 64 x 64 tiles of C and copy the rows of A and w a tile needs: each number of A is read
   once per block column, ``2 M K ceil(N / 64)`` bytes, each of w once per block row, ``2 N K ceil(M / 64)``; v5's
-  tiles are 128 x 128: ``2 M K ceil(N / 128)`` and ``2 N K ceil(M / 128)``. Rows outside A or w and numbers past K
+  and v6's tiles are 128 x 128: ``2 M K ceil(N / 128)`` and ``2 N K ceil(M / 128)``. Rows outside A or w and numbers past K
   are zero-filled without a load. C is written once.
 - ``bytes_<rung>(M, N, K)``: the total of ``traffic_<rung>``; ``compulsory_bytes(M, N, K)``: A and w read once
   and C written once, the floor for DRAM; ``intensity(rung, M, N, K)``: FLOPs per byte of the rung's traffic.
@@ -18,16 +18,17 @@ the rungs differ in how they move the operands (v3's, v4's and v5's 16-byte copi
   threads store 2 x 64 x 16 words (both tiles, zeros included), and per 16-wide step along K inside K each of its
   4 warps loads 32 x 16 words (v1: 16 words a lane; v2-v4: 4 ldmatrix.x4 of 16 bytes a lane; v3's and v4's copies
   land as 4 words each). v5: 2 x 128 x 16 words stored per block and step, and each of its 8 warps loads 32 x 24
-  words per 16-wide step (6 ldmatrix.x4 a lane).
+  words per 16-wide step (6 ldmatrix.x4 a lane). v6: v5's stores, and each of its 4 warps loads 32 x 32 words per
+  16-wide step (8 ldmatrix.x4 a lane).
 - ``fragment_loads(rung)``: the word addresses (in the shared tile of rows of ``K_WORDS`` words) that one shared
   load instruction of the mma fragments asks for, one array per group of lanes the hardware serves together (v1:
   a 32-bit load by the 32 lanes; v2-v5: ``ldmatrix.x4``, whose 4 matrices are 4 phases of 8 rows of 16 bytes; v4's
   and v5's rows swizzled, ``swizzled_word``); ``shared_passes_per_mma_step(rung)``: the shared wavefronts a warp
-  needs for the fragments of one 16-wide step along K (``warp_mmas_per_step(rung)`` mmas: 8, v5 16), counted with
+  needs for the fragments of one 16-wide step along K (``warp_mmas_per_step(rung)`` mmas: 8, v5 16, v6 32), counted with
   ``course.models.gemm.bank_conflict_degree``. The rows of every rung's tiles are 64 bytes long, so v1-v3's loads
   meet 4-way bank conflicts: 64 passes for v1's 16 loads and for v2's and v3's 4 ldmatrix alike; v4's swizzle
-  puts the 8 rows of every phase in 8 different groups of 4 banks: 16 passes for its 4 ldmatrix, and 24 for v5's 6
-  (16 mmas). A prediction for Nsight Compute's shared wavefronts, to be measured on a GPU.
+  puts the 8 rows of every phase in 8 different groups of 4 banks: 16 passes for its 4 ldmatrix, 24 for v5's 6
+  (16 mmas) and 32 for v6's 8 (32 mmas). A prediction for Nsight Compute's shared wavefronts, to be measured on a GPU.
 
 Arguments are ints >= 0. The tile sizes are ``kernels.tensor_core_gemm``'s (a test keeps the two in step; this
 module imports no numba).
@@ -44,7 +45,8 @@ __all__ = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "K_WORDS", "LARGE_BLOCK_M", "LARGE_B
            "RUNGS", "flops", "compulsory_bytes", "traffic_tc_gemm_v1_mma_shared", "traffic_tc_gemm_v2_ldmatrix",
            "bytes_tc_gemm_v1_mma_shared", "bytes_tc_gemm_v2_ldmatrix", "traffic_tc_gemm_v3_cp_async",
            "bytes_tc_gemm_v3_cp_async", "traffic_tc_gemm_v4_swizzled", "bytes_tc_gemm_v4_swizzled",
-           "traffic_tc_gemm_v5_large_tiles", "bytes_tc_gemm_v5_large_tiles", "traffic", "intensity", "shared_words",
+           "traffic_tc_gemm_v5_large_tiles", "bytes_tc_gemm_v5_large_tiles", "traffic_tc_gemm_v6_wide_warps",
+           "bytes_tc_gemm_v6_wide_warps", "traffic", "intensity", "shared_words",
            "swizzled_word", "fragment_loads", "warp_mmas_per_step", "shared_passes_per_mma_step"]
 
 BLOCK_M = 64
@@ -54,10 +56,11 @@ K_WORDS = BLOCK_K // 2      # uint32 words of a shared row (two 16-bit numbers a
 LARGE_BLOCK_M = 128         # v5's tiles of C
 LARGE_BLOCK_N = 128
 LARGE_WARPS = 8
+WIDE_WARPS = 4              # v6's warps, 64 x 64 of C each
 ITEMSIZE = 2                # bytes of an fp16 or bf16 number
 FLOAT32 = 4                 # bytes of an element of C
 RUNGS = ("tc_gemm_v1_mma_shared", "tc_gemm_v2_ldmatrix", "tc_gemm_v3_cp_async", "tc_gemm_v4_swizzled",
-         "tc_gemm_v5_large_tiles")
+         "tc_gemm_v5_large_tiles", "tc_gemm_v6_wide_warps")
 
 
 def _check(**sizes) -> None:
@@ -114,6 +117,11 @@ def traffic_tc_gemm_v5_large_tiles(M: int, N: int, K: int) -> dict:
     return _tiled(M, N, K, LARGE_BLOCK_M, LARGE_BLOCK_N)
 
 
+def traffic_tc_gemm_v6_wide_warps(M: int, N: int, K: int) -> dict:
+    """v5's traffic: the same 128 x 128 tiles, split among 4 warps instead of 8."""
+    return _tiled(M, N, K, LARGE_BLOCK_M, LARGE_BLOCK_N)
+
+
 def _total(traffic_of: dict) -> int:
     return sum(loads + stores for loads, stores in traffic_of.values())
 
@@ -143,11 +151,17 @@ def bytes_tc_gemm_v5_large_tiles(M: int, N: int, K: int) -> int:
     return _total(traffic_tc_gemm_v5_large_tiles(M, N, K))
 
 
+def bytes_tc_gemm_v6_wide_warps(M: int, N: int, K: int) -> int:
+    """All of ``traffic_tc_gemm_v6_wide_warps``."""
+    return _total(traffic_tc_gemm_v6_wide_warps(M, N, K))
+
+
 _TRAFFIC = {"tc_gemm_v1_mma_shared": traffic_tc_gemm_v1_mma_shared,
             "tc_gemm_v2_ldmatrix": traffic_tc_gemm_v2_ldmatrix,
             "tc_gemm_v3_cp_async": traffic_tc_gemm_v3_cp_async,
             "tc_gemm_v4_swizzled": traffic_tc_gemm_v4_swizzled,
-            "tc_gemm_v5_large_tiles": traffic_tc_gemm_v5_large_tiles}
+            "tc_gemm_v5_large_tiles": traffic_tc_gemm_v5_large_tiles,
+            "tc_gemm_v6_wide_warps": traffic_tc_gemm_v6_wide_warps}
 
 
 def traffic(rung: str, M: int, N: int, K: int) -> dict:
@@ -172,11 +186,12 @@ def _rung(rung: str) -> str:
 def shared_words(M: int, N: int, K: int, rung: str = "tc_gemm_v1_mma_shared") -> tuple[int, int]:
     """Shared-memory word loads and stores of a rung: for v1-v4 ``(blocks 4 32 16 ceil(K / 16), blocks 2 64 16
     ceil(K / 32))`` with ceil(N / 64) ceil(M / 64) blocks; for v5 ``(blocks 8 32 24 ceil(K / 16), blocks 2 128 16
-    ceil(K / 32))`` with ceil(N / 128) ceil(M / 128) blocks."""
+    ceil(K / 32))`` with ceil(N / 128) ceil(M / 128) blocks; for v6 ``(blocks 4 32 32 ceil(K / 16), ...)``, v5's
+    stores."""
     _check(M=M, N=N, K=K)
-    if _rung(rung) == "tc_gemm_v5_large_tiles":
+    if _rung(rung) in _LARGE_WARPS:
         blocks = cdiv(N, LARGE_BLOCK_N) * cdiv(M, LARGE_BLOCK_M)
-        loads = LARGE_WARPS * 32 * 4 * _LOADS_PER_STEP[rung]             # 6 ldmatrix.x4 of 4 words a lane
+        loads = _LARGE_WARPS[rung] * 32 * 4 * _LOADS_PER_STEP[rung]      # v5: 6 ldmatrix.x4 of 4 words a lane, v6: 8
         return blocks * loads * cdiv(K, 16), blocks * 2 * LARGE_BLOCK_M * K_WORDS * cdiv(K, BLOCK_K)
     blocks = cdiv(N, BLOCK_N) * cdiv(M, BLOCK_M)
     return blocks * 4 * 32 * 16 * cdiv(K, 16), blocks * 2 * BLOCK_M * K_WORDS * cdiv(K, BLOCK_K)
@@ -193,13 +208,13 @@ def fragment_loads(rung: str) -> list[np.ndarray]:
 
     v1: the 32 lanes' 32-bit load of a0 of the first mma row (lane 4 g + t: row g, word t). v2 and v3: the 4
     phases of an ``ldmatrix.x4`` of A (lanes 8 i ... 8 i + 7 name rows (l % 16) and chunk l // 16, words 4 (l // 16)
-    ... + 3, each row 4 words). v4 and v5: the same rows and chunks, each chunk at its swizzled word. The warp's
+    ... + 3, each row 4 words). v4, v5 and v6: the same rows and chunks, each chunk at its swizzled word. The warp's
     other fragment loads differ from these by a multiple of 8 rows or by 2 chunks (the next 16 of K), which leaves
     the banks' sharing as it is (for v4 and v5: each phase's 8 rows still take each pair of row parity and
     ``(row >> 1) & 3`` once, and XOR by 2 permutes the chunks)."""
     if _rung(rung) == "tc_gemm_v1_mma_shared":
         return [np.array([(lane // 4) * K_WORDS + lane % 4 for lane in range(32)])]
-    swizzled = rung in ("tc_gemm_v4_swizzled", "tc_gemm_v5_large_tiles")
+    swizzled = rung in ("tc_gemm_v4_swizzled", "tc_gemm_v5_large_tiles", "tc_gemm_v6_wide_warps")
     phases = []
     for matrix in range(4):
         lanes = range(8 * matrix, 8 * matrix + 8)
@@ -211,14 +226,17 @@ def fragment_loads(rung: str) -> list[np.ndarray]:
 
 # Fragment load instructions of a warp per 16-wide step along K: v1 loads 2 mma rows x 4 words of A and 4 mma
 # columns x 2 words of w; v2-v4 issue one ldmatrix.x4 per mma row of A (2) and one per pair of mma columns of w
-# (2); v5's warp has 4 mma rows and 4 mma columns: 4 + 2.
+# (2); v5's warp has 4 mma rows and 4 mma columns: 4 + 2; v6's 4 mma rows and 8 mma columns: 4 + 4.
 _LOADS_PER_STEP = {"tc_gemm_v1_mma_shared": 16, "tc_gemm_v2_ldmatrix": 4, "tc_gemm_v3_cp_async": 4,
-                   "tc_gemm_v4_swizzled": 4, "tc_gemm_v5_large_tiles": 6}
+                   "tc_gemm_v4_swizzled": 4, "tc_gemm_v5_large_tiles": 6, "tc_gemm_v6_wide_warps": 8}
+# The warps of the rungs with 128 x 128 tiles of C, and each one's mma tiles per 16-wide step along K.
+_LARGE_WARPS = {"tc_gemm_v5_large_tiles": LARGE_WARPS, "tc_gemm_v6_wide_warps": WIDE_WARPS}
+_WARP_MMAS = {"tc_gemm_v5_large_tiles": 4 * 4, "tc_gemm_v6_wide_warps": 4 * 8}
 
 
 def warp_mmas_per_step(rung: str) -> int:
-    """The mmas of a warp per 16-wide step along K: 2 x 4 for v1-v4, 4 x 4 for v5."""
-    return 16 if _rung(rung) == "tc_gemm_v5_large_tiles" else 8
+    """The mmas of a warp per 16-wide step along K: 2 x 4 for v1-v4, 4 x 4 for v5, 4 x 8 for v6."""
+    return _WARP_MMAS.get(_rung(rung), 8)
 
 
 def shared_passes_per_mma_step(rung: str) -> int:
