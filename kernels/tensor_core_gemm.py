@@ -141,8 +141,8 @@ __all__ = ["FORMATS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "K_WORDS", "WARPS_M", "WA
            "LARGE_WARP_TILE_M", "LARGE_WARP_TILE_N", "LARGE_THREADS", "LARGE_MAX_M", "tc_gemm_v1_mma_shared_kernel",
            "tc_gemm_v1_mma_shared", "tc_gemm_v2_ldmatrix_kernel", "tc_gemm_v2_ldmatrix", "tc_gemm_v3_cp_async_kernel",
            "tc_gemm_v3_cp_async", "tc_gemm_v4_swizzled_kernel", "tc_gemm_v4_swizzled", "tc_gemm_v5_large_tiles_kernel",
-           "tc_gemm_v5_large_tiles", "WIDE_WARPS_M", "WIDE_WARPS_N", "WIDE_WARP_TILE_M", "WIDE_WARP_TILE_N", "WIDE_THREADS",
-           "tc_gemm_v6_wide_warps_kernel", "tc_gemm_v6_wide_warps", "swizzled_mainloop"]
+           "tc_gemm_v5_large_tiles", "WIDE_WARPS_M", "WIDE_WARPS_N", "WIDE_WARP_TILE_M", "WIDE_WARP_TILE_N",
+           "WIDE_THREADS", "tc_gemm_v6_wide_warps_kernel", "tc_gemm_v6_wide_warps", "swizzled_mainloop"]
 
 # The storage formats of a and w, by dtype name (bfloat16: ml_dtypes'), and the mma that multiplies each.
 FORMATS = ("float16", "bfloat16")

@@ -663,8 +663,8 @@ PREFILL_COLUMNS = TIMING_COLUMNS | {"B", "heads", "kv_heads", "N", "d", "causal"
 
 
 def gemm_claims_on_the_simulator(shown: str) -> None:
-    """The prose says every rung passes against the float64 reference and v2 to v5 compute v1's bits: the lines the
-    simulator printed say so, one per rung of the ladder."""
+    """The prose says every rung passes against the float64 reference and every later rung computes v1's bits: the
+    lines the simulator printed say so, one per rung of the ladder."""
     from kernels import tensor_core_gemm
 
     names = list(tensor_core_gemm.RUNGS)
@@ -825,7 +825,7 @@ def test_the_tensor_core_cells_follow_their_recordings(tmp_path, monkeypatch, ca
 
     try:
         seen = set()
-        # the fastest rung under the goal at both sizes, at one, at neither; a recording older than the ladder's last rung
+        # the fastest rung under the goal at both sizes, at one, at neither; a recording older than the last rung
         for scale, without in ((0.5, ()), (1.0, ()), (2.0, ()), (1.0, ("tc_gemm_v6_wide_warps",))):
             rec = fake_tc_gemm_timing(scale, without)
             rec.save(tmp_path / "day08_tc_gemm_timing.json")

@@ -9,8 +9,8 @@ the rungs differ in how they move the operands (v3's to v6's 16-byte copies read
   parameter name (``a``, ``w``, ``c``), exact for the kernels as written (``course.traffic`` counts the same
   numbers). v1-v4 take 64 x 64 tiles of C and copy the rows of A and w a tile needs: each number of A is read
   once per block column, ``2 M K ceil(N / 64)`` bytes, each of w once per block row, ``2 N K ceil(M / 64)``; v5's
-  and v6's tiles are 128 x 128: ``2 M K ceil(N / 128)`` and ``2 N K ceil(M / 128)``. Rows outside A or w and numbers past K
-  are zero-filled without a load. C is written once.
+  and v6's tiles are 128 x 128: ``2 M K ceil(N / 128)`` and ``2 N K ceil(M / 128)``. Rows outside A or w and
+  numbers past K are zero-filled without a load. C is written once.
 - ``bytes_<rung>(M, N, K)``: the total of ``traffic_<rung>``; ``compulsory_bytes(M, N, K)``: A and w read once
   and C written once, the floor for DRAM; ``intensity(rung, M, N, K)``: FLOPs per byte of the rung's traffic.
 - ``shared_words(M, N, K, rung=...)``: ``(word loads, word stores)`` of shared memory, exact as ``course.traffic``
@@ -22,7 +22,7 @@ the rungs differ in how they move the operands (v3's to v6's 16-byte copies read
   16-wide step (8 ldmatrix.x4 a lane).
 - ``fragment_loads(rung)``: the word addresses (in the shared tile of rows of ``K_WORDS`` words) that one shared
   load instruction of the mma fragments asks for, one array per group of lanes the hardware serves together (v1:
-  a 32-bit load by the 32 lanes; v2-v5: ``ldmatrix.x4``, whose 4 matrices are 4 phases of 8 rows of 16 bytes; v4's
+  a 32-bit load by the 32 lanes; v2-v6: ``ldmatrix.x4``, whose 4 matrices are 4 phases of 8 rows of 16 bytes; v4's
   and v5's rows swizzled, ``swizzled_word``); ``shared_passes_per_mma_step(rung)``: the shared wavefronts a warp
   needs for the fragments of one 16-wide step along K (``warp_mmas_per_step(rung)`` mmas: 8, v5 16, v6 32), counted with
   ``course.models.gemm.bank_conflict_degree``. The rows of every rung's tiles are 64 bytes long, so v1-v3's loads
