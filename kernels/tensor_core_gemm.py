@@ -79,15 +79,15 @@ registers from the first step to the last; lane 4 g + t stores rows g, g + 8 and
   and 2 copies per thread, operand and step. Each element of C still gets one mma per 16 of K, k ascending, on the
   same fragment words: v1's bits.
 - v6: v5's 128 x 128 tiles, ring, copies and swizzle for a block of 4 warps (128 threads), warp (wm, wn) =
-  divmod(warp, 2) owning rows 64 wm ... + 63 and columns 64 wn ... + 63 as 4 x 8 mma tiles, 128 float32
-  accumulators a lane. Per 16 of K a warp issues 4 ldmatrix.x4 for w (8 mma columns) and 4 for A for 32 mmas: 4
-  KB of shared loads for 32 mmas, 32 FLOPs a byte loaded where v5 has 21, a third fewer fragment loads per mma
-  (the tile of a warp is CUTLASS's classic Ampere choice). Each thread makes 4 copies per operand and step, the
-  block's copies being v5's. ptxas of CUDA 13.0 gives it 225 registers a thread for sm_90 and no spills: two
-  blocks an SM (8 warps, 59 K of the 64 K registers, 96 KB of shared memory), where v5 runs 16 warps. Predicted
-  before it ran on a GPU: if fragment loads and their wavefronts are what v5's warps wait on, v6 is faster on
-  large matrices (by up to the third its fewer loads save); if v5 needs its 16 warps an SM to keep the tensor
-  cores fed across each step's barrier, v6's 8 lose, and v6 is slower. Its bits are v1's.
+  divmod(warp, 2) owning rows 64 wm ... + 63 and columns 64 wn ... + 63 as 4 x 8 mma tiles, 128 float32 accumulators
+  a lane. Per 16 of K a warp issues 4 ldmatrix.x4 for w (8 mma columns) and 4 for A for 32 mmas: 4 KB of shared
+  loads for 32 mmas, 32 FLOPs a byte loaded where v5 has 21, a third fewer fragment loads per mma (the tile of a
+  warp is CUTLASS's classic Ampere choice). Each thread makes 4 copies per operand and step, the block's copies
+  being v5's. ptxas of CUDA 13.0 gives it 225 registers a thread for sm_90 and no spills: two blocks an SM (8 warps,
+  58 K of the 64 K registers once each warp's are rounded up to a multiple of 256, 96 KB of shared memory), where v5
+  runs 16 warps. Predicted before it ran on a GPU: if fragment loads and their wavefronts are what v5's warps wait
+  on, v6 is faster on large matrices (by up to the third its fewer loads save); if v5 needs its 16 warps an SM to
+  keep the tensor cores fed across each step's barrier, v6's 8 lose, and v6 is slower. Its bits are v1's.
 
 Predictions made before the first GPU run (the recording ``course/data/day08_tc_gemm_timing.json`` measured
 v1 to v5 on an H100 since; day 8's lesson shows it): v1 and v2 spend more
