@@ -107,12 +107,20 @@ def _build_ring_kernel(D: int, BS: int, min_blocks: int = RING_MIN_BLOCKS):
         return get(ring, (w * GROUP_MAX + i) * D + c)
 
     @cuda.jit(device=True, inline=True)
+    def max_word(w, i):
+        return ACC_WORDS + w * GROUP_MAX + i
+
+    @cuda.jit(device=True, inline=True)
+    def sum_word(w, i):
+        return ACC_WORDS + WARPS * GROUP_MAX + w * GROUP_MAX + i
+
+    @cuda.jit(device=True, inline=True)
     def read_max(ring, w, i):
-        return get(ring, ACC_WORDS + w * GROUP_MAX + i)
+        return get(ring, max_word(w, i))
 
     @cuda.jit(device=True, inline=True)
     def read_sum(ring, w, i):
-        return get(ring, ACC_WORDS + WARPS * GROUP_MAX + w * GROUP_MAX + i)
+        return get(ring, sum_word(w, i))
 
     merge = head_warps_merge(read_max, read_sum, read_acc)
     steps = tensor_core_steps("fp8_e4m3", D, BS, write_acc)
@@ -254,8 +262,8 @@ def _build_ring_kernel(D: int, BS: int, min_blocks: int = RING_MIN_BLOCKS):
         running_sum += cuda.shfl_xor_sync(FULL_MASK, running_sum, 2)
         cuda.syncthreads()                                      # every warp is done with its slots
         if tq == 0:
-            put(ring, ACC_WORDS + warp * GROUP_MAX + g, running_max)
-            put(ring, ACC_WORDS + WARPS * GROUP_MAX + warp * GROUP_MAX + g, running_sum)
+            put(ring, max_word(warp, g), running_max)
+            put(ring, sum_word(warp, g), running_sum)
         store_accumulators(acc, pv_unit, warp, tq, g, ring)
         merge(ring, partial_max, partial_sum, partial_acc, s, first, p, n_heads, D, tid)
 
