@@ -53,6 +53,7 @@ from numba import config, cuda, float32
 
 from kernels.launching import WARP, cdiv, output_array, require_float32
 from kernels.registry import Rung, ladder
+from kernels.tuning import Tuner, largest_filling
 
 __all__ = [
     "NAIVE_BLOCK", "TILE", "BLOCK_M", "BLOCK_N", "BLOCK_K", "THREAD_M", "THREAD_N", "THREADS_X",
@@ -609,37 +610,19 @@ def gemm_v7_double_buffered(a, b, *, out=None, kernel=gemm_v7_double_buffered_ke
 # The untuned choice: the largest tile that still makes this many blocks (about one per SM of a
 # large GPU: a 128×128 tile at N = 1024 makes 64 blocks and leaves half an H100 idle).
 BLOCKS_TO_FILL = 128
-# (GPU name, kernel factory's name, M, N, K) -> {"choice": (block_m, block_n), "ms": {(block_m, block_n): ms}}
-_TUNED: dict = {}
+# The choices of autotune in this process (kernels.tuning): per GPU name, kernel factory's name and (M, N, K).
+_TUNER = Tuner()
 
 
 def untuned_tile_shape(m: int, n: int) -> tuple[int, int]:
     """The first of ``TILE_SHAPES`` (largest first) whose grid has at least BLOCKS_TO_FILL blocks, else the smallest."""
-    for shape in TILE_SHAPES:
-        if cdiv(m, shape[0]) * cdiv(n, shape[1]) >= BLOCKS_TO_FILL:
-            return shape
-    return TILE_SHAPES[-1]
-
-
-_GPU_NAME: list = []
-
-
-def _gpu_name() -> str:
-    """The name of this process's GPU, asked once (a launcher calls this on every launch)."""
-    if not _GPU_NAME:
-        name = cuda.get_current_device().name
-        _GPU_NAME.append(name.decode() if isinstance(name, bytes) else str(name))
-    return _GPU_NAME[0]
+    return largest_filling(TILE_SHAPES, m, n, BLOCKS_TO_FILL)
 
 
 def tile_shape(m: int, n: int, k: int, kernel=gemm_v7_double_buffered_kernel) -> tuple[int, int]:
     """The tile v8 (v9: ``kernel=gemm_v9_warp_tiled_kernel``) launches for (M, N, K): the one ``autotune``
     chose for that kernel on this GPU, else ``untuned_tile_shape``."""
-    if not config.ENABLE_CUDASIM and _TUNED:
-        tuned = _TUNED.get((_gpu_name(), kernel.__name__, m, n, k))
-        if tuned is not None:
-            return tuned["choice"]
-    return untuned_tile_shape(m, n)
+    return _TUNER.choice(kernel.__name__, (m, n, k)) or untuned_tile_shape(m, n)
 
 
 def autotune(a, b, *, out=None, repeat: int = 5, kernel=gemm_v7_double_buffered_kernel) -> dict:
@@ -647,9 +630,9 @@ def autotune(a, b, *, out=None, repeat: int = 5, kernel=gemm_v7_double_buffered_
     (GPU only); remember the fastest.
 
     Each shape is launched once to compile and warm up, then ``repeat`` times back to back between
-    two CUDA events: the mean time per launch counts. The choice is kept for this process, per GPU
-    name, kernel and (M, N, K), and used by ``gemm_v8_autotuned`` (``gemm_v9_warp_tiled``). Returns
-    ``{"gpu", "kernel", "M", "N", "K", "choice", "ms": {shape: ms per launch}}``.
+    two CUDA events: the mean time per launch counts (``kernels.tuning.time_each``). The choice is kept for this
+    process, per GPU name, kernel and (M, N, K), and used by ``gemm_v8_autotuned`` (``gemm_v9_warp_tiled``).
+    Returns ``{"gpu", "kernel", "M", "N", "K", "choice", "ms": {shape: ms per launch}}``.
     """
     if config.ENABLE_CUDASIM:
         raise RuntimeError("autotune times kernels and needs a GPU; the simulator has no clock to time them by")
@@ -657,38 +640,31 @@ def autotune(a, b, *, out=None, repeat: int = 5, kernel=gemm_v7_double_buffered_
     if not (hasattr(a, "copy_to_host") and hasattr(b, "copy_to_host")):
         raise TypeError("autotune needs device arrays (cuda.to_device) for a and b: copies would be timed too")
     out = output_array("out", out, (m, n), like=a)
-    times = {}
-    for shape in TILE_SHAPES:
+
+    def launch(shape):
         grid, block = wide_grid(m, n, *shape)
-        launch = kernel(*shape)[grid, block]
-        launch(a, b, out)
-        start, end = cuda.event(timing=True), cuda.event(timing=True)
-        start.record()
-        for _ in range(repeat):
-            launch(a, b, out)
-        end.record()
-        end.synchronize()
-        times[shape] = float(cuda.event_elapsed_time(start, end)) / repeat
-    choice = min(times, key=times.get)
-    gpu = _gpu_name()
-    _TUNED[gpu, kernel.__name__, m, n, k] = {"choice": choice, "ms": times}
-    return {"gpu": gpu, "kernel": kernel.__name__, "M": m, "N": n, "K": k, "choice": choice, "ms": times}
+        return lambda: kernel(*shape)[grid, block](a, b, out)
+
+    found = _TUNER.tune(kernel.__name__, (m, n, k), {shape: launch(shape) for shape in TILE_SHAPES}, repeat)
+    return {"gpu": found["gpu"], "kernel": found["kernel"], "M": m, "N": n, "K": k, "choice": found["choice"],
+            "ms": found["ms"]}
 
 
 def tuned() -> list[dict]:
     """Every choice ``autotune`` made in this process: one dict per (GPU, kernel, M, N, K), as it returned."""
-    return [{"gpu": gpu, "kernel": name, "M": m, "N": n, "K": k, **entry}
-            for (gpu, name, m, n, k), entry in _TUNED.items()]
+    return [{"gpu": e["gpu"], "kernel": e["kernel"], "M": e["problem"][0], "N": e["problem"][1],
+             "K": e["problem"][2], "choice": e["choice"], "ms": e["ms"]} for e in _TUNER.entries()]
 
 
 def _launch_tuned(kernel, a, b, out):
     """Launch ``kernel``'s build at the tile tuned for this GPU and shape, tuning first on device arrays."""
     m, n, k = gemm_shape(a, b, out)
     on_gpu_arrays = not config.ENABLE_CUDASIM and hasattr(a, "copy_to_host") and hasattr(b, "copy_to_host")
-    tuned = _TUNED.get((_gpu_name(), kernel.__name__, m, n, k)) if on_gpu_arrays else None
-    if on_gpu_arrays and m and n and tuned is None:
-        tuned = autotune(a, b, out=out, kernel=kernel)
-    shape = tuned["choice"] if tuned is not None else untuned_tile_shape(m, n)
+    shape = _TUNER.choice(kernel.__name__, (m, n, k)) if on_gpu_arrays else None
+    if on_gpu_arrays and m and n and shape is None:
+        shape = autotune(a, b, out=out, kernel=kernel)["choice"]
+    if shape is None:
+        shape = untuned_tile_shape(m, n)
     grid, block = wide_grid(m, n, *shape)
     return launch_gemm(kernel(*shape), a, b, out=out, grid=grid, block=block)
 

@@ -20,6 +20,7 @@ The rungs, in ladder order, one line each (how each works follows):
 - ``tc_gemm_v4_swizzled``: v3 with the 16-byte chunks of each shared row XOR-swizzled: ldmatrix without bank conflicts.
 - ``tc_gemm_v5_large_tiles``: 128 x 128 tiles of C, 8 warps of 64 x 32 (16 mmas per 16 of K), v4's swizzled ring.
 - ``tc_gemm_v6_wide_warps``: v5's tiles and ring, 4 warps of 64 x 64 (32 mmas per 8 ldmatrix, v5: 16 per 6).
+- ``tc_gemm_v7_tuned``: v4's loop at the tile and warp shape (``TILES``) that its first launch timed fastest.
 
 v1 and v2 stage the same bytes: a block of 4 warps takes a 64 x 64 tile of C and steps through K 32 numbers at a
 time; its threads copy the step's 64 rows of A and 64 rows of w into shared memory (``a_tile``, ``w_tile``: 64
@@ -88,6 +89,17 @@ registers from the first step to the last; lane 4 g + t stores rows g, g + 8 and
   runs 16 warps. Predicted before it ran on a GPU: if fragment loads and their wavefronts are what v5's warps wait
   on, v6 is faster on large matrices (by up to the third its fewer loads save); if v5 needs its 16 warps an SM to
   keep the tensor cores fed across each step's barrier, v6's 8 lose, and v6 is slower. Its bits are v1's.
+- v7: ``swizzled_mainloop`` at each of ``TILES`` (block, warp_tile_m, warp_tile_n): v6's (128, 64, 64), v5's (128,
+  64, 32), a 64 x 64 tile in 2 warps of v5's 64 x 32 (64, 64, 32: 64 threads, 24 KB, 153 registers for sm_90 with
+  CUDA 13.0's ptxas) and v4's (64, 32, 32). No tile wins everywhere: 128 x 128 tiles halve the global traffic but
+  make ceil(N / 128)^2 blocks, 64 at N = 1,024, fewer than an H100's 132 SMs, and the warp shapes trade fragment
+  loads against warps an SM. So the launcher, on its first launch on device arrays of a new (fmt, M, N, K), times
+  every tile on this GPU (``kernels.tuning``: one warm-up, then 5 launches between CUDA events), keeps the fastest
+  for the process and launches it from then on (``tile_for``, ``tuned``), as day 4's ``gemm_v8_autotuned`` does
+  for its tiles; NumPy arrays and the simulator take ``untuned_tile``, the first tile whose grid has
+  ``BLOCKS_TO_FILL`` = 128 blocks; ``tile=`` forces one. Predicted before it ran on a GPU: about as fast as the
+  fastest of v4 to v6 at every size (its tiles run their loops), faster than all three only where the 2-warp
+  tile wins, around N = 1,024 to 2,048. Its bits are v1's at every tile.
 
 Predictions made before the first GPU run (the recording ``course/data/day08_tc_gemm_timing.json`` measured
 v1 to v5 on an H100 since; day 8's lesson shows it): v1 and v2 spend more
@@ -108,8 +120,7 @@ sm_90, so two of its blocks, 16 warps, fit an SM's 64 K registers, where v4's 88
 warps); with 128 x 128 tiles a matrix of about 1000 x 1000 makes 64 blocks, fewer than an H100 has SMs, so there
 v5 may lose to v4. On that H100 (fp16, M = N = K): v1 17 TFLOP/s, v2 18 to 21, v3 93 to 97, v4 196 and 132, v5 232
 and 244 at N = 4,096 and 8,192, 0.32 and 0.38 of cuBLAS's 734 and 648: v3's copies the largest step, as
-predicted, and v5 the fastest on large matrices. The rung after v6: a tile shape chosen per GPU and problem
-size.
+predicted, and v5 the fastest on large matrices.
 
 v4's and v5's loop over K (the ring, its copies and waits, the fragments and the mmas) is one device function,
 ``swizzled_mainloop(mma, block_m, warps_n, mmas_m, mmas_n)``, into a warp's accumulators; day 9's
@@ -119,7 +130,7 @@ fragments hold the same bytes of the same rows.
 Each rung is a kernel built per format, ``<rung>_kernel(fmt)`` (``fmt`` "float16" or "bfloat16", compiled on
 first use and kept), plus the launcher ``<rung>(a, w, *, out=None, kernel=<rung>_kernel)``, which validates the
 arguments, launches a grid of ceil(N / 64) x ceil(M / 64) blocks of 128 threads (v5: ceil(N / 128) x ceil(M /
-128) blocks of 256, v6 of 128) and returns c (v3's and v4's shared rings are 24 KB a block, v5's and v6's 48 KB,
+128) blocks of 256, v6 of 128; v7 its tile's grid and warps) and returns c (v3's and v4's shared rings are 24 KB a block, v5's and v6's 48 KB,
 v1's and v2's tiles 8 KB). Launchers accept NumPy arrays or numba device arrays
 (``kernels.launching``).
 """
@@ -127,13 +138,14 @@ v1's and v2's tiles 8 KB). Launchers accept NumPy arrays or numba device arrays
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda, float32, uint32
+from numba import config, cuda, float32, uint32
 
 from kernels.intrinsics import (cp_async_16, cp_async_commit_group, cp_async_wait_group, ldmatrix_x4, mma_m16n8k16,
                                 mma_m16n8k16_bf16)
 from kernels.launching import (WARP, cdiv, output_array, require_array, require_dtype, require_float32,
                                require_same_kind)
 from kernels.registry import Rung, ladder
+from kernels.tuning import Tuner, largest_filling
 
 __all__ = ["FORMATS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "K_WORDS", "WARPS_M", "WARPS_N", "WARP_TILE_M",
            "WARP_TILE_N", "MMA_M", "MMA_N", "MMA_K", "THREADS", "MAX_M", "RUNGS", "gemm_shape",
@@ -142,7 +154,9 @@ __all__ = ["FORMATS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "K_WORDS", "WARPS_M", "WA
            "tc_gemm_v1_mma_shared", "tc_gemm_v2_ldmatrix_kernel", "tc_gemm_v2_ldmatrix", "tc_gemm_v3_cp_async_kernel",
            "tc_gemm_v3_cp_async", "tc_gemm_v4_swizzled_kernel", "tc_gemm_v4_swizzled", "tc_gemm_v5_large_tiles_kernel",
            "tc_gemm_v5_large_tiles", "WIDE_WARPS_M", "WIDE_WARPS_N", "WIDE_WARP_TILE_M", "WIDE_WARP_TILE_N",
-           "WIDE_THREADS", "tc_gemm_v6_wide_warps_kernel", "tc_gemm_v6_wide_warps", "swizzled_mainloop"]
+           "WIDE_THREADS", "tc_gemm_v6_wide_warps_kernel", "tc_gemm_v6_wide_warps", "TILES", "BLOCKS_TO_FILL",
+           "tile_threads", "tc_gemm_v7_tuned_kernel", "untuned_tile", "tile_for", "tuned", "tc_gemm_v7_tuned",
+           "swizzled_mainloop"]
 
 # The storage formats of a and w, by dtype name (bfloat16: ml_dtypes'), and the mma that multiplies each.
 FORMATS = ("float16", "bfloat16")
@@ -707,6 +721,86 @@ def tc_gemm_v6_wide_warps(a, w, *, out=None, kernel=tc_gemm_v6_wide_warps_kernel
                    threads=WIDE_THREADS)
 
 
+# ----------------------------------------------------------------------------------------------
+# v7: the tile of C and the warps' shape chosen per GPU and problem, by timing each once (day 4's v8)
+# ----------------------------------------------------------------------------------------------
+
+# (block, warp_tile_m, warp_tile_n): a block x block tile of C in warps of warp_tile_m x warp_tile_n, largest tile
+# first. v6's, v5's, a 64 x 64 tile in 2 warps of v5's 64 x 32 (more blocks than v5 on mid-size matrices, v5's
+# fragment reuse), and v4's.
+TILES = ((128, 64, 64), (128, 64, 32), (64, 64, 32), (64, 32, 32))
+# The untuned choice (simulator, NumPy arrays): the largest tile whose grid has this many blocks (day 4's rule).
+BLOCKS_TO_FILL = 128
+# The choices of v7's first launches in this process, per GPU, kernel and (fmt, M, N, K) (kernels.tuning).
+_TUNER = Tuner()
+
+
+def _require_tile(tile) -> tuple[int, int, int]:
+    if tuple(tile) not in TILES:
+        raise ValueError(f"tile must be one of {', '.join(map(str, TILES))}, got {tile!r}")
+    return tuple(tile)
+
+
+def tile_threads(tile) -> int:
+    """The threads of a block of ``tile`` (block, warp_tile_m, warp_tile_n): 32 per warp of its block x block."""
+    block, warp_tile_m, warp_tile_n = _require_tile(tile)
+    return (block // warp_tile_m) * (block // warp_tile_n) * WARP
+
+
+def _build_v7(fmt: str, tile):
+    block, warp_tile_m, warp_tile_n = tile
+    mmas_m, mmas_n = warp_tile_m // MMA_M, warp_tile_n // MMA_N
+    clear, store = _accumulators(mmas_m, mmas_n)
+    return _build_swizzled(fmt, "tc_gemm_v7_tuned_kernel", block, block // warp_tile_n, mmas_m, mmas_n, clear, store)
+
+
+def tc_gemm_v7_tuned_kernel(fmt: str = "float16", tile=TILES[0]):
+    """v7's kernel for a and w stored in ``fmt`` at ``tile`` (one of ``TILES``), compiled on first use and kept."""
+    tile = _require_tile(tile)
+    return _kernel_for(lambda f: _build_v7(f, tile), ("v7",) + tile, fmt)
+
+
+def untuned_tile(m: int, n: int) -> tuple[int, int, int]:
+    """The first of ``TILES`` whose grid over C (M x N) has at least BLOCKS_TO_FILL blocks, else the smallest."""
+    return largest_filling(TILES, m, n, BLOCKS_TO_FILL, tile=lambda t: (t[0], t[0]))
+
+
+def tile_for(fmt: str, m: int, n: int, k: int, kernel=tc_gemm_v7_tuned_kernel) -> tuple[int, int, int]:
+    """The tile v7 launches for (fmt, M, N, K): the one its first launch on this GPU chose, else ``untuned_tile``."""
+    return _TUNER.choice(kernel.__name__, (fmt, m, n, k)) or untuned_tile(m, n)
+
+
+def tuned() -> list[dict]:
+    """Every choice v7 made in this process: ``{"gpu", "kernel", "fmt", "M", "N", "K", "choice", "ms": {tile:
+    ms per launch}}`` per GPU, kernel and problem."""
+    return [{"gpu": e["gpu"], "kernel": e["kernel"], **dict(zip(("fmt", "M", "N", "K"), e["problem"])),
+             "choice": e["choice"], "ms": e["ms"]} for e in _TUNER.entries()]
+
+
+def tc_gemm_v7_tuned(a, w, *, out=None, tile=None, kernel=tc_gemm_v7_tuned_kernel):
+    """c = a w^T (M, N) float32 on v4's swizzled cp.async ring, at the tile of ``TILES`` that ran fastest for
+    this GPU and (fmt, M, N, K): the first launch on device arrays of a new problem times each tile
+    (``kernels.tuning``, 5 launches each after a warm-up, into ``out``) and keeps the fastest; NumPy arrays and the
+    simulator take ``untuned_tile``. ``tile``: one of ``TILES`` to launch instead, without tuning. K must be a
+    multiple of 8. ``kernel`` is a function of the format and the tile that returns the kernel."""
+    if tile is not None:
+        tile = _require_tile(tile)
+    m, n, k, fmt = gemm_shape(a, w, out, block_m=tile[0] if tile else min(t[0] for t in TILES))
+    on_gpu_arrays = not config.ENABLE_CUDASIM and hasattr(a, "copy_to_host") and hasattr(w, "copy_to_host")
+    if tile is None and on_gpu_arrays:
+        tile = _TUNER.choice(kernel.__name__, (fmt, m, n, k))
+        if tile is None and m and n and not k % CHUNK:
+            out = output_array("out", out, (m, n), like=a)
+            launches = {t: (lambda t=t: _launch_tile(kernel, t, a, w, out)) for t in TILES}
+            tile = _TUNER.tune(kernel.__name__, (fmt, m, n, k), launches)["choice"]
+    return _launch_tile(kernel, tile or untuned_tile(m, n), a, w, out)
+
+
+def _launch_tile(kernel, tile, a, w, out):
+    return _launch(lambda fmt: kernel(fmt, tile), a, w, out, chunked="tc_gemm_v7_tuned", block=(tile[0], tile[0]),
+                   threads=tile_threads(tile))
+
+
 RUNGS = ladder(
     Rung("tc_gemm_v1_mma_shared", tc_gemm_v1_mma_shared,
          "64 x 64 tiles of C staged in shared memory, a warp's 32 x 32 as 8 mma.sync m16n8k16 on 32-bit loads"),
@@ -720,4 +814,6 @@ RUNGS = ladder(
          "128 x 128 tiles of C, 8 warps of 64 x 32 (16 mmas per 6 ldmatrix), v4's swizzled ring in 48 KB"),
     Rung("tc_gemm_v6_wide_warps", tc_gemm_v6_wide_warps,
          "v5's tiles and ring with 4 warps of 64 x 64: 32 mmas per 8 ldmatrix, 128 accumulators a lane"),
+    Rung("tc_gemm_v7_tuned", tc_gemm_v7_tuned,
+         "the tile and warp shape (v6's, v5's, 64 x 64 in 2 warps, v4's) timed per GPU and problem; the fastest kept"),
 )

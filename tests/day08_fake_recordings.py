@@ -155,7 +155,10 @@ TC_GEMM_FRACTION = {"tc_gemm_v1_mma_shared": (0.30, 0.15, 0.09, 0.08, 0.08, 0.08
                     "tc_gemm_v3_cp_async": (0.45, 0.30, 0.24, 0.23, 0.22, 0.22),
                     "tc_gemm_v4_swizzled": (0.50, 0.36, 0.30, 0.29, 0.29, 0.28),
                     "tc_gemm_v5_large_tiles": (0.35, 0.30, 0.26, 0.33, 0.36, 0.44),
-                    "tc_gemm_v6_wide_warps": (0.30, 0.28, 0.25, 0.34, 0.38, 0.46)}
+                    "tc_gemm_v6_wide_warps": (0.30, 0.28, 0.25, 0.34, 0.38, 0.46),
+                    "tc_gemm_v7_tuned": (0.50, 0.37, 0.31, 0.35, 0.38, 0.46)}
+# The tile tc_gemm_v7_tuned chose at each N (its "tile" column).
+TC_GEMM_TILES = ("64:32x32", "64:64x32", "64:64x32", "128:64x64", "128:64x64", "128:64x64")
 
 
 def fake_tc_gemm_timing(scale=1.0, without=()):
@@ -172,10 +175,11 @@ def fake_tc_gemm_timing(scale=1.0, without=()):
         for rung, fraction, moved in cases:
             median = cublas_ms / fraction
             kernel_ms = median - 0.01          # the launch's cost, hidden
+            tile = {"tile": TC_GEMM_TILES[i]} if rung == "tc_gemm_v7_tuned" else {}
             rec.add(rung=rung, M=n, N=n, K=n, median_ms=median, p10_ms=0.98 * median, p90_ms=1.03 * median,
                     repeat=20, gbps=moved / median / 1e6, tflops=flops / median / 1e9, fmt="float16",
                     fraction_of_cublas=cublas_ms / median, kernel_ms=kernel_ms,
-                    kernel_fraction_of_cublas=(cublas_ms - 0.01) / kernel_ms)
+                    kernel_fraction_of_cublas=(cublas_ms - 0.01) / kernel_ms, **tile)
     return rec
 
 

@@ -708,6 +708,9 @@ def tc_gemm_claims(shown: str, rec) -> None:
     said = re.search(rf"{v5} is faster than {v4} at N = (.*), slower at N = (.*)\.", shown)
     assert said and said[1] == (", ".join(f"{n:,}" for n in ahead) or "none"), said and said[0]
     assert said[2] == (", ".join(f"{n:,}" for n in sizes if n not in ahead) or "none"), said[0]
+    tuned = [r for r in rec.where(rung="tc_gemm_v7_tuned") if r.get("tile")]
+    said = re.search(r"tc_gemm_v7_tuned chose the tile \(block:warp tile\) ([^\n]*)\.", shown)
+    assert (said[1] if said else "") == ", ".join(f"{r['tile']} at N = {r['N']:,}" for r in tuned), said and said[0]
     missing = [name for name in RUNGS if name not in rate]
     said = re.search(r"not in this recording: (.*), newer than it", shown)
     assert (said[1] if said else "") == ", ".join(missing), said and said[0]
@@ -775,7 +778,8 @@ def test_the_tensor_core_fakes_have_the_recorder_s_columns():
     from kernels import tensor_core_gemm
 
     gemm = fake_tc_gemm_timing()
-    assert all(set(r) == TC_GEMM_COLUMNS for r in gemm.rows)
+    assert all(set(r) == TC_GEMM_COLUMNS | ({"tile"} if r["rung"] == recorder.TUNED_TC_GEMM else set())
+               for r in gemm.rows)
     assert set(gemm.ceilings) == {"copy_gbps", "fp32_tflops"}
     assert sorted(gemm.distinct("N")) == list(recorder.TC_GEMM_N)
     for n in gemm.distinct("N"):
@@ -826,7 +830,7 @@ def test_the_tensor_core_cells_follow_their_recordings(tmp_path, monkeypatch, ca
     try:
         seen = set()
         # the fastest rung under the goal at both sizes, at one, at neither; a recording older than the last rung
-        for scale, without in ((0.5, ()), (1.0, ()), (2.0, ()), (1.0, ("tc_gemm_v6_wide_warps",))):
+        for scale, without in ((0.5, ()), (1.0, ()), (2.0, ()), (1.0, ("tc_gemm_v6_wide_warps", "tc_gemm_v7_tuned"))):
             rec = fake_tc_gemm_timing(scale, without)
             rec.save(tmp_path / "day08_tc_gemm_timing.json")
             shown, figures, problems = run("tc-gemm-recorded")

@@ -42,9 +42,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOT_LADDERS = {"probes": "day-1 measurement probes, not rungs to learn from"}
 # Helpers of the kernel modules, not kernel modules: block_manager, block_pool and paging are host Python,
 # intrinsics the device helpers that numba cannot write.
-# host Python: the block manager and its pool (day 6), the operations of day 10's decode step and the step itself
+# host Python: the block manager and its pool (day 6), the operations of day 10's decode step and the step itself,
+# and tuning, which times a rung's builds to choose one (day 4's v8, the tensor-core GEMM's v7)
 NOT_KERNEL_MODULES = ("launching", "registry", "reference", "block_manager", "block_pool", "paging", "intrinsics",
-                      "step_ops", "decode_step")
+                      "step_ops", "decode_step", "tuning")
 
 
 # ---------------------------------------------------------------------------------------------

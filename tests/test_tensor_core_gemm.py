@@ -53,7 +53,8 @@ BF16 = ml_dtypes.bfloat16
 DTYPES = {"float16": np.float16, "bfloat16": BF16}
 RUNGS = list(tg.RUNGS)
 # The rungs that fill a ring of shared tiles with cp.async (K a multiple of 8).
-RING_RUNGS = ["tc_gemm_v3_cp_async", "tc_gemm_v4_swizzled", "tc_gemm_v5_large_tiles", "tc_gemm_v6_wide_warps"]
+RING_RUNGS = ["tc_gemm_v3_cp_async", "tc_gemm_v4_swizzled", "tc_gemm_v5_large_tiles", "tc_gemm_v6_wide_warps",
+              "tc_gemm_v7_tuned"]
 # The rungs with 128 x 128 tiles of C, and each one's mma and ldmatrix instructions in its PTX (2 steps of 16).
 LARGE_RUNGS = {"tc_gemm_v5_large_tiles": (32, 12), "tc_gemm_v6_wide_warps": (64, 16)}
 # (M, N, K): partial tiles every way (one block, a step of 32 and one of 16); exactly one tile and one step; one
@@ -94,12 +95,14 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
     from course.gpu_compile import COMPUTE_CAPABILITIES, ptx_for_targets
     from kernels import tensor_core_gemm as tg
     bits, c = numba.uint16[:, ::1], numba.float32[:, ::1]
-    for rung in tg.RUNGS.values():
-        for fmt in tg.FORMATS:
-            kernel = rung.kernels["kernel"](fmt)
+    builds = [(rung.name, fmt, None, rung.kernels["kernel"](fmt)) for rung in tg.RUNGS.values()
+              if rung.name != "tc_gemm_v7_tuned" for fmt in tg.FORMATS]
+    builds += [("tc_gemm_v7_tuned", fmt, tile, tg.tc_gemm_v7_tuned_kernel(fmt, tile))
+               for fmt in tg.FORMATS for tile in tg.TILES]
+    for name, fmt, tile, kernel in builds:
             for (major, minor), ptx in ptx_for_targets(kernel.py_func, (bits, bits, c), COMPUTE_CAPABILITIES).items():
                 body = ptx[ptx.index(".entry"):]
-                print(json.dumps({"rung": rung.name, "fmt": fmt, "cc": f"sm_{major}{minor}", "ptx": ptx,
+                print(json.dumps({"rung": name, "fmt": fmt, "tile": tile, "cc": f"sm_{major}{minor}", "ptx": ptx,
                                   "local": ".local" in body, "f64": ".f64" in body,
                                   "calls": len(re.findall(r"\bcall(\.uni)?\s", body)),
                                   "mma_f16": body.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
@@ -443,6 +446,79 @@ def test_v6_with_wrong_warp_tiles_fails(wrong, rng_seed):
         check_gemm(out, a, w, f"v6, {wrong}", seed)
 
 
+@pytest.mark.parametrize("fmt", tg.FORMATS)
+@pytest.mark.parametrize("tile", tg.TILES, ids=lambda t: "x".join(map(str, t)))
+def test_v7_at_every_tile_equals_v1_bit_for_bit_and_moves_the_models_bytes(tile, fmt, rng_seed):
+    """v7 at each of its tiles, forced (``tile=``): two block rows of the 128 x 128 tiles (the second with 2 rows) and
+    three block columns of the 64 x 64 ones, 5 steps along K: v1's bits, and the global bytes and shared words the
+    model gives for that tile."""
+    rng, seed = rng_seed
+    m, n, k = 130, 136, 136
+    a, w = spread(rng, DTYPES[fmt], m, k), spread(rng, DTYPES[fmt], n, k)
+    with count_traffic() as t:
+        out = tg.tc_gemm_v7_tuned(a, w, out=poison(np.empty((m, n), np.float32)), tile=tile)
+    v1 = run("tc_gemm_v1_mma_shared", a, w)
+    np.testing.assert_array_equal(out.view(np.uint32), v1.view(np.uint32), err_msg=f"v7 at {tile}, seed {seed}")
+    if course.on_simulator():
+        counted = {name: (t.load_bytes[name], t.store_bytes[name]) for name in t.load_bytes}
+        assert counted == model.traffic("tc_gemm_v7_tuned", m, n, k, tile), tile
+        assert (t.shared_loads, t.shared_stores) == model.shared_words(m, n, k, "tc_gemm_v7_tuned", tile), tile
+
+
+def test_v7_untuned_tile_is_the_models_and_each_tile_repeats_a_fixed_rungs_counts():
+    """The kernels' untuned rule is the model's (the first tile whose grid has 128 blocks); v7 at v4's, v5's and
+    v6's tiles has their traffic, shared words, mmas and passes; its own 64 x 64 tile of 2 warps of 64 x 32 has v5's
+    fragment loads per mma on v4's global traffic."""
+    assert (model.TILES, model.BLOCKS_TO_FILL) == (tg.TILES, tg.BLOCKS_TO_FILL)
+    for m, n in [(0, 0), (1, 1), (500, 700), (1024, 1024), (1408, 1536), (1536, 1536), (4096, 4096), (64, 8192)]:
+        assert tg.untuned_tile(m, n) == model.untuned_tile(m, n), (m, n)
+    assert model.untuned_tile(4096, 4096) == (128, 64, 64) and model.untuned_tile(1024, 1024) == (64, 64, 32)
+    assert model.untuned_tile(1536, 1536) == (128, 64, 64) and model.untuned_tile(1408, 1408) == (64, 64, 32)
+    assert model.untuned_tile(500, 700) == (64, 32, 32)                 # 88 blocks even of 64 x 64: the smallest
+    for rung, tile in model.RUNG_TILES.items():
+        if rung in ("tc_gemm_v4_swizzled", "tc_gemm_v5_large_tiles", "tc_gemm_v6_wide_warps"):
+            v7 = "tc_gemm_v7_tuned"
+            assert model.traffic(v7, 300, 200, 72, tile) == model.traffic(rung, 300, 200, 72)
+            assert model.shared_words(300, 200, 72, v7, tile) == model.shared_words(300, 200, 72, rung)
+            assert model.warp_mmas_per_step(v7, tile) == model.warp_mmas_per_step(rung)
+            assert model.shared_passes_per_mma_step(v7, tile) == model.shared_passes_per_mma_step(rung)
+    two_warps = (64, 64, 32)
+    assert model.traffic("tc_gemm_v7_tuned", 256, 256, 64, two_warps) == model.traffic("tc_gemm_v4_swizzled", 256, 256,
+                                                                                        64)
+    assert (model.warp_mmas_per_step("tc_gemm_v7_tuned", two_warps), model.fragment_loads_per_step(
+        "tc_gemm_v7_tuned", two_warps)) == (16, 6)
+    with pytest.raises(ValueError, match="tile must be one of"):
+        model.traffic("tc_gemm_v7_tuned", 1, 1, 1, (32, 32, 32))
+    with pytest.raises(ValueError, match="tile is v7's choice; tc_gemm_v5_large_tiles always runs"):
+        model.traffic("tc_gemm_v5_large_tiles", 1, 1, 1, (64, 32, 32))
+
+
+def test_v7_refuses_a_tile_it_has_not_and_tunes_only_on_a_gpu(monkeypatch):
+    """A tile outside TILES is refused by name; on the simulator v7 launches the untuned tile and tunes nothing, and
+    timing refuses to run; a Tuner on a (stand-in) GPU keeps the fastest option per GPU, kernel and problem."""
+    from kernels import tuning
+
+    a, w = np.zeros((4, 16), np.float16), np.zeros((8, 16), np.float16)
+    with pytest.raises(ValueError, match=r"tile must be one of \(128, 64, 64\).*got \(128, 128, 128\)"):
+        tg.tc_gemm_v7_tuned(a, w, tile=(128, 128, 128))
+    with pytest.raises(ValueError, match="a must have K a multiple of 8 for tc_gemm_v7_tuned"):
+        tg.tc_gemm_v7_tuned(np.zeros((4, 12), np.float16), np.zeros((8, 12), np.float16))
+    if course.on_simulator():
+        tg.tc_gemm_v7_tuned(a, w)
+        assert tg.tuned() == [] and tg.tile_for("float16", 4, 8, 16) == tg.untuned_tile(4, 8)
+        with pytest.raises(RuntimeError, match="needs a GPU"):
+            tuning.time_each({"x": lambda: None})
+    tuner = tuning.Tuner()
+    monkeypatch.setattr(tuning.config, "ENABLE_CUDASIM", False)
+    monkeypatch.setattr(tuning, "gpu_name", lambda: "Test GPU")
+    monkeypatch.setattr(tuning, "time_each", lambda launches, repeat: {"big": 2.0, "small": 1.5, "mid": 3.0})
+    found = tuner.tune("k", (1, 2, 3), {"big": None, "small": None, "mid": None})
+    assert found["choice"] == "small" and tuner.choice("k", (1, 2, 3)) == "small"
+    assert tuner.choice("k", (1, 2, 4)) is None and tuner.choice("other", (1, 2, 3)) is None
+    assert tuner.entries() == [{"gpu": "Test GPU", "kernel": "k", "problem": (1, 2, 3), "choice": "small",
+                                "ms": {"big": 2.0, "small": 1.5, "mid": 3.0}}]
+
+
 def test_the_swizzle_is_the_models_and_spreads_each_phase_over_8_bank_groups():
     """The kernels' ``_swizzled`` is the model's ``swizzled_word``: for every row a permutation of its 4 chunks, and
     for any 8 rows from a multiple of 8 at one chunk (an ldmatrix phase) and for a quarter warp's 8 copies (2 rows,
@@ -525,8 +601,9 @@ def test_the_model_keeps_the_kernels_tiles_and_predicts_the_bank_conflicts():
     # 64-byte rows: the 8 rows a load reads share 2 groups of 4 banks, 4-way conflicts; v2 and v3 issue 4 loads
     # where v1 issues 16, for the same 64 shared passes per 16-wide step. v4's swizzle: 1 pass a phase, 16 for
     # its 4 ldmatrix; v5: 24 for its 6, which feed 16 mmas.
-    assert [model.shared_passes_per_mma_step(rung) for rung in RUNGS] == [64, 64, 64, 16, 24, 32]
-    assert [model.warp_mmas_per_step(rung) for rung in RUNGS] == [8, 8, 8, 8, 16, 32]
+    # v7 untuned on no shape is v4's tile.
+    assert [model.shared_passes_per_mma_step(rung) for rung in RUNGS] == [64, 64, 64, 16, 24, 32, 16]
+    assert [model.warp_mmas_per_step(rung) for rung in RUNGS] == [8, 8, 8, 8, 16, 32, 8]
     # v6 moves v5's global bytes; its 4 warps of 64 x 64 load 32 words a lane per 16 of K for 32 mmas, where v5's 8
     # warps load 24 for 16: two thirds of v5's shared loads.
     assert model.traffic("tc_gemm_v6_wide_warps", 200, 300, 64) == model.traffic("tc_gemm_v5_large_tiles", 200, 300, 64)
@@ -597,6 +674,18 @@ SHARED_BYTES = {"tc_gemm_v1_mma_shared": 8192, "tc_gemm_v2_ldmatrix": 8192, "tc_
                 "tc_gemm_v4_swizzled": 24576, "tc_gemm_v5_large_tiles": 48 * 1024, "tc_gemm_v6_wide_warps": 48 * 1024}
 
 
+def expected_instructions(record) -> tuple[int, int, int]:
+    """(mmas, ldmatrix, shared bytes) a build's PTX holds: two 16-wide steps of its warp's mma tiles and their
+    ldmatrix (v1 none), and its tiles' bytes; v7's from its tile (block, warp_tile_m, warp_tile_n): v6's, v5's, 64 x
+    64 in 2 warps of 64 x 32, v4's."""
+    if record["tile"] is None:
+        mmas, ldmatrix = LARGE_RUNGS.get(record["rung"], (16, 8))
+        return mmas, ldmatrix, SHARED_BYTES[record["rung"]]
+    block, warp_tile_m, warp_tile_n = record["tile"]
+    mmas_m, mmas_n = warp_tile_m // 16, warp_tile_n // 8
+    return 2 * mmas_m * mmas_n, 2 * (mmas_m + mmas_n // 2), tg.STAGES * 2 * block * tg.K_WORDS * 4
+
+
 def test_ptx_has_the_tensor_core_instructions_and_no_local_memory(compiled):
     """Every accumulator and fragment in registers (no ``.local``), no float64, no calls; 8 mmas per 16-wide step
     (2 steps of a 32-wide tile: 16) of the format's instruction, v5 16 (32); v2-v4 load their fragments with 4
@@ -604,11 +693,10 @@ def test_ptx_has_the_tensor_core_instructions_and_no_local_memory(compiled):
     with cp.async (commits, wait for all but 1 group in their loop and for all at their end) and meet at one
     barrier a step, where v1 and v2 meet at two; static shared memory as SHARED_BYTES says, none past 48 KB."""
     for r in records_of(compiled):
-        where = f"{r['rung']} {r['fmt']} {r['cc']}"
+        where = f"{r['rung']} {r['fmt']} {r['tile'] or ''} {r['cc']}"
         assert not r["local"] and not r["f64"] and r["calls"] == 0, where
         fp16 = r["fmt"] == "float16"
-        large = r["rung"] in LARGE_RUNGS
-        mmas, ldmatrix = LARGE_RUNGS.get(r["rung"], (16, 8))
+        mmas, ldmatrix, shared_bytes = expected_instructions(r)
         assert (r["mma_f16"], r["mma_bf16"]) == ((mmas, 0) if fp16 else (0, mmas)), where
         if r["rung"] == "tc_gemm_v1_mma_shared":
             assert r["ldmatrix"] == 0 and r["shared_loads"] == 32, where
@@ -619,7 +707,7 @@ def test_ptx_has_the_tensor_core_instructions_and_no_local_memory(compiled):
             assert r["barriers"] == 1, where
         else:
             assert (r["cp_async"], r["commits"], r["waits"], r["barriers"]) == (0, 0, [], 2), where
-        assert r["shared_bytes"] == SHARED_BYTES[r["rung"]] <= 48 * 1024, where
+        assert r["shared_bytes"] == shared_bytes <= 48 * 1024, where
 
 
 def assemble(ptx: str, cc: str, folder) -> str:
@@ -643,7 +731,7 @@ def test_ptx_assembles_without_stack_or_spills(compiled, tmp_path):
     spill stores or loads, at most 255 registers a thread."""
     for r in records_of(compiled):
         report = assemble(r["ptx"], r["cc"], tmp_path)
-        where = f"{r['rung']} {r['fmt']} {r['cc']}"
+        where = f"{r['rung']} {r['fmt']} {r['tile'] or ''} {r['cc']}"
         assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, f"{where}\n{report}"
         registers = int(re.search(r"Used (\d+) registers", report).group(1))
         assert registers <= 255, where
@@ -668,6 +756,29 @@ def test_gpu_rungs_match_the_reference_at_full_size_and_agree_bit_for_bit(shape,
     check_gemm(v1, a, w, f"tc_gemm_v1_mma_shared {fmt} {m}x{n}x{k}", seed)
     for rung, out in zip(RUNGS[1:], others):
         np.testing.assert_array_equal(out.view(np.uint32), v1.view(np.uint32), err_msg=f"{rung}, seed {seed}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", tg.FORMATS)
+def test_gpu_v7_tunes_on_device_arrays_and_keeps_v1s_bits(fmt, rng_seed):
+    """On device arrays v7's first launch times every tile and keeps the fastest for this GPU and problem; the
+    second launches it without timing again; both give v1's bits. On NumPy arrays it takes the untuned tile."""
+    rng, seed = rng_seed
+    m, n, k = 1000, 1030, 1000
+    a, w = numbers(rng, DTYPES[fmt], m, k), numbers(rng, DTYPES[fmt], n, k)
+    da, dw = cuda.to_device(a), cuda.to_device(w)
+    before = len(tg.tuned())
+    first = tg.tc_gemm_v7_tuned(da, dw).copy_to_host()
+    found = [t for t in tg.tuned() if (t["fmt"], t["M"], t["N"], t["K"]) == (fmt, m, n, k)]
+    assert len(found) == 1 and len(tg.tuned()) == before + 1
+    assert set(found[0]["ms"]) == set(tg.TILES) and found[0]["choice"] == min(found[0]["ms"], key=found[0]["ms"].get)
+    assert all(ms > 0 for ms in found[0]["ms"].values()), found[0]
+    assert tg.tile_for(fmt, m, n, k) == found[0]["choice"]
+    second = tg.tc_gemm_v7_tuned(da, dw).copy_to_host()
+    assert len(tg.tuned()) == before + 1
+    v1 = run("tc_gemm_v1_mma_shared", a, w)
+    for out in (first, second):
+        np.testing.assert_array_equal(out.view(np.uint32), v1.view(np.uint32), err_msg=f"v7 {fmt}, seed {seed}")
 
 
 @pytest.mark.gpu

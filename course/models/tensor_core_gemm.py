@@ -2,14 +2,16 @@
 
 ``C = A B`` with A (M, K) and w = B^T (N, K) stored in fp16 or bf16 (2 bytes a number), C (M, N) float32. Every
 rung does the same useful work, ``flops(M, N, K) = 2 M N K`` (a multiply and an add per term, on tensor cores);
-the rungs differ in how they move the operands (v3's to v6's 16-byte copies read exactly the numbers v1's
+the rungs differ in how they move the operands (v3's to v7's 16-byte copies read exactly the numbers v1's
 2-byte loads read, K being a multiple of 8 there) and, for v5 and v6, in how often: their tiles of C are 128 x 128.
+v7 runs one of ``TILES`` (block, warp_tile_m, warp_tile_n), the one its first launch timed fastest on the GPU or,
+untimed, ``untuned_tile(M, N)``; its functions take that ``tile`` (default the untuned one).
 
 - ``traffic_<rung>(M, N, K)``: ``{argument: (bytes loaded, bytes stored)}`` of the rung's kernel by kernel
   parameter name (``a``, ``w``, ``c``), exact for the kernels as written (``course.traffic`` counts the same
   numbers). v1-v4 take 64 x 64 tiles of C and copy the rows of A and w a tile needs: each number of A is read
   once per block column, ``2 M K ceil(N / 64)`` bytes, each of w once per block row, ``2 N K ceil(M / 64)``; v5's
-  and v6's tiles are 128 x 128: ``2 M K ceil(N / 128)`` and ``2 N K ceil(M / 128)``. Rows outside A or w and
+  and v6's tiles are 128 x 128: ``2 M K ceil(N / 128)`` and ``2 N K ceil(M / 128)``; v7's those of its tile. Rows outside A or w and
   numbers past K are zero-filled without a load. C is written once.
 - ``bytes_<rung>(M, N, K)``: the total of ``traffic_<rung>``; ``compulsory_bytes(M, N, K)``: A and w read once
   and C written once, the floor for DRAM; ``intensity(rung, M, N, K)``: FLOPs per byte of the rung's traffic.
@@ -19,7 +21,7 @@ the rungs differ in how they move the operands (v3's to v6's 16-byte copies read
   4 warps loads 32 x 16 words (v1: 16 words a lane; v2-v4: 4 ldmatrix.x4 of 16 bytes a lane; v3's and v4's copies
   land as 4 words each). v5: 2 x 128 x 16 words stored per block and step, and each of its 8 warps loads 32 x 24
   words per 16-wide step (6 ldmatrix.x4 a lane). v6: v5's stores, and each of its 4 warps loads 32 x 32 words per
-  16-wide step (8 ldmatrix.x4 a lane).
+  16-wide step (8 ldmatrix.x4 a lane). v7: its tile's, by the same rule.
 - ``fragment_loads(rung)``: the word addresses (in the shared tile of rows of ``K_WORDS`` words) that one shared
   load instruction of the mma fragments asks for, one array per group of lanes the hardware serves together (v1:
   a 32-bit load by the 32 lanes; v2-v6: ``ldmatrix.x4``, whose 4 matrices are 4 phases of 8 rows of 16 bytes; v4's
@@ -46,8 +48,10 @@ __all__ = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "K_WORDS", "LARGE_BLOCK_M", "LARGE_B
            "bytes_tc_gemm_v1_mma_shared", "bytes_tc_gemm_v2_ldmatrix", "traffic_tc_gemm_v3_cp_async",
            "bytes_tc_gemm_v3_cp_async", "traffic_tc_gemm_v4_swizzled", "bytes_tc_gemm_v4_swizzled",
            "traffic_tc_gemm_v5_large_tiles", "bytes_tc_gemm_v5_large_tiles", "traffic_tc_gemm_v6_wide_warps",
-           "bytes_tc_gemm_v6_wide_warps", "traffic", "intensity", "shared_words",
-           "swizzled_word", "fragment_loads", "warp_mmas_per_step", "shared_passes_per_mma_step"]
+           "bytes_tc_gemm_v6_wide_warps", "TILES", "BLOCKS_TO_FILL", "RUNG_TILES", "untuned_tile",
+           "traffic_tc_gemm_v7_tuned", "bytes_tc_gemm_v7_tuned", "traffic", "intensity", "shared_words",
+           "swizzled_word", "fragment_loads", "fragment_loads_per_step", "warp_mmas_per_step",
+           "shared_passes_per_mma_step"]
 
 BLOCK_M = 64
 BLOCK_N = 64
@@ -60,7 +64,15 @@ WIDE_WARPS = 4              # v6's warps, 64 x 64 of C each
 ITEMSIZE = 2                # bytes of an fp16 or bf16 number
 FLOAT32 = 4                 # bytes of an element of C
 RUNGS = ("tc_gemm_v1_mma_shared", "tc_gemm_v2_ldmatrix", "tc_gemm_v3_cp_async", "tc_gemm_v4_swizzled",
-         "tc_gemm_v5_large_tiles", "tc_gemm_v6_wide_warps")
+         "tc_gemm_v5_large_tiles", "tc_gemm_v6_wide_warps", "tc_gemm_v7_tuned")
+# v7's tiles (block, warp_tile_m, warp_tile_n), largest first, and its untuned rule: the largest whose grid has at
+# least BLOCKS_TO_FILL blocks (kernels.tensor_core_gemm's; a test keeps them in step).
+TILES = ((128, 64, 64), (128, 64, 32), (64, 64, 32), (64, 32, 32))
+BLOCKS_TO_FILL = 128
+# The tile each rung of a fixed shape runs, as v7 names them.
+RUNG_TILES = {"tc_gemm_v1_mma_shared": (64, 32, 32), "tc_gemm_v2_ldmatrix": (64, 32, 32),
+              "tc_gemm_v3_cp_async": (64, 32, 32), "tc_gemm_v4_swizzled": (64, 32, 32),
+              "tc_gemm_v5_large_tiles": (128, 64, 32), "tc_gemm_v6_wide_warps": (128, 64, 64)}
 
 
 def _check(**sizes) -> None:
@@ -122,6 +134,32 @@ def traffic_tc_gemm_v6_wide_warps(M: int, N: int, K: int) -> dict:
     return _tiled(M, N, K, LARGE_BLOCK_M, LARGE_BLOCK_N)
 
 
+def untuned_tile(M: int, N: int) -> tuple[int, int, int]:
+    """The tile v7 takes untuned (simulator, NumPy arrays): the first of ``TILES`` whose grid over C has at least
+    BLOCKS_TO_FILL blocks, else the smallest."""
+    _check(M=M, N=N)
+    for tile in TILES:
+        if cdiv(M, tile[0]) * cdiv(N, tile[0]) >= BLOCKS_TO_FILL:
+            return tile
+    return TILES[-1]
+
+
+def _tile(M: int, N: int, tile) -> tuple[int, int, int]:
+    if tile is None:
+        return untuned_tile(M, N)
+    if tuple(tile) not in TILES:
+        raise ValueError(f"tile must be one of {', '.join(map(str, TILES))}, got {tile!r}")
+    return tuple(tile)
+
+
+def traffic_tc_gemm_v7_tuned(M: int, N: int, K: int, tile=None) -> dict:
+    """The traffic of the fixed-shape rungs at ``tile`` (block, warp_tile_m, warp_tile_n) of ``TILES``, the one the
+    run chose (default ``untuned_tile``): A once per block column, w once per block row, C written once. The warps'
+    shape changes no global byte."""
+    block = _tile(M, N, tile)[0]
+    return _tiled(M, N, K, block, block)
+
+
 def _total(traffic_of: dict) -> int:
     return sum(loads + stores for loads, stores in traffic_of.values())
 
@@ -156,24 +194,35 @@ def bytes_tc_gemm_v6_wide_warps(M: int, N: int, K: int) -> int:
     return _total(traffic_tc_gemm_v6_wide_warps(M, N, K))
 
 
+def bytes_tc_gemm_v7_tuned(M: int, N: int, K: int, tile=None) -> int:
+    """All of ``traffic_tc_gemm_v7_tuned`` at ``tile``."""
+    return _total(traffic_tc_gemm_v7_tuned(M, N, K, tile))
+
+
 _TRAFFIC = {"tc_gemm_v1_mma_shared": traffic_tc_gemm_v1_mma_shared,
             "tc_gemm_v2_ldmatrix": traffic_tc_gemm_v2_ldmatrix,
             "tc_gemm_v3_cp_async": traffic_tc_gemm_v3_cp_async,
             "tc_gemm_v4_swizzled": traffic_tc_gemm_v4_swizzled,
             "tc_gemm_v5_large_tiles": traffic_tc_gemm_v5_large_tiles,
-            "tc_gemm_v6_wide_warps": traffic_tc_gemm_v6_wide_warps}
+            "tc_gemm_v6_wide_warps": traffic_tc_gemm_v6_wide_warps,
+            "tc_gemm_v7_tuned": traffic_tc_gemm_v7_tuned}
 
 
-def traffic(rung: str, M: int, N: int, K: int) -> dict:
-    """``traffic_<rung>(M, N, K)`` for a rung named as in ``kernels.tensor_core_gemm.RUNGS``."""
+def traffic(rung: str, M: int, N: int, K: int, tile=None) -> dict:
+    """``traffic_<rung>(M, N, K)`` for a rung named as in ``kernels.tensor_core_gemm.RUNGS``; ``tile``: v7's
+    (default its untuned tile), refused for the other rungs, whose tile is fixed."""
     if rung not in _TRAFFIC:
         raise ValueError(f"rung must be one of {sorted(_TRAFFIC)}, got {rung!r}")
+    if rung == "tc_gemm_v7_tuned":
+        return traffic_tc_gemm_v7_tuned(M, N, K, tile)
+    if tile is not None:
+        raise ValueError(f"tile is v7's choice; {rung} always runs {RUNG_TILES[rung]}, got tile={tile!r}")
     return _TRAFFIC[rung](M, N, K)
 
 
-def intensity(rung: str, M: int, N: int, K: int) -> float:
-    """FLOPs per byte of the rung's global traffic (the x axis of a roofline)."""
-    moved = _total(traffic(rung, M, N, K))
+def intensity(rung: str, M: int, N: int, K: int, tile=None) -> float:
+    """FLOPs per byte of the rung's global traffic (the x axis of a roofline); ``tile`` as ``traffic``."""
+    moved = _total(traffic(rung, M, N, K, tile))
     return flops(M, N, K) / moved if moved else 0.0
 
 
@@ -183,18 +232,26 @@ def _rung(rung: str) -> str:
     return rung
 
 
-def shared_words(M: int, N: int, K: int, rung: str = "tc_gemm_v1_mma_shared") -> tuple[int, int]:
-    """Shared-memory word loads and stores of a rung: for v1-v4 ``(blocks 4 32 16 ceil(K / 16), blocks 2 64 16
-    ceil(K / 32))`` with ceil(N / 64) ceil(M / 64) blocks; for v5 ``(blocks 8 32 24 ceil(K / 16), blocks 2 128 16
-    ceil(K / 32))`` with ceil(N / 128) ceil(M / 128) blocks; for v6 ``(blocks 4 32 32 ceil(K / 16), ...)``, v5's
-    stores."""
+def _rung_tile(rung: str, M: int, N: int, tile) -> tuple[int, int, int]:
+    if _rung(rung) == "tc_gemm_v7_tuned":
+        return _tile(M, N, tile)
+    if tile is not None:
+        raise ValueError(f"tile is v7's choice; {rung} always runs {RUNG_TILES[rung]}, got tile={tile!r}")
+    return RUNG_TILES[rung]
+
+
+def shared_words(M: int, N: int, K: int, rung: str = "tc_gemm_v1_mma_shared", tile=None) -> tuple[int, int]:
+    """Shared-memory word loads and stores of a rung, ``(blocks warps 32 4 loads ceil(K / 16), blocks 2 block 16
+    ceil(K / 32))`` for ceil(N / block) ceil(M / block) blocks of ``warps`` warps whose fragments take ``loads``
+    ldmatrix.x4 (4 words a lane) per 16 of K (``fragment_loads_per_step``): v1-v4 (64, 4 warps, 4 loads; v1's 16
+    32-bit loads a lane are the same words), v5 (128, 8 warps, 6), v6 (128, 4 warps, 8); v7 at ``tile`` (default
+    its untuned tile)."""
     _check(M=M, N=N, K=K)
-    if _rung(rung) in _LARGE_WARPS:
-        blocks = cdiv(N, LARGE_BLOCK_N) * cdiv(M, LARGE_BLOCK_M)
-        loads = _LARGE_WARPS[rung] * 32 * 4 * _LOADS_PER_STEP[rung]      # v5: 6 ldmatrix.x4 of 4 words a lane, v6: 8
-        return blocks * loads * cdiv(K, 16), blocks * 2 * LARGE_BLOCK_M * K_WORDS * cdiv(K, BLOCK_K)
-    blocks = cdiv(N, BLOCK_N) * cdiv(M, BLOCK_M)
-    return blocks * 4 * 32 * 16 * cdiv(K, 16), blocks * 2 * BLOCK_M * K_WORDS * cdiv(K, BLOCK_K)
+    block, warp_tile_m, warp_tile_n = _rung_tile(rung, M, N, tile)
+    blocks = cdiv(N, block) * cdiv(M, block)
+    warps = (block // warp_tile_m) * (block // warp_tile_n)
+    loads = warps * 32 * 4 * _ldmatrix_per_step((block, warp_tile_m, warp_tile_n))
+    return blocks * loads * cdiv(K, 16), blocks * 2 * block * K_WORDS * cdiv(K, BLOCK_K)
 
 
 def swizzled_word(row: int, chunk: int) -> int:
@@ -214,7 +271,7 @@ def fragment_loads(rung: str) -> list[np.ndarray]:
     ``(row >> 1) & 3`` once, and XOR by 2 permutes the chunks)."""
     if _rung(rung) == "tc_gemm_v1_mma_shared":
         return [np.array([(lane // 4) * K_WORDS + lane % 4 for lane in range(32)])]
-    swizzled = rung in ("tc_gemm_v4_swizzled", "tc_gemm_v5_large_tiles", "tc_gemm_v6_wide_warps")
+    swizzled = rung in ("tc_gemm_v4_swizzled", "tc_gemm_v5_large_tiles", "tc_gemm_v6_wide_warps", "tc_gemm_v7_tuned")
     phases = []
     for matrix in range(4):
         lanes = range(8 * matrix, 8 * matrix + 8)
@@ -224,24 +281,30 @@ def fragment_loads(rung: str) -> list[np.ndarray]:
     return phases
 
 
-# Fragment load instructions of a warp per 16-wide step along K: v1 loads 2 mma rows x 4 words of A and 4 mma
-# columns x 2 words of w; v2-v4 issue one ldmatrix.x4 per mma row of A (2) and one per pair of mma columns of w
-# (2); v5's warp has 4 mma rows and 4 mma columns: 4 + 2; v6's 4 mma rows and 8 mma columns: 4 + 4.
-_LOADS_PER_STEP = {"tc_gemm_v1_mma_shared": 16, "tc_gemm_v2_ldmatrix": 4, "tc_gemm_v3_cp_async": 4,
-                   "tc_gemm_v4_swizzled": 4, "tc_gemm_v5_large_tiles": 6, "tc_gemm_v6_wide_warps": 8}
-# The warps of the rungs with 128 x 128 tiles of C, and each one's mma tiles per 16-wide step along K.
-_LARGE_WARPS = {"tc_gemm_v5_large_tiles": LARGE_WARPS, "tc_gemm_v6_wide_warps": WIDE_WARPS}
-_WARP_MMAS = {"tc_gemm_v5_large_tiles": 4 * 4, "tc_gemm_v6_wide_warps": 4 * 8}
+def _ldmatrix_per_step(tile) -> int:
+    """ldmatrix.x4 of a warp per 16-wide step along K: one per mma row of A, one per pair of mma columns of w."""
+    _, warp_tile_m, warp_tile_n = tile
+    return warp_tile_m // 16 + warp_tile_n // 16
 
 
-def warp_mmas_per_step(rung: str) -> int:
-    """The mmas of a warp per 16-wide step along K: 2 x 4 for v1-v4, 4 x 4 for v5, 4 x 8 for v6."""
-    return _WARP_MMAS.get(_rung(rung), 8)
+def fragment_loads_per_step(rung: str, tile=None) -> int:
+    """Fragment load instructions of a warp per 16-wide step along K: v1 loads 2 mma rows x 4 words of A and 4 mma
+    columns x 2 words of w (16); the others one ldmatrix.x4 per mma row of A and one per pair of mma columns of w:
+    v2-v4 2 + 2, v5 4 + 2, v6 4 + 4, v7 its tile's."""
+    if _rung(rung) == "tc_gemm_v1_mma_shared":
+        return 16
+    return _ldmatrix_per_step(_rung_tile(rung, 0, 0, tile))
 
 
-def shared_passes_per_mma_step(rung: str) -> int:
+def warp_mmas_per_step(rung: str, tile=None) -> int:
+    """The mmas of a warp per 16-wide step along K: 2 x 4 for v1-v4, 4 x 4 for v5, 4 x 8 for v6, v7's tile's."""
+    _, warp_tile_m, warp_tile_n = _rung_tile(rung, 0, 0, tile)
+    return (warp_tile_m // 16) * (warp_tile_n // 8)
+
+
+def shared_passes_per_mma_step(rung: str, tile=None) -> int:
     """Shared-memory wavefronts of a warp's fragment loads for one 16-wide step along K (``warp_mmas_per_step``
     mmas): the loads of the step times the passes each needs (the sum over its groups of lanes of
     ``bank_conflict_degree``)."""
     passes = sum(bank_conflict_degree(words) for words in fragment_loads(rung))
-    return _LOADS_PER_STEP[rung] * passes
+    return fragment_loads_per_step(rung, tile) * passes

@@ -89,6 +89,7 @@ PREFILL_DTYPES = ("float16", "bfloat16")
 TENSOR_PREFILL_SHAPES = ((128, True), (128, False), (64, True), (64, False))
 MATMUL_N = 8192
 TC_GEMM_N = (256, 512, 1024, 2048, 4096, 8192)       # the tensor-core GEMM ladder's sizes (M = N = K)
+TUNED_TC_GEMM = "tc_gemm_v7_tuned"                   # the rung that times its tiles on its first launch
 NCU_SEQS, NCU_CONTEXT = 8, 8192
 CHECK_SEQS, CHECK_CONTEXT, CHECK_N = 8, 4096, 1024
 # The steps recorded on a second GPU, to compare with the same steps of day08_decode_timing (one of
@@ -492,8 +493,13 @@ def _tc_gemm_cases(n: int) -> list[Timed]:
     out16 = torch.empty((n, n), device="cuda", dtype=torch.float16)
     da, dw, dout = (cuda.as_cuda_array(x) for x in (a, w, out32))     # no copies: torch's memory
     flops, moved = 2 * n ** 3, 2 * n * n * 2 + 4 * n * n
-    cases = [Timed(rung, lambda gemm=tc.RUNGS[rung]: gemm(da, dw, out=dout), moved, flops, {"fmt": "float16"})
-             for rung in tc.RUNGS]
+    cases = []
+    for rung in tc.RUNGS:
+        columns = {"fmt": "float16"}
+        if rung == TUNED_TC_GEMM:
+            tc.RUNGS[rung](da, dw, out=dout)            # the first launch times each tile and keeps the fastest
+            columns["tile"] = "%d:%dx%d" % tc.tile_for("float16", n, n, n)
+        cases.append(Timed(rung, lambda gemm=tc.RUNGS[rung]: gemm(da, dw, out=dout), moved, flops, columns))
     cases.append(Timed("torch_matmul_fp16", lambda: torch.matmul(a, w.t(), out=out16), 3 * n * n * 2, flops,
                        {"fmt": "float16"}))
     return cases
@@ -507,13 +513,33 @@ def tc_gemm_sweep() -> Sweep:
                "torch_matmul_fp16); tflops from 2 N^3 and the median of calls from Python (launch included); "
                "gbps from A and W read once and C written once; fraction_of_cublas: torch_matmul_fp16's median "
                "over the row's; kernel_ms: the GPU's time alone (launch cost hidden), kernel_fraction_of_cublas "
-               "the same ratio of those."),
+               "the same ratio of those; tile: the tile tc_gemm_v7_tuned chose on its first launch, "
+               "block:warp_tile_m x warp_tile_n (its timings of every tile: day08_tc_gemm_tiles)."),
         points=TC_GEMM_N, quick_points=TC_GEMM_N[:2],
         shape=lambda n: dict(M=n, N=n, K=n), kernel_time=True,
         cases=_tc_gemm_cases,
         finish=harness.finish_all(harness.fraction_of("torch_matmul_fp16", "fraction_of_cublas"),
                                   harness.fraction_of("torch_matmul_fp16", "kernel_fraction_of_cublas",
                                                       time="kernel_ms")))
+
+
+def tc_gemm_tiles():
+    """The ``day08_tc_gemm_tiles`` recording: every choice tc_gemm_v7_tuned made in this process (the sweep's first
+    launches), each tile's ms per launch, the chosen one marked."""
+    from course.records import new_recording
+    from kernels import tensor_core_gemm as tc
+
+    rec = new_recording("day08_tc_gemm_tiles")
+    rec.notes = ("tc_gemm_v7_tuned's first launch at each size and format: ms per launch of each tile (block:warp_tile_m"
+                 " x warp_tile_n of kernels.tensor_core_gemm.TILES), the mean of 5 back-to-back launches between CUDA "
+                 "events after one warm-up (kernels.tuning.time_each), on the sweep's inputs; chosen: the fastest, "
+                 "which v7 launched from then on.")
+    for found in tc.tuned():
+        for tile, ms in found["ms"].items():
+            rec.add(rung=TUNED_TC_GEMM, gpu=found["gpu"], fmt=found["fmt"], M=found["M"], N=found["N"], K=found["K"],
+                    tile="%d:%dx%d" % tile, block=tile[0], warp_tile_m=tile[1], warp_tile_n=tile[2], ms=ms,
+                    chosen=tile == tuple(found["choice"]))
+    return rec
 
 
 # --------------------------------------------------------------------------- Nsight, sanitizer
@@ -582,7 +608,7 @@ def recorder() -> harness.Recorder:
                      "computation on the stored values, what the format alone costs."),
         sweeps=lambda: [decode_sweep(), prefill_sweep(), tensor_prefill_shapes_sweep(), matmul_sweep(),
                         tc_gemm_sweep()],
-        ncu_cases=ncu_cases, sanitize=sanitize, ncu_shape=ncu_shape)
+        extras=lambda quick: [tc_gemm_tiles()], ncu_cases=ncu_cases, sanitize=sanitize, ncu_shape=ncu_shape)
 
 
 def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
