@@ -37,7 +37,11 @@ theirs) and the format its cache or tensors are stored in by ``fmt`` (``float32`
   (``TENSOR_PREFILL_SHAPES``): ``tflops`` from each shape's FLOPs, ``fraction_of_sdpa`` over torch in the row's dtype.
 - ``day08_tc_gemm_timing.json``: the tensor-core GEMM ladder (``kernels.tensor_core_gemm``, fp16 in, float32
   out) at N = ``TC_GEMM_N`` (M = N = K) beside torch's fp16 matmul (cuBLAS): ``tflops`` and
-  ``fraction_of_cublas``.
+  ``fraction_of_cublas``; ``tile``: the tile ``tc_gemm_v7_tuned`` chose.
+- ``day08_tc_gemm_tiles.json``: ``tc_gemm_v7_tuned``'s timing of each of its tiles at each size, the chosen one
+  marked (``tc_gemm_tiles``).
+- ``day08_tc_gemm_resources.json``: registers, local and shared memory of every tensor-core GEMM kernel for fp16
+  (v7's at each tile), and its threads a block (``tc_gemm_resources``).
 
 ``record_other_gpu(out_dir)`` (``python -m course.record day08 --other-gpu``), on a second GPU: the decode
 checks at full size, then ``day08_decode_timing_other_gpu.json``, the decode sweep at
@@ -542,6 +546,42 @@ def tc_gemm_tiles():
     return rec
 
 
+TC_RESOURCE_SIZE = 256      # the launch that compiles each tensor-core GEMM kernel for the resource table
+
+
+def tc_gemm_resources():
+    """The ``day08_tc_gemm_resources`` recording: registers, local memory and static shared memory the compiler gave
+    each tensor-core GEMM kernel for fp16 on this GPU (v7's at each of its tiles), with its PTX's local loads and
+    stores, and the threads of its block."""
+    from numba import cuda
+
+    from course.records import new_recording
+    from kernels import tensor_core_gemm as tc
+
+    a, w = (to_device_as(x, "float16") for x in _prefill_inputs(1, 1, 1, TC_RESOURCE_SIZE, TC_RESOURCE_SIZE,
+                                                                   seed=5)[:2])
+    a, w = a.reshape(TC_RESOURCE_SIZE, TC_RESOURCE_SIZE), w.reshape(TC_RESOURCE_SIZE, TC_RESOURCE_SIZE)
+    out = cuda.device_array((TC_RESOURCE_SIZE, TC_RESOURCE_SIZE), np.float32)
+    threads = {"tc_gemm_v5_large_tiles": tc.LARGE_THREADS, "tc_gemm_v6_wide_warps": tc.WIDE_THREADS}
+    rec = new_recording("day08_tc_gemm_resources")
+    rec.notes = ("registers, local memory (bytes per thread) and static shared memory per block the compiler gave each "
+                 "kernel of kernels.tensor_core_gemm for fp16 (tc_gemm_v7_tuned's at each tile, block:warp_tile_m x "
+                 "warp_tile_n), the ld.local / st.local instructions of its PTX, and its threads a block.")
+    for name, rung in tc.RUNGS.items():
+        if name == TUNED_TC_GEMM:
+            for tile in tc.TILES:
+                rung(a, w, out=out, tile=tile)
+                for row in harness.compiled_resources({name: tc.tc_gemm_v7_tuned_kernel("float16", tile)}, key="rung",
+                                                      ptx_locals=True, tile="%d:%dx%d" % tile):
+                    rec.add(**row, threads=tc.tile_threads(tile))
+            continue
+        rung(a, w, out=out)
+        for row in harness.compiled_resources({name: rung.kernels["kernel"]("float16")}, key="rung", ptx_locals=True,
+                                              tile=""):
+            rec.add(**row, threads=threads.get(name, tc.THREADS))
+    return rec
+
+
 # --------------------------------------------------------------------------- Nsight, sanitizer
 
 def _ncu_launch(rung: str, fmt: str, context: int):
@@ -608,7 +648,8 @@ def recorder() -> harness.Recorder:
                      "computation on the stored values, what the format alone costs."),
         sweeps=lambda: [decode_sweep(), prefill_sweep(), tensor_prefill_shapes_sweep(), matmul_sweep(),
                         tc_gemm_sweep()],
-        extras=lambda quick: [tc_gemm_tiles()], ncu_cases=ncu_cases, sanitize=sanitize, ncu_shape=ncu_shape)
+        extras=lambda quick: [tc_gemm_tiles(), tc_gemm_resources()], ncu_cases=ncu_cases, sanitize=sanitize,
+        ncu_shape=ncu_shape)
 
 
 def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
