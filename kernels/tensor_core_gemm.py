@@ -229,13 +229,18 @@ def _launch(kernel, a, w, out, *, chunked=None, block=(BLOCK_M, BLOCK_N), thread
     name, for a rung that copies 16 bytes at a time (K must be a multiple of CHUNK)."""
     block_m, block_n = block
     m, n, k, fmt = gemm_shape(a, w, out, block_m=block_m)
-    if chunked and k % CHUNK:
-        raise ValueError(f"a must have K a multiple of {CHUNK} for {chunked} (rows of a and w are copied "
-                         f"16 bytes, {CHUNK} numbers, at a time), got K = {k}: tc_gemm_v2_ldmatrix takes any K")
+    if chunked:
+        _require_chunked(k, chunked)
     out = output_array("out", out, (m, n), like=a)
     if m and n:
         kernel(fmt)[(cdiv(n, block_n), cdiv(m, block_m)), threads](a.view(np.uint16), w.view(np.uint16), out)
     return out
+
+
+def _require_chunked(k: int, rung: str) -> None:
+    if k % CHUNK:
+        raise ValueError(f"a must have K a multiple of {CHUNK} for {rung} (rows of a and w are copied "
+                         f"16 bytes, {CHUNK} numbers, at a time), got K = {k}: tc_gemm_v2_ldmatrix takes any K")
 
 
 def _kernel_for(builder, name: str, fmt: str):
@@ -786,19 +791,21 @@ def tc_gemm_v7_tuned(a, w, *, out=None, tile=None, kernel=tc_gemm_v7_tuned_kerne
     if tile is not None:
         tile = _require_tile(tile)
     m, n, k, fmt = gemm_shape(a, w, out, block_m=tile[0] if tile else min(t[0] for t in TILES))
-    on_gpu_arrays = not config.ENABLE_CUDASIM and hasattr(a, "copy_to_host") and hasattr(w, "copy_to_host")
-    if tile is None and on_gpu_arrays:
+    _require_chunked(k, "tc_gemm_v7_tuned")
+    out = output_array("out", out, (m, n), like=a)
+    if not (m and n):
+        return out
+    a16, w16 = a.view(np.uint16), w.view(np.uint16)        # validated once: a launch adds no check of its own
+
+    def launch(t):
+        kernel(fmt, t)[(cdiv(n, t[0]), cdiv(m, t[0])), tile_threads(t)](a16, w16, out)
+
+    if tile is None and not config.ENABLE_CUDASIM and hasattr(a, "copy_to_host") and hasattr(w, "copy_to_host"):
         tile = _TUNER.choice(kernel.__name__, (fmt, m, n, k))
-        if tile is None and m and n and not k % CHUNK:
-            out = output_array("out", out, (m, n), like=a)
-            launches = {t: (lambda t=t: _launch_tile(kernel, t, a, w, out)) for t in TILES}
-            tile = _TUNER.tune(kernel.__name__, (fmt, m, n, k), launches)["choice"]
-    return _launch_tile(kernel, tile or untuned_tile(m, n), a, w, out)
-
-
-def _launch_tile(kernel, tile, a, w, out):
-    return _launch(lambda fmt: kernel(fmt, tile), a, w, out, chunked="tc_gemm_v7_tuned", block=(tile[0], tile[0]),
-                   threads=tile_threads(tile))
+        if tile is None:
+            tile = _TUNER.tune(kernel.__name__, (fmt, m, n, k), {t: (lambda t=t: launch(t)) for t in TILES})["choice"]
+    launch(tile or untuned_tile(m, n))
+    return out
 
 
 RUNGS = ladder(
