@@ -43,7 +43,7 @@ read once per thread that holds the row or the column.
   epilogue is v2's, per lane: rows g, g + 8 of each of 4 mma rows, columns 2t, 2t + 1 of each of 4 mma columns;
   sa[m] read by the 16 lanes (4 warps x 4) that hold row m, sw[n] by the 16 (2 warps x 8) that hold column n.
   ``launch_bounds`` asks ptxas for 2 blocks an SM (``LARGE_MIN_BLOCKS``): 128 registers a thread, no spills.
-  Prediction, not yet timed on a GPU: v2 stages its tiles with 4-byte loads through registers between two
+  Prediction, made before it ran on a GPU: v2 stages its tiles with 4-byte loads through registers between two
   barriers a step, as the fp16 ladder's v1 and v2 did, and stayed where they stayed (57 TOP/s at 4096^3 on the
   H200, 0.07 of torch._int_mm; fp16 v1: 17 TFLOP/s on the H100). Day 8's v5 loop ran at 232 TFLOP/s at 4096^3 on
   the H100, 14 times v1. v3 moves the same bytes per mma instruction as v5, and each of its mmas does twice the
@@ -51,7 +51,10 @@ read once per thread that holds the row or the column.
   H100 SXM; the prediction assumes mma.sync keeps that ratio), so if v3 is limited where v5 is (instructions,
   latency and shared memory per staged byte, not the tensor cores' rate) it should run at about twice v5's rate:
   400-460 TOP/s at 4096^3, 0.48-0.55 of the 837 TOP/s that torch._int_mm ran at in day 9's H200 recording. If it
-  runs near v5's 232 instead, the tensor cores' issue rate, not the loop, limits both.
+  runs near v5's 232 instead, the tensor cores' issue rate, not the loop, limits both. Measured since on an H100
+  (``course/data/day09_gemm_timing.json``, L2 flushed, the GPU's time alone): 459 TOP/s at 4096^3 and 529 at
+  8192^3, 0.54 and 0.57 of torch._int_mm in the same run (844 and 932 TOP/s), 1.9 and 2.2 times the fp16 v5's
+  rate in day 8's H100 recording: inside the predicted band, so v3 is limited where v5 is.
 
 A tool beside the ladder (a kernel with a launcher of the same pattern, not a rung: its output is codes, checked
 bit for bit):

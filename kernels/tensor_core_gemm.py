@@ -89,6 +89,15 @@ registers from the first step to the last; lane 4 g + t stores rows g, g + 8 and
   runs 16 warps. Predicted before it ran on a GPU: if fragment loads and their wavefronts are what v5's warps wait
   on, v6 is faster on large matrices (by up to the third its fewer loads save); if v5 needs its 16 warps an SM to
   keep the tensor cores fed across each step's barrier, v6's 8 lose, and v6 is slower. Its bits are v1's.
+  Measured since on an H100 (day 8's recording): 1.06 and 1.08 times v5's rate at N = 4,096 and 8,192 (265 and
+  255 TFLOP/s, 0.36 and 0.35 of cuBLAS's), so the fragment loads were holding v5 back. Nsight Compute on that GPU
+  (one launch at 4,096^3 after a warm-up) counted 33.6 M shared-load wavefronts for v6 and 50.4 M for v5, the
+  model's two thirds (``course.models.tensor_core_gemm.shared_words``), and the tensor pipe busy 43.5% of v6's
+  active cycles against 40.5% of v5's; v6's warps issue on 44% of cycles, and the reason they most often wait is a
+  fixed-latency dependency (Nsight's "wait": an mma's or an ldmatrix's result), not memory, bank conflicts or the
+  barrier. Eight warps an SM leave too few independent mmas in flight to cover that latency: the next step is more
+  work between waits (a longer K step per barrier, fragments of step k + 1 loaded while step k's mmas run), not
+  fewer loads.
 - v7: ``swizzled_mainloop`` at each of ``TILES`` (block, warp_tile_m, warp_tile_n): v6's (128, 64, 64), v5's (128,
   64, 32), a 64 x 64 tile in 2 warps of v5's 64 x 32 (64, 64, 32: 64 threads, 24 KB, 153 registers for sm_90 with
   CUDA 13.0's ptxas) and v4's (64, 32, 32). No tile wins everywhere: 128 x 128 tiles halve the global traffic but
@@ -99,7 +108,12 @@ registers from the first step to the last; lane 4 g + t stores rows g, g + 8 and
   for its tiles; NumPy arrays and the simulator take ``untuned_tile``, the first tile whose grid has
   ``BLOCKS_TO_FILL`` = 128 blocks; ``tile=`` forces one. Predicted before it ran on a GPU: about as fast as the
   fastest of v4 to v6 at every size (its tiles run their loops), faster than all three only where the 2-warp
-  tile wins, around N = 1,024 to 2,048. Its bits are v1's at every tile.
+  tile wins, around N = 1,024 to 2,048. Its bits are v1's at every tile. Measured since on an H100: it chose
+  v6's tile at 4,096 and 8,192 (the fastest there), v5's at 2,048, and below that v4's or the 2-warp tile, where
+  each tile's time is mostly the launch's (0.03 to 0.05 ms a launch back to back from Python, the kernels 0.01 to
+  0.03 ms), so the choice there is noise. The 2-warp tile won nowhere it mattered: at 4,096 it ran 0.68 ms to v6's
+  tile's 0.51 (Nsight: 12 warps an SM, tensor pipe busy 33% of cycles). The first half of the prediction held,
+  the second did not.
 
 Predictions made before the first GPU run (the recording ``course/data/day08_tc_gemm_timing.json`` measured
 v1 to v5 on an H100 since; day 8's lesson shows it): v1 and v2 spend more
@@ -118,9 +132,12 @@ independent accumulators a lane to keep the tensor cores busy, at the cost of 25
 shared memory and more registers each (fewer blocks an SM: ptxas of CUDA 13.0 gives v5 124 registers a thread for
 sm_90, so two of its blocks, 16 warps, fit an SM's 64 K registers, where v4's 88 let five of its blocks in, 20
 warps); with 128 x 128 tiles a matrix of about 1000 x 1000 makes 64 blocks, fewer than an H100 has SMs, so there
-v5 may lose to v4. On that H100 (fp16, M = N = K): v1 17 TFLOP/s, v2 18 to 21, v3 93 to 97, v4 196 and 132, v5 232
-and 244 at N = 4,096 and 8,192, 0.32 and 0.38 of cuBLAS's 734 and 648: v3's copies the largest step, as
-predicted, and v5 the fastest on large matrices.
+v5 may lose to v4. On that H100 (fp16, M = N = K, the recording as remade with v6 and v7): v1 17 TFLOP/s, v2 18 to
+21, v3 94 to 98, v4 199 and 135, v5 249 and 237 at N = 4,096 and 8,192, 0.34 and 0.32 of cuBLAS's 744 and 737: v3's
+copies the largest step, as predicted, and v5 the fastest of v1-v5 on large matrices. Nsight Compute on that GPU
+(one launch at 4,096^3 after a warm-up) counted 268.5 M shared-load wavefronts for v3 (201.4 M of them bank
+conflicts) and 67.2 M for v4 (0.08 M), a quarter, as predicted; the model's ``shared_words`` and
+``shared_passes_per_mma_step`` give 268.4 M, 67.1 M, 50.3 M (v5) and 33.6 M (v6) for those launches.
 
 v4's and v5's loop over K (the ring, its copies and waits, the fragments and the mmas) is one device function,
 ``swizzled_mainloop(mma, block_m, warps_n, mmas_m, mmas_n)``, into a warp's accumulators; day 9's

@@ -249,7 +249,24 @@ def fake_decode_timing_other_gpu():
     return rec
 
 
+# (rung, tile, registers, shared bytes, threads) of each tensor-core GEMM kernel, as day08_tc_gemm_resources has them.
+TC_GEMM_RESOURCES = (("tc_gemm_v1_mma_shared", "", 110, 8192, 128), ("tc_gemm_v2_ldmatrix", "", 86, 8192, 128),
+                     ("tc_gemm_v3_cp_async", "", 122, 24576, 128), ("tc_gemm_v4_swizzled", "", 88, 24576, 128),
+                     ("tc_gemm_v5_large_tiles", "", 124, 49152, 256), ("tc_gemm_v6_wide_warps", "", 225, 49152, 128),
+                     ("tc_gemm_v7_tuned", "128:64x64", 225, 49152, 128), ("tc_gemm_v7_tuned", "64:64x32", 153, 24576, 64))
+
+
+def fake_tc_gemm_resources():
+    """``day08_tc_gemm_resources``: registers, shared memory and threads of each kernel (v7 at two tiles)."""
+    rec = _recording("day08_tc_gemm_resources")
+    for rung, tile, registers, shared, threads in TC_GEMM_RESOURCES:
+        rec.add(rung=rung, tile=tile, registers=registers, local_bytes=0, shared_bytes=shared, ptx_local_loads=0,
+                ptx_local_stores=0, threads=threads)
+    return rec
+
+
 def fake_recordings():
     """Every day-8 recording the lesson reads."""
     return [fake_decode_timing(), fake_prefill_timing(), fake_matmul_roofs(), fake_full_size_checks(),
-            fake_dram_bytes(), fake_decode_timing_other_gpu(), fake_tc_gemm_timing(), fake_tensor_prefill_shapes()]
+            fake_dram_bytes(), fake_decode_timing_other_gpu(), fake_tc_gemm_timing(), fake_tensor_prefill_shapes(),
+            fake_tc_gemm_resources()]

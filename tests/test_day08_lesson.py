@@ -708,6 +708,11 @@ def tc_gemm_claims(shown: str, rec) -> None:
     said = re.search(rf"{v5} is faster than {v4} at N = (.*), slower at N = (.*)\.", shown)
     assert said and said[1] == (", ".join(f"{n:,}" for n in ahead) or "none"), said and said[0]
     assert said[2] == (", ".join(f"{n:,}" for n in sizes if n not in ahead) or "none"), said[0]
+    v6 = "tc_gemm_v6_wide_warps"
+    said = re.search(rf"{v6} over {v5}: (.*) \(predicted above 1", shown)
+    assert (said[1] if said else None) == (", ".join(
+        f"{rec.one(rung=v6, N=n)['tflops'] / rec.one(rung=v5, N=n)['tflops']:.2f} at N = {n:,}" for n in judged)
+        if rec.where(rung=v6) else None), said and said[0]
     tuned = [r for r in rec.where(rung="tc_gemm_v7_tuned") if r.get("tile")]
     said = re.search(r"tc_gemm_v7_tuned chose the tile \(block:warp tile\) ([^\n]*)\.", shown)
     assert (said[1] if said else "") == ", ".join(f"{r['tile']} at N = {r['N']:,}" for r in tuned), said and said[0]

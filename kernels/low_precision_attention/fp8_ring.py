@@ -30,8 +30,22 @@ Prediction, made before it ran on a GPU: at the long contexts of day 8's recordi
 tokens, group 4, head_dim 128) on an H200, 0.85 to 0.95 of copy, where the register rung read 0.73 and 0.77, if
 bytes in flight are what held that rung back; at short partitions (16 x 8,192) no faster than it, since a warp
 then computes a few tiles and fills its ring once for them. If it stays near the register rung at long contexts,
-the limit is elsewhere (the instructions a tile costs: Nsight's issue-slot and stall figures will say). Not yet
-measured.
+the limit is elsewhere (the instructions a tile costs: Nsight's issue-slot and stall figures will say).
+
+Measured since, on an H100 only (no H200 could be had for it yet): at 16 x 8,192, 16 x 32,768 and 64 x 16,384
+tokens it read its cache at 0.38, 0.60 and 0.62 of copy, where ``gqa_decode_tensor_cores`` on the same fp8 cache in
+the same run read 0.41, 0.88 and 0.92: two thirds of the register rung's speed at long contexts, its output the
+same bits (the GPU test at full size). Nsight Compute on one step at 16 x 32,768 says why: the ring executed 383 M
+warp instructions where the register rung executed 114 M (about 1,460 a warp and tile against 434), its warps
+issued on 69% of cycles against 32%, and its leading stall reasons are "selected" and "not selected" (a warp
+ready to issue and another one issuing): the schedulers were busy. The register rung's leading stall is
+"long scoreboard", waiting on memory, as a rung short of bytes in flight should be; the ring traded that wait for
+instructions: per tile each lane computes the addresses of its 8 copies (page, row, rotated chunk, bounds) and
+reads 32 words of shared memory with 32-bit loads (17 M shared wavefronts, 8.4 M of them bank conflicts, where the
+rotation was predicted to leave none beyond the minimum). On an H100, whose bytes in flight already sufficed, the
+added instructions only cost; whether more bytes in flight pay on an H200 cannot be told from this GPU. The next
+rung, then: the same ring with the per-tile address work hoisted (a lane's copies and reads are the same offsets
+every tile) and 16-byte shared reads, so a tile costs about what the register rung's does.
 
 fp8 caches only (the fp16 rung already reads at the copy bandwidth), head_dim a multiple of 16 up to 128 (a
 16-byte copy holds 16 codes), compute capability 8.9 or later (PTX's e4m3 conversion).
