@@ -528,6 +528,11 @@ def beyond_claims(shown: str) -> None:
     assert ratios and all(1.2 < v < 2.0 for v in ratios)                   # "about one and a half times as fast"
     assert all(float(row[4]) < 0.2 for row in rows                                        # v2 "far from cuBLAS"
                if row[0].strip("`") in ("w8a8_gemm_v1_dp4a", "w8a8_gemm_v2_tensor_cores"))
+    verdicts = re.findall(r"^w8a8_gemm_v3_large_tiles at M = N = K = ([\d,]+): ([\d.]+) of torch_int_mm \(the goal, "
+                          r"0.5: (met|not met); predicted 0.48 to 0.55\)$", shown, re.M)
+    assert verdicts == [(f"{r['M']:,}", f"{r['kernel_speedup_over_int_mm']:.2f}",
+                         "met" if r["kernel_speedup_over_int_mm"] >= 0.5 else "not met")
+                        for r in recorded.where(rung="w8a8_gemm_v3_large_tiles")], verdicts
     unrecorded = [name for name in quantized_gemm.RUNGS if not recorded.where(rung=name)]
     line = re.search(r"^not in this recording \(it was made before they existed\): (.*);", shown, re.M)
     assert (line.group(1).split(", ") if line else []) == unrecorded
