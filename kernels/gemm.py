@@ -51,9 +51,9 @@ from __future__ import annotations
 import numpy as np
 from numba import config, cuda, float32
 
-from kernels.launching import WARP, cdiv, output_array, require_float32
+from kernels.launching import WARP, cdiv, is_device_array, largest_filling, output_array, require_float32
 from kernels.registry import Rung, ladder
-from kernels.tuning import Tuner, largest_filling
+from kernels.tuning import Tuner
 
 __all__ = [
     "NAIVE_BLOCK", "TILE", "BLOCK_M", "BLOCK_N", "BLOCK_K", "THREAD_M", "THREAD_N", "THREADS_X",
@@ -637,15 +637,10 @@ def autotune(a, b, *, out=None, repeat: int = 5, kernel=gemm_v7_double_buffered_
     if config.ENABLE_CUDASIM:
         raise RuntimeError("autotune times kernels and needs a GPU; the simulator has no clock to time them by")
     m, n, k = gemm_shape(a, b, out)
-    if not (hasattr(a, "copy_to_host") and hasattr(b, "copy_to_host")):
+    if not (is_device_array(a) and is_device_array(b)):
         raise TypeError("autotune needs device arrays (cuda.to_device) for a and b: copies would be timed too")
     out = output_array("out", out, (m, n), like=a)
-
-    def launch(shape):
-        grid, block = wide_grid(m, n, *shape)
-        return lambda: kernel(*shape)[grid, block](a, b, out)
-
-    found = _TUNER.tune(kernel.__name__, (m, n, k), {shape: launch(shape) for shape in TILE_SHAPES}, repeat)
+    found = _TUNER.tune(kernel.__name__, (m, n, k), _tile_launches(kernel, a, b, out), repeat)
     return {"gpu": found["gpu"], "kernel": found["kernel"], "M": m, "N": n, "K": k, "choice": found["choice"],
             "ms": found["ms"]}
 
@@ -656,15 +651,24 @@ def tuned() -> list[dict]:
              "K": e["problem"][2], "choice": e["choice"], "ms": e["ms"]} for e in _TUNER.entries()]
 
 
+def _tile_launches(kernel, a, b, out) -> dict:
+    """``{shape: launch()}``: ``kernel``'s build at every tile of ``TILE_SHAPES``, C = a @ b into out."""
+    m, n = out.shape
+
+    def launch(shape):
+        grid, block = wide_grid(m, n, *shape)
+        return lambda: kernel(*shape)[grid, block](a, b, out)
+
+    return {shape: launch(shape) for shape in TILE_SHAPES}
+
+
 def _launch_tuned(kernel, a, b, out):
     """Launch ``kernel``'s build at the tile tuned for this GPU and shape, tuning first on device arrays."""
     m, n, k = gemm_shape(a, b, out)
-    on_gpu_arrays = not config.ENABLE_CUDASIM and hasattr(a, "copy_to_host") and hasattr(b, "copy_to_host")
-    shape = _TUNER.choice(kernel.__name__, (m, n, k)) if on_gpu_arrays else None
-    if on_gpu_arrays and m and n and shape is None:
-        shape = autotune(a, b, out=out, kernel=kernel)["choice"]
-    if shape is None:
-        shape = untuned_tile_shape(m, n)
+    out = output_array("out", out, (m, n), like=a)
+    shape = untuned_tile_shape(m, n)
+    if m and n:
+        shape = _TUNER.pick(kernel.__name__, (m, n, k), (a, b), lambda: _tile_launches(kernel, a, b, out), shape)
     grid, block = wide_grid(m, n, *shape)
     return launch_gemm(kernel(*shape), a, b, out=out, grid=grid, block=block)
 

@@ -31,7 +31,7 @@ __all__ = [
     "WARP", "FULL_MASK", "cdiv", "is_device_array", "require_array", "require_float32", "require_int32",
     "require_dtype", "require_values_in", "require_bool", "require_int", "require_positive_int",
     "require_non_negative_int", "require_scalar", "require_kv_heads", "require_same_kind", "output_array",
-    "default_scale", "FLOAT_DTYPES",
+    "default_scale", "FLOAT_DTYPES", "largest_filling",
 ]
 
 # The storage dtypes of the mixed-precision kernels, by name: bfloat16 comes from ml_dtypes, which
@@ -45,6 +45,17 @@ FULL_MASK = 0xFFFFFFFF
 def cdiv(n: int, d: int) -> int:
     """Ceiling division: how many tiles (or blocks) of size ``d`` cover ``n`` elements."""
     return -(-n // d)
+
+
+def largest_filling(options, m: int, n: int, blocks: int, tile=lambda option: option):
+    """The first of ``options`` (largest tile first) whose grid over an m x n output has at least ``blocks`` blocks,
+    else the last (the smallest); ``tile(option)`` is the option's (block_m, block_n). The tile a tuned launcher
+    takes where nothing can be timed (day 4's v8, the tensor-core GEMM's v7), and its byte model's too."""
+    for option in options:
+        block_m, block_n = tile(option)
+        if cdiv(m, block_m) * cdiv(n, block_n) >= blocks:
+            return option
+    return options[-1]
 
 
 def is_device_array(a) -> bool:

@@ -155,14 +155,14 @@ v1's and v2's tiles 8 KB). Launchers accept NumPy arrays or numba device arrays
 from __future__ import annotations
 
 import numpy as np
-from numba import config, cuda, float32, uint32
+from numba import cuda, float32, uint32
 
 from kernels.intrinsics import (cp_async_16, cp_async_commit_group, cp_async_wait_group, ldmatrix_x4, mma_m16n8k16,
                                 mma_m16n8k16_bf16)
-from kernels.launching import (WARP, cdiv, output_array, require_array, require_dtype, require_float32,
-                               require_same_kind)
+from kernels.launching import (WARP, cdiv, largest_filling, output_array, require_array, require_dtype,
+                               require_float32, require_same_kind)
 from kernels.registry import Rung, ladder
-from kernels.tuning import Tuner, largest_filling
+from kernels.tuning import Tuner
 
 __all__ = ["FORMATS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "K_WORDS", "WARPS_M", "WARPS_N", "WARP_TILE_M",
            "WARP_TILE_N", "MMA_M", "MMA_N", "MMA_K", "THREADS", "MAX_M", "RUNGS", "gemm_shape",
@@ -817,11 +817,10 @@ def tc_gemm_v7_tuned(a, w, *, out=None, tile=None, kernel=tc_gemm_v7_tuned_kerne
     def launch(t):
         kernel(fmt, t)[(cdiv(n, t[0]), cdiv(m, t[0])), tile_threads(t)](a16, w16, out)
 
-    if tile is None and not config.ENABLE_CUDASIM and hasattr(a, "copy_to_host") and hasattr(w, "copy_to_host"):
-        tile = _TUNER.choice(kernel.__name__, (fmt, m, n, k))
-        if tile is None:
-            tile = _TUNER.tune(kernel.__name__, (fmt, m, n, k), {t: (lambda t=t: launch(t)) for t in TILES})["choice"]
-    launch(tile or untuned_tile(m, n))
+    if tile is None:
+        tile = _TUNER.pick(kernel.__name__, (fmt, m, n, k), (a, w),
+                           lambda: {t: (lambda t=t: launch(t)) for t in TILES}, untuned_tile(m, n))
+    launch(tile)
     return out
 
 

@@ -3,14 +3,13 @@
 A rung that tunes has a few builds of one kernel (``options``: block tiles, warp shapes) and no model that picks
 the fastest on every GPU. Its first launch on device arrays for a new problem times every option on this GPU
 (``Tuner.tune``), keeps the fastest for the rest of the process, per GPU name, kernel and problem, and launches it
-from then on. Where nothing can be timed (the simulator, NumPy arrays) the launcher takes ``largest_filling``: the
-first option (largest first) whose grid still has enough blocks to fill a large GPU.
+from then on. Where nothing can be timed (the simulator, NumPy arrays) the launcher takes its untuned option
+(``kernels.launching.largest_filling``: the largest tile whose grid still has enough blocks to fill a large GPU).
 
 - ``time_each(launches, repeat)``: ``{option: ms per launch}``, each launch once to compile and warm up, then
   ``repeat`` times back to back between two CUDA events (the mean counts).
-- ``Tuner``: the choices of one module, ``choice(kernel, problem)``, ``tune(kernel, problem, launches)``,
-  ``entries()``.
-- ``largest_filling(options, m, n, blocks, tile=...)``: the untuned choice.
+- ``Tuner``: the choices of one module, ``pick(kernel, problem, arrays, launches, untuned)`` (what a launcher
+  launches), ``choice(kernel, problem)``, ``tune(kernel, problem, launches)``, ``entries()``.
 - ``gpu_name()``: this process's GPU, asked once.
 """
 
@@ -20,9 +19,9 @@ from typing import Callable, Hashable
 
 from numba import config, cuda
 
-from kernels.launching import cdiv
+from kernels.launching import is_device_array
 
-__all__ = ["Tuner", "time_each", "largest_filling", "gpu_name"]
+__all__ = ["Tuner", "time_each", "gpu_name"]
 
 _GPU_NAME: list = []
 
@@ -33,16 +32,6 @@ def gpu_name() -> str:
         name = cuda.get_current_device().name
         _GPU_NAME.append(name.decode() if isinstance(name, bytes) else str(name))
     return _GPU_NAME[0]
-
-
-def largest_filling(options, m: int, n: int, blocks: int, tile: Callable = lambda option: option):
-    """The first of ``options`` (largest tile first) whose grid over an m x n output has at least ``blocks`` blocks,
-    else the last (the smallest). ``tile(option)`` is the option's (block_m, block_n)."""
-    for option in options:
-        block_m, block_n = tile(option)
-        if cdiv(m, block_m) * cdiv(n, block_n) >= blocks:
-            return option
-    return options[-1]
 
 
 def time_each(launches: dict, repeat: int = 5) -> dict:
@@ -81,6 +70,15 @@ class Tuner:
             return None
         found = self._chosen.get((gpu_name(), kernel, problem))
         return None if found is None else found["choice"]
+
+    def pick(self, kernel: str, problem: Hashable, arrays, launches: Callable[[], dict], untuned):
+        """The option a launcher launches for ``problem``: ``untuned`` on the simulator or unless every one of
+        ``arrays`` is a device array; else the option tuned for ``kernel`` on this GPU, tuning it first (``tune``
+        of ``launches()``, ``{option: launch()}``) when the problem is new."""
+        if config.ENABLE_CUDASIM or not all(is_device_array(x) for x in arrays):
+            return untuned
+        found = self.choice(kernel, problem)
+        return found if found is not None else self.tune(kernel, problem, launches())["choice"]
 
     def tune(self, kernel: str, problem: Hashable, launches: dict, repeat: int = 5) -> dict:
         """Time ``launches`` (``time_each``), keep the fastest for ``kernel`` and ``problem`` on this GPU; return

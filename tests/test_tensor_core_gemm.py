@@ -495,7 +495,8 @@ def test_v7_untuned_tile_is_the_models_and_each_tile_repeats_a_fixed_rungs_count
 
 def test_v7_refuses_a_tile_it_has_not_and_tunes_only_on_a_gpu(monkeypatch):
     """A tile outside TILES is refused by name; on the simulator v7 launches the untuned tile and tunes nothing, and
-    timing refuses to run; a Tuner on a (stand-in) GPU keeps the fastest option per GPU, kernel and problem."""
+    timing refuses to run; a Tuner on a (stand-in) GPU keeps the fastest option per GPU, kernel and problem, and
+    picks it only for device arrays."""
     from kernels import tuning
 
     a, w = np.zeros((4, 16), np.float16), np.zeros((8, 16), np.float16)
@@ -517,6 +518,12 @@ def test_v7_refuses_a_tile_it_has_not_and_tunes_only_on_a_gpu(monkeypatch):
     assert tuner.choice("k", (1, 2, 4)) is None and tuner.choice("other", (1, 2, 3)) is None
     assert tuner.entries() == [{"gpu": "Test GPU", "kernel": "k", "problem": (1, 2, 3), "choice": "small",
                                 "ms": {"big": 2.0, "small": 1.5, "mid": 3.0}}]
+    # pick: NumPy arrays take the untuned option; device arrays the tuned one, tuning a new problem first
+    on_device = cuda.to_device(np.zeros(4, np.float32))
+    assert tuner.pick("k", (1, 2, 3), (on_device, np.zeros(4)), dict, "untuned") == "untuned"
+    assert tuner.pick("k", (1, 2, 3), (on_device,), dict, "untuned") == "small"
+    assert tuner.pick("k", (4, 5, 6), (on_device,), lambda: {"big": None, "small": None, "mid": None},
+                      "untuned") == "small" and tuner.choice("k", (4, 5, 6)) == "small"
 
 
 def test_the_swizzle_is_the_models_and_spreads_each_phase_over_8_bank_groups():

@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernels.launching import cdiv
+from kernels.launching import cdiv, largest_filling
 
 __all__ = ["TILE", "BLOCK_M", "BLOCK_N", "BLOCK_K", "THREAD_M", "THREAD_N", "WIDE_BLOCK_M", "WIDE_BLOCK_N",
            "WIDE_THREAD_M", "WIDE_THREAD_N", "TILE_SHAPES", "BLOCKS_TO_FILL", "RUNGS", "ElementTraffic",
@@ -167,10 +167,7 @@ def untuned_tile_shape(M: int, N: int) -> tuple[int, int]:
     """The tile v8 takes when it has not timed the shape: the first of TILE_SHAPES with at least
     BLOCKS_TO_FILL blocks, else the smallest (``kernels.gemm.untuned_tile_shape``, kept in step)."""
     _check(M=M, N=N)
-    for shape in TILE_SHAPES:
-        if cdiv(int(M), shape[0]) * cdiv(int(N), shape[1]) >= BLOCKS_TO_FILL:
-            return shape
-    return TILE_SHAPES[-1]
+    return largest_filling(TILE_SHAPES, int(M), int(N), BLOCKS_TO_FILL)
 
 
 def traffic_v8_autotuned(M: int, N: int, K: int, tile: tuple[int, int] | None = None) -> ElementTraffic:

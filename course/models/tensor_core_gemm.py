@@ -41,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from course.models.gemm import bank_conflict_degree
-from kernels.launching import cdiv
+from kernels.launching import cdiv, largest_filling
 
 __all__ = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "K_WORDS", "LARGE_BLOCK_M", "LARGE_BLOCK_N", "ITEMSIZE", "FLOAT32",
            "RUNGS", "flops", "compulsory_bytes", "traffic_tc_gemm_v1_mma_shared", "traffic_tc_gemm_v2_ldmatrix",
@@ -60,7 +60,6 @@ K_WORDS = BLOCK_K // 2      # uint32 words of a shared row (two 16-bit numbers a
 LARGE_BLOCK_M = 128         # v5's tiles of C
 LARGE_BLOCK_N = 128
 LARGE_WARPS = 8
-WIDE_WARPS = 4              # v6's warps, 64 x 64 of C each
 ITEMSIZE = 2                # bytes of an fp16 or bf16 number
 FLOAT32 = 4                 # bytes of an element of C
 RUNGS = ("tc_gemm_v1_mma_shared", "tc_gemm_v2_ldmatrix", "tc_gemm_v3_cp_async", "tc_gemm_v4_swizzled",
@@ -138,10 +137,7 @@ def untuned_tile(M: int, N: int) -> tuple[int, int, int]:
     """The tile v7 takes untuned (simulator, NumPy arrays): the first of ``TILES`` whose grid over C has at least
     BLOCKS_TO_FILL blocks, else the smallest."""
     _check(M=M, N=N)
-    for tile in TILES:
-        if cdiv(M, tile[0]) * cdiv(N, tile[0]) >= BLOCKS_TO_FILL:
-            return tile
-    return TILES[-1]
+    return largest_filling(TILES, M, N, BLOCKS_TO_FILL, tile=lambda t: (t[0], t[0]))
 
 
 def _tile(M: int, N: int, tile) -> tuple[int, int, int]:
@@ -215,8 +211,7 @@ def traffic(rung: str, M: int, N: int, K: int, tile=None) -> dict:
         raise ValueError(f"rung must be one of {sorted(_TRAFFIC)}, got {rung!r}")
     if rung == "tc_gemm_v7_tuned":
         return traffic_tc_gemm_v7_tuned(M, N, K, tile)
-    if tile is not None:
-        raise ValueError(f"tile is v7's choice; {rung} always runs {RUNG_TILES[rung]}, got tile={tile!r}")
+    _rung_tile(rung, M, N, tile)                     # refuses a tile for a rung whose tile is fixed
     return _TRAFFIC[rung](M, N, K)
 
 
