@@ -66,3 +66,15 @@ def test_the_visible_check_names_the_mistake(mistake, check, words):
             pytest.fail(f"the visible check {check} passes the answer with {mistake.label!r} ({mistake.why})")
     missing = [word for word in words if word not in message]
     assert not missing, f"{check} fails {mistake.label!r} without naming it (missing {missing}):\n{message}"
+
+
+def test_the_all_negative_row_stays_far_below_zero_whatever_the_seed():
+    """row_stats_match_reference's all-negative row keeps every entry at -1,000 or below, so a max that starts at 0
+    is off by more than the check's tolerance for any seed (an entry of -0.16, seed 150, once let it pass)."""
+    import numpy as np
+
+    from course.exercise_checks import day01
+
+    for seed in (150, *range(2000)):
+        x = day01._row_stats_case(np.random.default_rng(seed))
+        assert x[2].max() <= -1000.0 and (x[:2] > 0).any(), seed
