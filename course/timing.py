@@ -10,8 +10,12 @@ One timing function for the whole course::
 ``fn`` should only launch work (kernels, torch calls) on the default stream and leave its inputs
 on the device: a copy to or from the host inside ``fn`` is timed too. Each repeat is bracketed by
 two events on the default stream, which torch's default stream also is. With ``flush_l2=True`` a
-buffer twice the size of the L2 cache is overwritten before every repeat, so a memory-bound
-kernel reads its inputs from DRAM as it would in a model, not from a warm cache.
+buffer at least twice the size of the L2 cache is read before every repeat, so a memory-bound
+kernel reads its inputs from DRAM as it would in a model, not from a warm cache. Read, not written:
+L2 is a write-back cache, so a flush that writes (a memset) leaves it full of dirty lines, and the
+timed kernel's first reads would have to write them back to DRAM first, traffic that is not the
+kernel's (up to L2's size of writes, about 50 to 60 MB on an H100 or H200: as much again as a
+40 MB weight matrix reads).
 
 In the CUDA simulator nothing can be timed: :func:`benchmark` raises :class:`SimulatorTimingError`
 and lessons plot recorded curves (``course.records``) instead.
@@ -27,7 +31,8 @@ import numpy as np
 
 from course.records import live_or_recorded
 
-__all__ = ["benchmark", "benchmark_within", "seconds_per_call", "flush_l2_cache", "LAUNCH_OVERHEADS", "Timing",
+__all__ = ["benchmark", "benchmark_within", "seconds_per_call", "flush_l2_cache", "flush_buffer_words",
+           "LAUNCH_OVERHEADS", "Timing",
            "measure_ceilings", "SimulatorTimingError", "live_or_recorded",
            "gbps", "tflops"]
 
@@ -72,27 +77,44 @@ def _refuse_on_simulator() -> None:
             "about a GPU)")
 
 
+def flush_buffer_words(l2_bytes: int) -> int:
+    """uint64 words of the L2 flush's buffer for an L2 of ``l2_bytes`` (0: unknown, ``FALLBACK_L2_BYTES`` assumed):
+    the smallest power of two (what ``kernels.probes.read_words`` reads) of at least twice L2's bytes."""
+    nbytes = 2 * (l2_bytes if l2_bytes > 0 else FALLBACK_L2_BYTES)
+    return 1 << math.ceil(math.log2(nbytes / 8))
+
+
 def _l2_flush_buffer():
-    """A device buffer twice the size of L2, allocated once per process."""
+    """``(words, sums, blocks)``: a device buffer of uint64 words, a power of two and at least twice the size of
+    L2, zeroed once, with the sums array and grid ``kernels.probes.read_words`` reads it with; made once per
+    process."""
     global _flush_buffer
     if _flush_buffer is None:
         from numba import cuda
+        from numba.cuda.cudadrv import driver
+
+        from kernels import probes
 
         try:
             l2 = int(cuda.get_current_device().L2_CACHE_SIZE)
         except Exception:  # the attribute is missing on some drivers/versions
             l2 = 0
-        nbytes = 2 * (l2 if l2 > 0 else FALLBACK_L2_BYTES)
-        _flush_buffer = cuda.device_array(nbytes, dtype=np.uint8)
+        words = cuda.device_array(flush_buffer_words(l2), dtype=np.uint64)
+        driver.device_memset(words, 0, words.nbytes)
+        blocks = probes.resident_blocks(probes.read_words_kernel,
+                                        (words, np.int64(words.size), np.zeros(1, np.uint64)), probes.PROBE_THREADS)
+        sums = cuda.device_array(blocks * probes.PROBE_THREADS, dtype=np.uint64)
+        _flush_buffer = (words, sums, blocks)
     return _flush_buffer
 
 
 def flush_l2_cache() -> None:
-    """Overwrite a buffer twice the size of L2, so the next kernel finds none of its data there."""
-    from numba.cuda.cudadrv import driver
+    """Read a buffer at least twice the size of L2 (bypassing L1), so the next kernel finds none of its data in
+    L2, and L2 holds only clean lines: nothing the next kernel evicts has to be written back first."""
+    from kernels import probes
 
-    buf = _l2_flush_buffer()
-    driver.device_memset(buf, 0, buf.nbytes)
+    words, sums, blocks = _l2_flush_buffer()
+    probes.read_words(words, words.size, sums=sums, blocks=blocks)
 
 
 def benchmark(fn, warmup: int = 10, repeat: int = 50, flush_l2: bool = False, *,

@@ -29,6 +29,38 @@ def test_measure_ceilings_refuses_on_the_simulator():
         measure_ceilings()
 
 
+@pytest.mark.parametrize("l2_bytes,words", [
+    (50 * 2**20, 2**24),          # an H100's 50 MiB: 100 MiB rounds up to 128 MiB of words
+    (60 * 2**20, 2**24),          # an H200's 60 MiB
+    (64 * 2**20, 2**24),          # exactly twice is a power of two already
+    (0, 2**25),                   # unknown: FALLBACK_L2_BYTES, 256 MiB
+])
+def test_flush_buffer_is_a_power_of_two_of_at_least_twice_l2(l2_bytes, words):
+    from course.timing import FALLBACK_L2_BYTES, flush_buffer_words
+
+    assert flush_buffer_words(l2_bytes) == words
+    assert 8 * words >= 2 * (l2_bytes or FALLBACK_L2_BYTES) > 4 * words
+
+
+def test_flush_reads_its_buffer_and_writes_nothing(monkeypatch):
+    """The flush is a read of the whole buffer (L2 left holding clean lines), never a write such as a memset,
+    which would leave L2 dirty and put its write-back into the next timed kernel."""
+    import course.timing as timing
+    from kernels import probes
+
+    words, sums = np.zeros(16, np.uint64), np.zeros(4, np.uint64)
+    calls = []
+    monkeypatch.setattr(timing, "_flush_buffer", (words, sums, 3))
+    monkeypatch.setattr(probes, "read_words", lambda *args, **kwargs: calls.append((args, kwargs)))
+    from numba.cuda.cudadrv import driver
+
+    monkeypatch.setattr(driver, "device_memset", lambda *args: calls.append(("memset", args)), raising=False)
+    timing.flush_l2_cache()
+    assert len(calls) == 1
+    (args, kwargs), = calls
+    assert args[0] is words and args[1] == words.size and kwargs == {"sums": sums, "blocks": 3}
+
+
 @pytest.mark.parametrize("kwargs,error,words", [
     ({"fn": 3}, TypeError, "fn must be a function"),
     ({"repeat": 0}, ValueError, "repeat must be an int >= 1"),
