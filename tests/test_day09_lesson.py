@@ -244,17 +244,25 @@ def gemv_timing_claims(shown: str, gemv, batched) -> None:
             said = re.search(rf"{name} ([\d.]+) \(goal {goals[name]}: (met|not met)\)", line.group(3))
             assert said and float(said.group(1)) == round(value, 2), (name, line.group(3))
             assert (said.group(2) == "met") == (value >= goals[name])
-    steps = ("q4_1_gemv_q8_1_dp4a", "q4_1_gemv_q8_1_repacked", "q4_1_gemv_q8_1_wide")
+    steps = ("q4_1_gemv_q8_1_dp4a", "q4_1_gemv_q8_1_repacked", "q4_1_gemv_q8_1_wide", "q4_1_gemv_q8_1_persistent")
     for n, k in sorted({(r["N"], r["K"]) for r in gemv.rows}):
         line = re.search(rf"^{n:,} × {k:,}, each rung against the one before it: (.*)$", shown, re.M)
         assert line, (n, k)
         times = {r["rung"]: r["kernel_ms"] for r in gemv.rows if (r["N"], r["K"]) == (n, k)}
         said = re.findall(r"(\w+) at ([\d.]+) times the speed of (\w+) \((faster, as predicted|not faster: the "
                           r"prediction failed)\)", line.group(1))
-        assert [(a, b) for a, _, b, _ in said] == list(zip(steps[1:], steps)), line.group(1)
+        assert [(a, b) for a, _, b, _ in said] == [(after, before) for before, after in zip(steps, steps[1:])
+                                                   if before in times and after in times], line.group(1)
         for after, ratio, before, verdict in said:
             assert float(ratio) == round(times[before] / times[after], 2)
             assert (verdict == "faster, as predicted") == (times[after] < times[before]), (n, k, after)
+    for n, k in sorted({(r["N"], r["K"]) for r in gemv.rows}):     # the fastest 4-bit kernel against its bytes
+        four_bit = [r for r in gemv.rows if (r["N"], r["K"]) == (n, k) and r["fmt"] in ("q4_0", "q4_1", "int4")]
+        fastest = min(four_bit, key=lambda r: r["kernel_ms"])
+        floor_us = fastest["bytes"] / copy / 1e3
+        line = (f"{n:,} × {k:,}: the fastest 4-bit kernel, {fastest['rung']}, takes {fastest['kernel_ms'] * 1e3:.1f} µs; "
+                f"its bytes at the copy bandwidth {floor_us:.1f} µs, {fastest['kernel_ms'] * 1e3 - floor_us:.1f} µs more")
+        assert line in shown, line
     for n, k in sorted({(r["N"], r["K"]) for r in batched.rows}):
         said = re.search(rf"^{n:,} × {k:,}: the batched rung is faster than torch's fp16 matmul at T = (.*), slower at "
                          r"T = (.*)$", shown, re.M)
@@ -516,7 +524,11 @@ def beyond_claims(shown: str) -> None:
     # the wide rungs: the dp4a rung's bits, one launch each, x once per block of threads
     assert "q4_1_gemv_q8_1_wide: the same bits as q4_1_gemv_q8_1_dp4a" in shown
     assert re.search(r"^q8_0_gemv_q8_1_wide: OK \(", shown, re.M)
-    assert len(re.findall(r"^  1 launch, [\d,]+ bytes counted, the model agrees", shown, re.M)) == 2
+    assert len(re.findall(r"^  1 launch, [\d,]+ bytes counted, the model agrees", shown, re.M)) == 4
+    # the persistent rungs: Q4_1 with the dp4a rung's bits, Q4_0 against its reference, x once per block of threads
+    assert "q4_1_gemv_q8_1_persistent: the same bits as q4_1_gemv_q8_1_dp4a" in shown
+    assert re.search(r"^q4_0_gemv_q8_1_persistent: OK \(", shown, re.M)
+    assert len(re.findall(rf"once per block of threads \({model.SIMULATOR_GRID} here, one per SM on a GPU", shown)) == 2
     sums = [int(v.replace(",", "")) for v in re.findall(r"\(the sum ([\d,]+) times its scales\)", shown)]
     assert len(sums) == len(quantized_gemm.RUNGS) and min(sums) > 32_767
     recorded = load_recording("day09_gemm_timing")

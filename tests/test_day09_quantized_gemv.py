@@ -1,5 +1,5 @@
-"""Day 9's quantized GEMV (``kernels.quantized_gemv``, ``kernels.quantized_gemv_repacked`` and
-``kernels.quantized_gemv_wide``) on the simulator, and its PTX.
+"""Day 9's quantized GEMV (``kernels.quantized_gemv``, ``kernels.quantized_gemv_repacked``,
+``kernels.quantized_gemv_wide`` and ``kernels.quantized_gemv_persistent``) on the simulator, and its PTX.
 
 Every rung against the GGUF references at awkward shapes (N not a multiple of the warps of a block, K = 32,
 a row of 33 blocks so a lane takes two), over blocks of zeros, constant blocks, blocks at the extreme codes
@@ -8,7 +8,9 @@ block more, N not a multiple of their rows per warp, and the batched rung at T =
 q8_1 and Q8_0 quantize kernels, ``half_from_bytes`` and ``dp4a`` bit for bit; ``q4_1_repack`` and
 ``q8_0_repack``; the wide rungs bit for bit against the dp4a rung (Q4_1) and against W times the q8_1 x (Q8_0),
 at N not a multiple of their 32 rows a block and rows of a whole chunk and more, with K past their shared
-memory refused; bad arguments; traffic = ``course.models.quantized``. A process without the simulator compiles
+memory refused; the persistent rungs bit for bit against the dp4a rung (Q4_1) and against W times the q8_1 x
+(Q4_0), at N not a multiple of their grid's warps and rows of one step and more, ``q4_0_repack``; bad
+arguments; traffic = ``course.models.quantized``. A process without the simulator compiles
 the kernels for sm_80 and sm_90 and reads their PTX (dp4a, the fp16 conversions, word loads, the repacked
 rungs' 8-byte loads, the wide rungs' 16-byte loads).
 Sizes stay small: the whole file runs in well under a minute of simulator time.
@@ -28,6 +30,7 @@ from course.traffic import count_traffic
 from kernels import intrinsics
 from kernels import quantized_gemv as qg
 from kernels import quantized_gemv_repacked as qgr
+from kernels import quantized_gemv_persistent as qgp
 from kernels import quantized_gemv_wide as qgw
 from kernels import reference
 from kernels.launching import WARP, cdiv
@@ -41,7 +44,7 @@ SHAPES = [(1, 32), (5, 32), (9, 64), (2, 33 * 32)]
 # The repacked rungs besides: N odd (a warp of 2 rows with one), 11 rows (the batched rung's last warp has 3 rows),
 # a row of a whole chunk of 128 blocks and one more (the repacked rung's chunk loop, then its tail).
 REPACKED_SHAPES = [(1, 32), (3, 96), (11, 32 * 5), (2, 129 * 32)]
-LADDER = qgw.RUNGS               # day 9's whole ladder: the four rungs of quantized_gemv, the repacked, the wide
+LADDER = qgp.RUNGS               # day 9's whole ladder: quantized_gemv's four, the repacked, wide and persistent
 # The wide rungs besides: 33 rows (a block of 32 rows and one more), 70 rows (the last warp with 2 of its 4 rows),
 # a row of a whole chunk (64 blocks for Q4_1, 32 for Q8_0) and one more, and of 3 chunks.
 WIDE_SHAPES = [(33, 96), (70, 65 * 32), (6, 64 * 32), (3, 129 * 32)]
@@ -107,6 +110,7 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
     from kernels import quantized_gemv as qg
     from kernels import quantized_gemv_repacked as qgr
     from kernels import quantized_gemv_wide as qgw
+    from kernels import quantized_gemv_persistent as qgp
     f32, u32, u8 = numba.float32[::1], numba.uint32[::1], numba.uint8[:, :, ::1]
     u64_3d, u32_2d, f32_2d = numba.uint64[:, :, ::1], numba.uint32[:, ::1], numba.float32[:, ::1]
     kernels = [
@@ -122,6 +126,8 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
          (u64_3d, u32_2d, numba.uint64[:, ::1], f32_2d, f32_2d, f32_2d)),
         ("q4_1_gemv_q8_1_wide", qgw.q4_1_gemv_q8_1_wide_kernel, (u32_2d, u32_2d, f32, f32)),
         ("q8_0_gemv_q8_1_wide", qgw.q8_0_gemv_q8_1_wide_kernel, (u32_2d, numba.uint16[:, ::1], f32, f32)),
+        ("q4_1_gemv_q8_1_persistent", qgp.q4_1_gemv_q8_1_persistent_kernel, (u32_2d, u32_2d, f32, f32)),
+        ("q4_0_gemv_q8_1_persistent", qgp.q4_0_gemv_q8_1_persistent_kernel, (u32_2d, numba.uint16[:, ::1], f32, f32)),
     ]
     for name, kernel, signature in kernels:
         for (major, minor), ptx in ptx_for_targets(kernel.py_func, signature, COMPUTE_CAPABILITIES).items():
@@ -463,6 +469,95 @@ def test_bad_arguments_of_the_wide_rungs_are_named(call, error, words):
         call()
 
 
+# The persistent rungs besides: 70 rows over 2 blocks of 32 warps (a warp with two rows, most with one), a row of
+# one step (128 blocks) and one block more, and of 3 steps; K = 32 x 33 with N = 1 (one warp works, the others
+# only quantize x).
+PERSISTENT_SHAPES = [(70, 96), (3, 129 * 32), (2, 384 * 32), (1, 33 * 32)]
+
+
+def q4_0_q8_1_reference(w, x):
+    """sum over blocks of d sum_j q_j x^_j - 8 d sum_j x_j, x^ the q8_1 values of x and the sums exact: W x as the
+    Q4_0 persistent rung defines it (a weight d (q - 8) taken as d q + m with m = -8 d)."""
+    codes, scales, sums = reference.quantize_q8_1(x)
+    x_hat = reference.dequantize_q8_1(codes, scales)
+    d = w[..., :2].copy().view("<f2")[..., 0].astype(np.float64)
+    values = reference.dequantize_q4_0(w.reshape(w.shape[0], -1)).reshape(w.shape[0], -1)
+    return values @ x_hat - 8 * d @ (np.asarray(sums, np.float64) - x_hat.reshape(-1, 32).sum(1))
+
+
+@pytest.mark.parametrize("shape", SHAPES + PERSISTENT_SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
+def test_persistent_q4_1_rung_equals_the_dp4a_rung_bit_for_bit(shape, rng_seed):
+    """Each block of threads quantizes x as the q8_1 kernel does, and each lane adds its blocks in the dp4a rung's
+    order: the same bits on the simulator, from the GGUF bytes and from weights repacked once, on any grid."""
+    rng, seed = rng_seed
+    w, x = gguf_weights(rng, "q4_1", *shape), activations(rng, shape[1])
+    y = qgp.q4_1_gemv_q8_1_persistent(w, x, out=poison(np.empty(shape[0], np.float32)))
+    check(y, dp4a_reference(w, x), name="q4_1_gemv_q8_1_persistent", seed=seed)
+    np.testing.assert_array_equal(y, qg.q4_1_gemv_q8_1_dp4a(w, x))
+    np.testing.assert_array_equal(qgp.q4_1_gemv_q8_1_persistent(qgr.q4_1_repack(w), x, grid=3), y)
+
+
+@pytest.mark.parametrize("shape", SHAPES + PERSISTENT_SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
+def test_persistent_q4_0_rung_matches_w_times_the_quantized_activations(shape, rng_seed):
+    """Every Q4_0 code (the raw bytes of the last row) against the q8_1 x, from the GGUF bytes and repacked."""
+    rng, seed = rng_seed
+    w, x = gguf_weights(rng, "q4_0", *shape), activations(rng, shape[1])
+    y = qgp.q4_0_gemv_q8_1_persistent(w, x, out=poison(np.empty(shape[0], np.float32)))
+    check(y, q4_0_q8_1_reference(w, x), name="q4_0_gemv_q8_1_persistent", seed=seed)
+    np.testing.assert_array_equal(qgp.q4_0_gemv_q8_1_persistent(qgp.q4_0_repack(w), x, grid=1), y)
+
+
+def test_persistent_q4_0_rung_reads_the_nibbles_in_gguf_order():
+    """Position-coded weights: code j of every block is j % 16 (low nibbles codes 0-15, high 16-31), d = 1, and x
+    one-hot on position p: y is d (q_p - 8) x_p, so a kernel that pairs the nibbles with the wrong activations
+    gives another code's value."""
+    blocks = 2
+    w = np.zeros((1, blocks, 18), np.uint8)
+    w[..., :2] = np.array([1.0], "<f2").view(np.uint8)
+    w[..., 2:] = (np.arange(16) % 16) | ((np.arange(16, 32) % 16) << 4)
+    for p in (0, 5, 17, 31, 32 + 20):
+        x = np.zeros(32 * blocks, np.float32)
+        x[p] = 1.0
+        y = qgp.q4_0_gemv_q8_1_persistent(w, x)
+        assert y[0] == np.float32((p % 32) % 16 - 8), (p, y)
+
+
+def test_q4_0_repack_splits_each_block_into_its_codes_and_its_scale(rng_seed):
+    rng, _ = rng_seed
+    w = gguf_weights(rng, "q4_0", 3, 5 * 32)
+    codes, scales = qgp.q4_0_repack(w)
+    assert codes.dtype == np.uint32 and scales.dtype == np.uint16 and codes.shape == (3, 5, 4)
+    assert scales.shape == (3, 5) and codes.flags.c_contiguous and scales.flags.c_contiguous
+    np.testing.assert_array_equal(codes.view(np.uint8).reshape(3, 5, 16), w[..., 2:])
+    np.testing.assert_array_equal(scales, w[..., :2].copy().view(np.uint16)[..., 0])
+    on_device = qgp.q4_0_repack(cuda.to_device(w))
+    assert isinstance(on_device, qgp.Q4_0Repacked)
+    np.testing.assert_array_equal(on_device.codes.copy_to_host(), codes)
+
+
+W40 = np.zeros((2, 3, 18), np.uint8)
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: qgp.q4_1_gemv_q8_1_persistent(np.zeros((1, qgp.PERSISTENT_MAX_K // 32 + 1, 20), np.uint8),
+                                           np.zeros(qgp.PERSISTENT_MAX_K + 32, np.float32)), ValueError,
+     f"x must have K at most {qgp.PERSISTENT_MAX_K} for q4_1_gemv_q8_1_persistent .* q4_1_gemv_q8_1_repacked takes"),
+    (lambda: qgp.q4_0_gemv_q8_1_persistent(W41, X), ValueError,
+     r"w must have shape \(rows=any, blocks=any, q4_0_block_bytes=18\), got \(2, 3, 20\)"),
+    (lambda: qgp.q4_0_gemv_q8_1_persistent(qgr.q4_1_repack(W41), X), TypeError,
+     "w must be Q4_0 GGUF bytes .* or q4_0_repack's Q4_0Repacked, got a Q4_1Repacked of 2"),
+    (lambda: qgp.q4_0_gemv_q8_1_persistent(qgp.Q4_0Repacked(np.zeros((2, 3, 4), np.uint32),
+                                                            np.zeros((2, 3), np.float16)), X), TypeError,
+     "w.scales must have dtype uint16, got float16"),
+    (lambda: qgp.q4_1_gemv_q8_1_persistent(W41, X, grid=0), ValueError, "grid must be"),
+    (lambda: qgp.q4_0_gemv_q8_1_persistent(W40, X, out=np.zeros(3, np.float32)), ValueError,
+     r"out must have shape \(rows=2,\), got \(3,\)"),
+])
+def test_bad_arguments_of_the_persistent_rungs_are_named(call, error, words):
+    with pytest.raises(error, match=words):
+        call()
+
+
 # ------------------------------------------------------------------------------------------------
 # Traffic and the byte model
 # ------------------------------------------------------------------------------------------------
@@ -547,7 +642,7 @@ def test_ptx_of_every_kernel(compiled):
     records = compiled()
     assert {(r["kernel"], r["cc"]) for r in records} == {(k, cc) for k in (*WARP_PER_ROW, "q8_1_quantize",
                                                                          "q8_0_quantize", "q4_1_gemv_q8_1_dp4a",
-                                                                         *REPACKED, *WIDE)
+                                                                         *REPACKED, *WIDE, *PERSISTENT)
                                                           for cc in ("sm_80", "sm_90")}
     for r in records:
         assert not r["local"] and not r["f64"], r
@@ -561,6 +656,9 @@ def test_ptx_of_every_kernel(compiled):
         if r["kernel"] in WIDE:
             assert r["byte_loads"] == 0 and r["dp4a"] >= WIDE[r["kernel"]]["dp4a"], r
             assert r["loads_16_bytes"] >= WIDE[r["kernel"]]["loads_16_bytes"], r
+        if r["kernel"] in PERSISTENT:
+            assert r["byte_loads"] == 0 and r["dp4a"] >= PERSISTENT[r["kernel"]]["dp4a"], r
+            assert r["loads_16_bytes"] >= PERSISTENT[r["kernel"]]["loads_16_bytes"], r
 
 
 # At least: the repacked rung's chunk unrolled, 2 rows x 4 blocks x 8 dp4a and 2 rows x 4 blocks x 2 8-byte loads of
@@ -573,3 +671,8 @@ REPACKED = {"q4_1_gemv_q8_1_repacked": {"dp4a": 64, "wide_loads": 32},
 # Q4_1, 4 x 1 x 2 for Q8_0.
 WIDE = {"q4_1_gemv_q8_1_wide": {"dp4a": 64, "loads_16_bytes": 16},
         "q8_0_gemv_q8_1_wide": {"dp4a": 32, "loads_16_bytes": 16}}
+# At least: a step unrolled, PERSISTENT_ROWS x PERSISTENT_BLOCKS_PER_LANE blocks x 8 dp4a, each block's codes in one
+# 16-byte load.
+PERSISTENT = {name: {"dp4a": 8 * qgp.PERSISTENT_ROWS * qgp.PERSISTENT_BLOCKS_PER_LANE,
+                     "loads_16_bytes": qgp.PERSISTENT_ROWS * qgp.PERSISTENT_BLOCKS_PER_LANE}
+              for name in ("q4_1_gemv_q8_1_persistent", "q4_0_gemv_q8_1_persistent")}

@@ -377,6 +377,18 @@ def _q4_1_times_q8_1_reference(w, x, **_):
     return reference.dequantize_q4_1(without_minimum.reshape(w.shape[0], -1)) @ x_hat + minimums @ sums
 
 
+def _q4_0_times_q8_1_reference(w, x, **_):
+    """W x with x quantized to q8_1, a Q4_0 weight d (q - 8) taken as d q + m with m = -8 d: sum over blocks of
+    d sum_j q_j x^_j - 8 d sum_j x_j (``q4_0_gemv_q8_1_persistent``)."""
+    from kernels import reference
+
+    codes, scales, sums = reference.quantize_q8_1(x)
+    x_hat = reference.dequantize_q8_1(codes, scales)
+    d = w[..., :2].copy().view("<f2")[..., 0].astype(np.float64)
+    values = reference.dequantize_q4_0(w.reshape(w.shape[0], -1)).reshape(w.shape[0], -1)
+    return values @ x_hat - 8 * d @ (np.asarray(sums, np.float64) - x_hat.reshape(-1, 32).sum(1))
+
+
 def _q8_0_times_q8_1_reference(w, x, **_):
     """W x with x quantized to q8_1: sum over blocks of d sum_j q_j x^_j, x^ the q8_1 values of x
     (``q8_0_gemv_q8_1_wide``)."""
@@ -525,6 +537,7 @@ OPERATIONS = {
                                   _norm_swiglu_reference),
     "q4_1_gemv_q8_1": Operation(_quantized_gemv_inputs, _q4_1_times_q8_1_reference),   # dp4a, repacked, wide
     "q8_0_gemv_q8_1": Operation(_quantized_gemv_inputs, _q8_0_times_q8_1_reference),   # q8_0_gemv_q8_1_wide
+    "q4_0_gemv_q8_1": Operation(_quantized_gemv_inputs, _q4_0_times_q8_1_reference),   # q4_0_gemv_q8_1_persistent
     "q4_1_gemv_q8_1_small": Operation(_small_batch_inputs, _small_batch_reference),    # q4_1_gemv_q8_1_small_batch
     "w8a8_gemm": Operation(_w8a8_gemm_inputs, _w8a8_gemm_reference),
     "embedding_q8_0": Operation(_embedding_inputs, _embedding_reference),
@@ -820,6 +833,8 @@ def compile_every_rung(emit=print) -> None:
         args, kwargs = operation_of(rung).inputs(np.random.default_rng(0), rung)
         if rung.launcher.__name__ == "copy_v2_grid_stride":
             kwargs["blocks"] = 2                  # the default asks the (absent) GPU for its SM count
+        if rung.launcher.__name__.endswith("_persistent"):
+            kwargs["grid"] = 2                    # the same
         launches = []
         rung(*args, **kwargs, **seen_kernels(rung, launches, compile_launch))
 

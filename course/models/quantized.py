@@ -21,6 +21,9 @@ fewer bytes of W, and at decode W is nearly all of the traffic.
   whatever T, quantizes x per token (T K floats read, T q8_1 rows written) and its ceil(N / 4) warps
   (``BATCH_ROWS_PER_WARP``) each read all T tokens' q8_1 blocks once: T ceil(N / 4) (K + 8 K / 32) bytes,
   served by L1 and L2, then write T N floats of y.
+  The persistent rungs (``traffic_q4_1_gemv_q8_1_persistent(N, K, grid)`` and its Q4_0 twin) read W's codes and
+  scales once and x once per block of threads of their grid (``SIMULATOR_GRID`` on the simulator, one per SM on a
+  GPU), whatever N, and write y.
 - ``bytes_<rung>(N, K)``: the total of ``traffic_<rung>`` (``bytes_q4_1_gemv_q8_1_small_batch(N, K, T)``).
 - ``compulsory_bytes(rung, N, K, T=1)``: what must cross DRAM at least: W once, x and y once per token, and for
   the q8_1 rungs their q8_1 blocks written once and read once per token. Timings divide these by the time.
@@ -52,7 +55,9 @@ __all__ = ["QK", "BLOCK_BYTES", "RUNG_FORMATS", "BATCHED_RUNGS", "ROWS_PER_WARP"
            "bytes_q8_0_gemv_warp_per_row", "bytes_q4_0_gemv_warp_per_row", "bytes_q4_1_gemv_warp_per_row",
            "bytes_q4_1_gemv_q8_1_dp4a", "bytes_q4_1_gemv_q8_1_repacked", "bytes_q4_1_gemv_q8_1_small_batch",
            "WIDE_ROWS_PER_BLOCK", "traffic_q4_1_gemv_q8_1_wide", "traffic_q8_0_gemv_q8_1_wide",
-           "bytes_q4_1_gemv_q8_1_wide", "bytes_q8_0_gemv_q8_1_wide", "traffic",
+           "bytes_q4_1_gemv_q8_1_wide", "bytes_q8_0_gemv_q8_1_wide", "SIMULATOR_GRID",
+           "traffic_q4_1_gemv_q8_1_persistent", "traffic_q4_0_gemv_q8_1_persistent",
+           "bytes_q4_1_gemv_q8_1_persistent", "bytes_q4_0_gemv_q8_1_persistent", "traffic",
            "compulsory_bytes"]
 
 QK = GGUF_BLOCK_SIZE
@@ -60,11 +65,13 @@ BLOCK_BYTES = {"q8_0": Q8_0_BLOCK_BYTES, "q4_0": Q4_0_BLOCK_BYTES, "q4_1": Q4_1_
 # The weight format each rung of kernels.quantized_gemv_repacked (day 9's whole ladder) reads.
 RUNG_FORMATS = {"q8_0_gemv_warp_per_row": "q8_0", "q4_0_gemv_warp_per_row": "q4_0",
                 "q4_1_gemv_warp_per_row": "q4_1", "q4_1_gemv_q8_1_dp4a": "q4_1", "q4_1_gemv_q8_1_repacked": "q4_1",
-                "q4_1_gemv_q8_1_small_batch": "q4_1", "q4_1_gemv_q8_1_wide": "q4_1", "q8_0_gemv_q8_1_wide": "q8_0"}
+                "q4_1_gemv_q8_1_small_batch": "q4_1", "q4_1_gemv_q8_1_wide": "q4_1", "q8_0_gemv_q8_1_wide": "q8_0",
+                "q4_1_gemv_q8_1_persistent": "q4_1", "q4_0_gemv_q8_1_persistent": "q4_0"}
 BATCHED_RUNGS = ("q4_1_gemv_q8_1_small_batch",)      # the rungs that take T tokens at once
 ROWS_PER_WARP = 2              # rows per warp of q4_1_gemv_q8_1_repacked: its warps read the q8_1 blocks
 BATCH_ROWS_PER_WARP = 4        # rows per warp of q4_1_gemv_q8_1_small_batch
 WIDE_ROWS_PER_BLOCK = 32       # rows per block of threads of the wide rungs: each block reads all of x once
+SIMULATOR_GRID = 2             # blocks of threads of the persistent rungs on the simulator (a GPU: one per SM)
 SCALE_BYTES = {"q8_0": 2, "q4_0": 2, "q4_1": 4}     # a block's bytes of scale (and minimum), beside its codes
 Q8_1_RUNGS = ("q4_1_gemv_q8_1_dp4a", "q4_1_gemv_q8_1_repacked", "q4_1_gemv_q8_1_small_batch")
 FLOAT32 = 4        # bytes of x, y, and of a q8_1 block's scale and sum
@@ -196,6 +203,28 @@ def traffic_q8_0_gemv_q8_1_wide(N: int, K: int) -> dict:
     return _wide("q8_0", N, K)
 
 
+def _persistent(fmt: str, N: int, K: int, grid: int) -> dict:
+    """One kernel on ``grid`` blocks of threads: W's codes and scales once, x once per block of threads (each
+    quantizes all of x into its shared memory, whatever its share of the rows), y written."""
+    _check(N=N, K=K, grid=grid)
+    blocks = K // QK
+    scale = SCALE_BYTES[fmt]
+    return {"codes": (N * blocks * (BLOCK_BYTES[fmt] - scale), 0), "scales": (N * blocks * scale, 0),
+            "x": (grid * K * FLOAT32 if N else 0, 0), "y": (0, N * FLOAT32)}
+
+
+def traffic_q4_1_gemv_q8_1_persistent(N: int, K: int, grid: int = SIMULATOR_GRID) -> dict:
+    """W's 16 bytes of codes and 4 of scales per block once; x (4 K bytes, from L2 after the first block of
+    threads) once per block of threads (``grid``: ``SIMULATOR_GRID`` on the simulator, a GPU's SMs on it); y
+    written."""
+    return _persistent("q4_1", N, K, grid)
+
+
+def traffic_q4_0_gemv_q8_1_persistent(N: int, K: int, grid: int = SIMULATOR_GRID) -> dict:
+    """W's 16 bytes of codes and 2 of scale per block once; x once per block of threads; y written."""
+    return _persistent("q4_0", N, K, grid)
+
+
 def _total(traffic: dict) -> int:
     return sum(loads + stores for loads, stores in traffic.values())
 
@@ -240,6 +269,16 @@ def bytes_q8_0_gemv_q8_1_wide(N: int, K: int) -> int:
     return _total(traffic_q8_0_gemv_q8_1_wide(N, K))
 
 
+def bytes_q4_1_gemv_q8_1_persistent(N: int, K: int, grid: int = SIMULATOR_GRID) -> int:
+    """All of ``traffic_q4_1_gemv_q8_1_persistent``: 20 N K / 32 + 4 K grid + 4 N."""
+    return _total(traffic_q4_1_gemv_q8_1_persistent(N, K, grid))
+
+
+def bytes_q4_0_gemv_q8_1_persistent(N: int, K: int, grid: int = SIMULATOR_GRID) -> int:
+    """All of ``traffic_q4_0_gemv_q8_1_persistent``: 18 N K / 32 + 4 K grid + 4 N."""
+    return _total(traffic_q4_0_gemv_q8_1_persistent(N, K, grid))
+
+
 _TRAFFIC = {"q8_0_gemv_warp_per_row": traffic_q8_0_gemv_warp_per_row,
             "q4_0_gemv_warp_per_row": traffic_q4_0_gemv_warp_per_row,
             "q4_1_gemv_warp_per_row": traffic_q4_1_gemv_warp_per_row,
@@ -247,7 +286,9 @@ _TRAFFIC = {"q8_0_gemv_warp_per_row": traffic_q8_0_gemv_warp_per_row,
             "q4_1_gemv_q8_1_repacked": traffic_q4_1_gemv_q8_1_repacked,
             "q4_1_gemv_q8_1_small_batch": traffic_q4_1_gemv_q8_1_small_batch,
             "q4_1_gemv_q8_1_wide": traffic_q4_1_gemv_q8_1_wide,
-            "q8_0_gemv_q8_1_wide": traffic_q8_0_gemv_q8_1_wide}
+            "q8_0_gemv_q8_1_wide": traffic_q8_0_gemv_q8_1_wide,
+            "q4_1_gemv_q8_1_persistent": traffic_q4_1_gemv_q8_1_persistent,
+            "q4_0_gemv_q8_1_persistent": traffic_q4_0_gemv_q8_1_persistent}
 
 
 def _tokens(rung: str, T) -> int:

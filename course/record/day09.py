@@ -1,7 +1,7 @@
 """GPU recordings of day 9: quantized GEMV over GGUF blocks (``kernels.quantized_gemv`` and its continuations
-``kernels.quantized_gemv_repacked`` and ``kernels.quantized_gemv_wide``).
+``kernels.quantized_gemv_repacked``, ``kernels.quantized_gemv_wide`` and ``kernels.quantized_gemv_persistent``).
 
-A declaration for ``course.record.harness`` over the registry ``kernels.quantized_gemv_wide.RUNGS`` (the
+A declaration for ``course.record.harness`` over the registry ``kernels.quantized_gemv_persistent.RUNGS`` (the
 day's whole ladder, ``LADDER``): y = W x at batch 1, the decode step's matrix-vector product, with W stored in its
 llama.cpp bytes (``RUNG_FORMATS``:
 Q8_0, Q4_0, Q4_1) at two shapes of Llama 3 70B's layers (``SHAPES``, (N, K): 8192 x 8192, the attention
@@ -65,7 +65,8 @@ from course.models import quantized as model
 from course.record import harness
 from course.record.harness import Check, NcuCase, Sweep, Timed
 from course.models import quantized_gemm as gemm_model
-from kernels import quantized_gemm, quantized_gemv, quantized_gemv_repacked, quantized_gemv_wide, reference
+from kernels import (quantized_gemm, quantized_gemv, quantized_gemv_persistent, quantized_gemv_repacked,
+                     quantized_gemv_wide, reference)
 
 SHAPES = ((8192, 8192), (28672, 8192))         # (N, K): Llama 3 70B's o_proj, and its gate and up projections
 QUICK_CHECK_SHAPES = ((1024, 4096),)
@@ -77,11 +78,12 @@ CHUNK_ROWS = 1024          # rows of W made, quantized and multiplied at a time 
 QK = model.QK
 DP4A = "q4_1_gemv_q8_1_dp4a"
 BATCHED = "q4_1_gemv_q8_1_small_batch"
-LADDER = quantized_gemv_wide.RUNGS              # the day's whole ladder: quantized_gemv's rungs, the repacked, the wide
+LADDER = quantized_gemv_persistent.RUNGS        # the day's whole ladder: quantized_gemv's, the repacked, wide, persistent
 # The weight format of each rung, in ladder order (a test checks that these are the ladder's rungs).
 FORMATS = {name: model.RUNG_FORMATS[name] for name in LADDER}
 # The rungs whose reference is W times the q8_1 activations, and those timed on repacked weights.
-Q8_1_RUNGS = (DP4A, "q4_1_gemv_q8_1_repacked", BATCHED, "q4_1_gemv_q8_1_wide", "q8_0_gemv_q8_1_wide")
+Q8_1_RUNGS = (DP4A, "q4_1_gemv_q8_1_repacked", BATCHED, "q4_1_gemv_q8_1_wide", "q8_0_gemv_q8_1_wide",
+              "q4_1_gemv_q8_1_persistent", "q4_0_gemv_q8_1_persistent")
 REPACKED = tuple(name for name in LADDER if name not in quantized_gemv.RUNGS)
 TOKENS = (1, 2, 4, 8, 16)                      # the decode batches of the batched sweep
 QUICK_BATCH_POINTS = ((8192, 8192, 1), (8192, 8192, 16))
@@ -155,6 +157,12 @@ def reference_gemv(rung: str, w: np.ndarray, x: np.ndarray) -> np.ndarray:
         if fmt == "q8_0":                              # d q and no minimum
             y[start:start + len(rows)] = dequantize(rows.reshape(len(rows), -1)) @ x_hat
             continue
+        if fmt == "q4_0":                              # d (q - 8) taken as d q + m, m = -8 d, m times x's exact sums
+            d = rows[..., :2].copy().view("<f2")[..., 0].astype(np.float64)
+            x_hat_sums = x_hat.reshape(-1, QK, x_hat.shape[1]).sum(axis=1)
+            y[start:start + len(rows)] = (dequantize(rows.reshape(len(rows), -1)) @ x_hat
+                                          - 8 * d @ (sums - x_hat_sums))
+            continue
         minimums = rows[..., 2:4].copy().view("<f2")[..., 0].astype(np.float64)
         rows[..., 2:4] = 0                             # m = 0: the values are d q exactly
         y[start:start + len(rows)] = dequantize(rows.reshape(len(rows), -1)) @ x_hat + minimums @ sums
@@ -188,7 +196,8 @@ def device_weights(name: str, n: int, k: int, on_device: dict):
         return on_device[fmt]
     key = f"repacked {fmt}"
     if key not in on_device:
-        repack = quantized_gemv_repacked.q4_1_repack if fmt == "q4_1" else quantized_gemv_wide.q8_0_repack
+        repack = {"q4_1": quantized_gemv_repacked.q4_1_repack, "q4_0": quantized_gemv_persistent.q4_0_repack,
+                  "q8_0": quantized_gemv_wide.q8_0_repack}[fmt]
         on_device[key] = repack(on_device[fmt])
         cuda.synchronize()
     return on_device[key]
@@ -387,7 +396,7 @@ def gemv_sweep() -> Sweep:
         name="day09_gemv_timing",
         notes=("y = W x at batch 1, W (N, K) in GGUF blocks of 32 (fmt: q8_0, q4_0, q4_1; Gaussian W, std 0.02, "
                "quantized by kernels.reference), x (K,) and y (N,) float32; rung: the rung of "
-               "kernels.quantized_gemv_wide.RUNGS ("
+               "kernels.quantized_gemv_persistent.RUNGS ("
                + ", ".join(f"{name} on {fmt}" for name, fmt in FORMATS.items()) + "; " + ", ".join(REPACKED)
                + " on the weights repacked once by q4_1_repack or q8_0_repack before timing, the "
                "batched rung at T=1); torch_mv_fp16: torch.mv on an fp16 W (N, K) and fp16 x (cuBLAS's GEMV); "
@@ -508,7 +517,7 @@ def recorder() -> harness.Recorder:
         day="day09", checks=lambda quick: (checks(QUICK_CHECK_SHAPES if quick else SHAPES)
                                            + gemm_checks(QUICK_GEMM_SIZES[0] if quick else GEMM_CHECK_SIZE)),
         check_recording="day09_full_size_checks",
-        check_notes=("every rung of kernels.quantized_gemv_wide.RUNGS (day 9's ladder) on Gaussian W (std 0.02) "
+        check_notes=("every rung of kernels.quantized_gemv_persistent.RUNGS (day 9's ladder) on Gaussian W (std 0.02) "
                      "quantized by kernels.reference (fmt), x Gaussian float32, against the float64 reference: the "
                      "dequantized W times x (against='x'); for the q8_1 rungs (" + ", ".join(Q8_1_RUNGS) + "), the "
                      "dequantized W times x quantized to q8_1 (reference.quantize_q8_1) in the codes' product and "

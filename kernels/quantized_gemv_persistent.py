@@ -1,0 +1,309 @@
+"""Quantized GEMV on a persistent grid, x quantized once per resident block, unsigned indices (day 9, continued).
+
+Shapes as in ``kernels.quantized_gemv_wide``: W (N, K) in blocks of 32 weights, x (K,) float32, y (N,) float32,
+K = 32 blocks. Two formats, each from its repacked layout (made once at load time, never timed): Q4_1
+(``Q4_1Repacked``: 16 bytes of codes and a word of d and m a block) and Q4_0 (``Q4_0Repacked``, made by
+``q4_0_repack``: the same 16 bytes of codes and d alone, 2 bytes, so a block is 18 bytes: 4.5 bits a
+weight against Q4_1's 5). A Q4_0 weight is d (q - 8): the rung computes it as Q4_1 with m = -8 d, so both
+formats share one kernel and one reference (``q4_1_gemv_q8_1_dp4a``'s, W times x quantized to q8_1 in the codes'
+product and times the exact block sums of x in the minimum's). On Q4_1, on the simulator, the rung gives that
+rung's bits (each lane sums its blocks l, l + 32, l + 64, ... in that order with the same float expression, and
+the warp's butterfly is the same); on an H100 it came within 2e-7 of them (relative to the largest |y|): the
+compiler fuses multiplies and adds its own way in each kernel.
+
+The rungs of day 9's whole ladder, ``RUNGS``, in order, one line each (the first eight live in
+``kernels.quantized_gemv``, ``kernels.quantized_gemv_repacked`` and ``kernels.quantized_gemv_wide``):
+
+- ``q8_0_gemv_warp_per_row``: a warp per row, a lane per block, each byte read once, a shuffle sum.
+- ``q4_0_gemv_warp_per_row``: Q4_0, two weights per byte: one load, both nibbles unpacked in registers.
+- ``q4_1_gemv_warp_per_row``: Q4_1, the block minimum paid once per block through the block's sum of x.
+- ``q4_1_gemv_q8_1_dp4a``: x quantized to int8 blocks (q8_1) first, then 4 int8 products per ``dp4a``.
+- ``q4_1_gemv_q8_1_repacked``: weights repacked at load time, 8-byte loads, 8 blocks in flight per lane.
+- ``q4_1_gemv_q8_1_small_batch``: each block of W loaded once for the T <= 16 tokens of a decode batch.
+- ``q4_1_gemv_q8_1_wide``: one launch, x quantized in each block's shared memory, 16-byte loads.
+- ``q8_0_gemv_q8_1_wide``: the same for Q8_0.
+- ``q4_1_gemv_q8_1_persistent``: ``PERSISTENT_BLOCKS_PER_SM`` block of ``PERSISTENT_WARPS`` warps per SM,
+  launched once; each block quantizes x to q8_1 into its shared memory once, then its warps walk their share of
+  the rows, every index unsigned (numba checks a signed index for wrap-around before every load).
+- ``q4_0_gemv_q8_1_persistent``: the same for Q4_0 (4.5 bits a weight).
+
+Why (the Nsight profile of the two rungs before it, H100, 28672 x 8192): ``q4_1_gemv_q8_1_wide`` and
+``q4_1_gemv_q8_1_repacked`` issue an instruction on only about a third of their schedulers' cycles, with 16 and
+26 warps an SM, and many of their instructions are not the work: before each of the wide rung's shared loads,
+numba's signed 64-bit index takes a ``shr``, an ``and`` and two ``add`` of 64 bits (the wrap-around of a negative
+index), 40 such instructions for a block's 8 activation words and its 8 ``dp4a``. And the wide rung quantizes x
+1,792 times at 28672 x 8192, once per block of 32 rows.
+
+Prediction (written before the first version was timed, for 16 warps a block, 2 rows a warp and the next step's
+loads issued before the current step's arithmetic): the DRAM bytes are W's once, and with the instructions gone
+and the loads overlapped, W should stream at 0.85 to 0.9 of the copy bandwidth at 28672 x 8192 and at 0.75 to
+0.85 at 8192 x 8192, where the kernel is about 10 us on an H200 and its first microsecond (the launch, x's
+quantization, the first loads) weighs most.
+
+Measured on an H100 (2026-12-06, L2 flushed by a read, the GPU's time, Q4_1; copy 3.0 TB/s); the prediction
+failed:
+
+- The first version (16 warps a block, 2 rows a warp, two sets of registers, 120 registers a thread): 27.6 us at
+  8192 x 8192 (0.51 of copy) and 61.7 us at 28672 x 8192 (0.79), against ``q4_1_gemv_q8_1_repacked``'s 26.8 and
+  58.1 us. Nsight: DRAM bytes W's once; 8.4 M and 20.6 M warp instructions, one issued every 2.8 cycles per
+  scheduler. Its Q4_0 twin: 26.1 and 57.1 us.
+- Without the second set of registers, over warps, rows and blocks a lane (``_build``'s parameters): every
+  variant 24 to 33 us at 8192 x 8192 and 58 to 67 us at 28672 x 8192. The best is this module's: 32 warps a
+  block, one row a warp, 4 blocks a lane, 56 registers: 24.1 us (0.58 of copy) and 57.9 us (0.85). In the same
+  run torch's fp16 GEMV took 48.9 and 156 us and ``torch._weight_int4pack_mm`` 27.4 and 80.6 us.
+
+So at 28672 x 8192 the rung reads W at 0.85 of the copy bandwidth, as the repacked rung does, and at 8192 x 8192
+it is 10% faster than that rung; every 4-bit kernel measured there, torch's included, takes 24 to 28 us where W's
+42 MB need 14 us at the copy bandwidth: a cost of about 10 us a call that the larger matrix hides in its time.
+Suspects, to measure next (``_build(quantize=False)`` and ``_build(walk=False)`` time each half): x's quantization
+in every block (256 blocks of x, about 60 warp instructions each with two IEEE divisions, in rounds of loads),
+and the two round trips to DRAM each warp makes at 8192 x 8192 with nothing else to hide them.
+
+Launchers ``q4_1_gemv_q8_1_persistent(w, x, *, out=None, grid=None, kernel=...)`` and
+``q4_0_gemv_q8_1_persistent(...)``: ``w`` the GGUF bytes (repacked at each call: what the registry's checks pass)
+or the repacked weights (what a model keeps and the recordings time); ``grid`` blocks of threads (by default
+``PERSISTENT_BLOCKS_PER_SM`` per SM of the GPU, 2 on the simulator) of ``PERSISTENT_WARPS`` x 32 threads, 40
+bytes of dynamic shared memory per block of x; any N, K any multiple of 32 up to ``PERSISTENT_MAX_K`` (K = 0
+gives zeros). NumPy arrays or numba device arrays (``kernels.launching``).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import numpy as np
+from numba import config, cuda, float32, int32, uint32, uint64
+
+from kernels.intrinsics import dp4a, load_u32x4, unpack_halves
+from kernels.launching import (WARP, is_device_array, output_array, require_array, require_float32,
+                               require_positive_int, require_same_kind)
+from kernels.quantized_gemv import BLOCK_BYTES, FULL_MASK, NO_INVERSE, QK, round_half_away, warp_max, warp_sum
+from kernels import quantized_gemv_wide
+from kernels.quantized_gemv_repacked import CODE_WORDS, repacked_weights
+from kernels.registry import Rung, ladder
+
+__all__ = ["PERSISTENT_WARPS", "PERSISTENT_ROWS", "PERSISTENT_BLOCKS_PER_LANE", "PERSISTENT_MAX_K",
+           "Q4_0Repacked", "q4_0_repack", "persistent_grid", "persistent_shared_bytes",
+           "q4_1_gemv_q8_1_persistent_kernel", "q4_0_gemv_q8_1_persistent_kernel",
+           "q4_1_gemv_q8_1_persistent", "q4_0_gemv_q8_1_persistent", "RUNGS"]
+
+PERSISTENT_WARPS = 32            # warps per block of threads
+PERSISTENT_ROWS = 1              # rows of W a warp multiplies at once, sharing each activation load
+PERSISTENT_BLOCKS_PER_LANE = 4   # blocks of each of those rows a lane loads per step
+PERSISTENT_BLOCKS_PER_SM = 1     # blocks of threads per SM
+_THREADS = PERSISTENT_WARPS * WARP
+_STEP_BLOCKS = PERSISTENT_BLOCKS_PER_LANE * WARP      # blocks of a row a warp takes per step
+_X_WORDS = QK // 4                                    # uint32 words of a block's 32 activation codes
+_X_WIDE = QK // 8                                     # the same as uint64
+_SHARED_LIMIT = 48 * 1024
+_SHARED_PER_BLOCK = 4 * (_X_WORDS + 2)                # codes, scale and sum of a block of x
+PERSISTENT_MAX_K = _SHARED_LIMIT // _SHARED_PER_BLOCK * QK
+_X_BATCH = 4                                          # blocks of x a warp loads before it quantizes them
+_LOW_NIBBLES = 0x0F0F0F0F
+
+
+class Q4_0Repacked(NamedTuple):
+    """Q4_0 weights laid out for ``q4_0_gemv_q8_1_persistent``: ``codes`` (N, blocks, 4) uint32, each block's 16
+    bytes of codes as in GGUF (byte j: code j low, code j + 16 high), and ``scales`` (N, blocks) uint16, the bits
+    of each block's fp16 d."""
+
+    codes: object
+    scales: object
+
+
+def q4_0_repack(w) -> Q4_0Repacked:
+    """The Q4_0 GGUF bytes w (N, blocks, 18) uint8 (d as fp16, then 16 bytes of codes) split as
+    ``Q4_0Repacked``: a load-time step on the host (a device array is copied to the host and back)."""
+    n, blocks, _ = require_array("w", w, (None, None, BLOCK_BYTES["q4_0"]), np.uint8,
+                                 dims=("rows", "blocks", "q4_0_block_bytes"))
+    host = w.copy_to_host() if is_device_array(w) else w
+    codes = np.ascontiguousarray(host[..., 2:]).view(np.uint32).reshape(n, blocks, CODE_WORDS)
+    scales = np.ascontiguousarray(host[..., :2]).view(np.uint16).reshape(n, blocks)
+    if is_device_array(w):
+        return Q4_0Repacked(cuda.to_device(codes), cuda.to_device(scales))
+    return Q4_0Repacked(codes, scales)
+
+
+def persistent_shared_bytes(k: int) -> int:
+    """Bytes of dynamic shared memory the rungs ask for at K = ``k``: x's q8_1 blocks (codes, scale, sum)."""
+    return _SHARED_PER_BLOCK * (k // QK)
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count() -> int:
+    return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
+
+
+def persistent_grid() -> int:
+    """SMs of the current GPU (2 on the simulator): the rungs launch ``PERSISTENT_BLOCKS_PER_SM`` blocks each."""
+    return 2 if config.ENABLE_CUDASIM else _sm_count()
+
+
+def _build(fmt: str, rows: int = PERSISTENT_ROWS, per_lane: int = PERSISTENT_BLOCKS_PER_LANE,
+           warps: int = PERSISTENT_WARPS, per_sm: int = PERSISTENT_BLOCKS_PER_SM, quantize: bool = True,
+           walk: bool = True):
+    """The rung's kernel for ``fmt``, "q4_1" (scales: uint32, d low and m high) or "q4_0" (scales: uint16 d,
+    and m = -8 d): ``warps`` warps a block, ``per_sm`` blocks an SM, each warp ``rows`` rows at a time, a lane
+    ``per_lane`` blocks of each per step. Two switches time the kernel's halves apart and give wrong answers:
+    ``quantize=False`` skips x's quantization (the activations are whatever shared memory holds), ``walk=False``
+    skips the rows (y is not written)."""
+    q4_1 = fmt == "q4_1"
+    step_blocks = per_lane * WARP
+    threads = warps * WARP
+
+    def kernel(codes, scales, x, y):
+        x_words = cuda.shared.array(0, uint32)      # x's q8_1 codes, block-major: 8 words (4 uint64) a block ...
+        x_wide = cuda.shared.array(0, uint64)       # ... the same bytes read 8 at a time
+        x_floats = cuda.shared.array(0, float32)    # ... then the blocks' scales, then their sums
+        lane = uint32(cuda.threadIdx.x % WARP)
+        warp = uint32(cuda.threadIdx.x // WARP)
+        n = uint32(scales.shape[0])
+        blocks = uint32(scales.shape[1])
+        # x to q8_1, as quantized_gemv.q8_1_quantize_kernel: warp w takes blocks w, w + warps, ..., _X_BATCH at once
+        values = cuda.local.array(_X_BATCH, float32)
+        for base in range(warp, blocks if quantize else uint32(0), uint32(warps * _X_BATCH)):
+            for j in range(_X_BATCH):
+                b = base + uint32(j * warps)
+                values[j] = x[b * uint32(QK) + lane] if b < blocks else float32(0.0)
+            for j in range(_X_BATCH):
+                b = base + uint32(j * warps)
+                if b < blocks:                        # the same for the whole warp
+                    v = values[j]
+                    d = warp_max(abs(v)) / float32(127.0)
+                    total = warp_sum(v)
+                    inverse = float32(1.0) / d if d > float32(NO_INVERSE) else float32(0.0)
+                    code = round_half_away(v * inverse)
+                    word = uint32(code & 0xFF)
+                    for k in range(1, 4):
+                        word = uint32(word | (uint32(cuda.shfl_down_sync(FULL_MASK, code, k) & 0xFF)
+                                              << uint32(8 * k)))
+                    if lane % uint32(4) == uint32(0):
+                        x_words[uint32(_X_WORDS) * b + lane // uint32(4)] = word
+                    if lane == uint32(0):
+                        x_floats[uint32(_X_WORDS) * blocks + b] = d
+                        x_floats[uint32(_X_WORDS + 1) * blocks + b] = total
+        cuda.syncthreads()
+        w_codes = cuda.local.array((rows, per_lane, CODE_WORDS), uint32)
+        w_scales = cuda.local.array((rows, per_lane), uint32)
+        acc = cuda.local.array(rows, float32)
+        all_warps = uint32(cuda.gridDim.x * warps)
+        tasks = (n + uint32(rows - 1)) // uint32(rows) if walk else uint32(0)
+        for task in range(uint32(cuda.blockIdx.x * warps) + warp, tasks, all_warps):
+            first = task * uint32(rows)
+            for r in range(rows):
+                acc[r] = float32(0.0)
+            for start in range(uint32(0), blocks, uint32(step_blocks)):
+                for u in range(per_lane):                 # every load of the step first ...
+                    b = start + uint32(u * WARP) + lane
+                    for r in range(rows):
+                        row = first + uint32(r)
+                        if row < n and b < blocks:
+                            (w_codes[r, u, 0], w_codes[r, u, 1], w_codes[r, u, 2],
+                             w_codes[r, u, 3]) = load_u32x4(codes, row, uint32(CODE_WORDS) * b)
+                            w_scales[r, u] = uint32(scales[row, b])
+                        else:
+                            for i in range(CODE_WORDS):
+                                w_codes[r, u, i] = uint32(0)
+                            w_scales[r, u] = uint32(0)
+                for u in range(per_lane):                 # ... then the arithmetic
+                    b = start + uint32(u * WARP) + lane
+                    if b < blocks:
+                        a0 = x_wide[uint32(_X_WIDE) * b]
+                        a1 = x_wide[uint32(_X_WIDE) * b + uint32(1)]
+                        a2 = x_wide[uint32(_X_WIDE) * b + uint32(2)]
+                        a3 = x_wide[uint32(_X_WIDE) * b + uint32(3)]
+                        x_scale = x_floats[uint32(_X_WORDS) * blocks + b]
+                        x_sum = x_floats[uint32(_X_WORDS + 1) * blocks + b]
+                        for r in range(rows):
+                            dot = int32(0)
+                            for i in range(CODE_WORDS):
+                                word = w_codes[r, u, i]
+                                low = a0 if i < 2 else a1
+                                high = a2 if i < 2 else a3
+                                shift = uint64(32 * (i % 2))
+                                dot = dp4a(uint32(word & uint32(_LOW_NIBBLES)),
+                                           uint32((low >> shift) & uint64(0xFFFFFFFF)), dot)
+                                dot = dp4a(uint32((word >> uint32(4)) & uint32(_LOW_NIBBLES)),
+                                           uint32((high >> shift) & uint64(0xFFFFFFFF)), dot)
+                            d, m = unpack_halves(w_scales[r, u])
+                            if not q4_1:
+                                m = float32(-8.0) * d
+                            acc[r] += d * x_scale * float32(dot) + m * x_sum
+            for r in range(rows):
+                total = warp_sum(acc[r])
+                if lane == uint32(0) and first + uint32(r) < n:
+                    y[first + uint32(r)] = total
+
+    kernel.__name__ = kernel.__qualname__ = f"{fmt}_gemv_q8_1_persistent_kernel"
+    kernel.__doc__ = (f"{per_sm} blocks of {warps} warps per SM: x quantized to q8_1 into shared memory once a block, "
+                      f"then each warp walks rows {rows} at a time (tasks warp, warp + all warps, ...), {step_blocks} "
+                      f"blocks a step, every load of a step before its arithmetic. W {fmt} repacked (codes (N, blocks "
+                      "* 4) uint32, scales (N, blocks)); x (K,) float32.")
+    compiled = cuda.jit(kernel, launch_bounds=(threads, per_sm))
+    compiled.grid_per_sm, compiled.threads = per_sm, threads
+    return compiled
+
+
+q4_1_gemv_q8_1_persistent_kernel = _build("q4_1")
+q4_0_gemv_q8_1_persistent_kernel = _build("q4_0")
+
+
+def _q4_0_weights(w, x) -> tuple[Q4_0Repacked, int, int]:
+    if isinstance(w, Q4_0Repacked):
+        n, blocks, _ = require_array("w.codes", w.codes, (None, None, CODE_WORDS), np.uint32,
+                                     dims=("rows", "blocks", "code_words"))
+        require_array("w.scales", w.scales, (n, blocks), np.uint16, dims=("rows", "blocks"))
+        require_same_kind(**{"w.codes": w.codes, "w.scales": w.scales, "x": x})
+        return w, n, blocks
+    if isinstance(w, tuple):
+        raise TypeError(f"w must be Q4_0 GGUF bytes (rows, blocks, 18) or q4_0_repack's Q4_0Repacked, "
+                        f"got a {type(w).__name__} of {len(w)}")
+    n, blocks, _ = require_array("w", w, (None, None, BLOCK_BYTES["q4_0"]), np.uint8,
+                                 dims=("rows", "blocks", "q4_0_block_bytes"))
+    require_same_kind(w=w, x=x)
+    return q4_0_repack(w), n, blocks
+
+
+def _launch(name, kernel, w, n, blocks, x, out, grid):
+    k = blocks * QK
+    if grid is not None:
+        grid = require_positive_int("grid", grid)
+    require_float32("x", x, (k,), dims=("K",))
+    if k > PERSISTENT_MAX_K:
+        raise ValueError(f"x must have K at most {PERSISTENT_MAX_K} for {name} (its q8_1 blocks live in 48 KiB of "
+                         f"shared memory), got K = {k}: q4_1_gemv_q8_1_repacked takes any K")
+    if out is not None:
+        require_float32("out", out, (n,), dims=("rows",))
+    out = output_array("out", out, (n,), like=x)
+    if n:
+        if grid is None:
+            grid = persistent_grid() * getattr(kernel, "grid_per_sm", PERSISTENT_BLOCKS_PER_SM)
+        kernel[grid, getattr(kernel, "threads", _THREADS), 0, persistent_shared_bytes(k)](
+            w.codes.reshape(n, blocks * CODE_WORDS), w.scales, x, out)
+    return out
+
+
+def q4_1_gemv_q8_1_persistent(w, x, *, out=None, grid=None, kernel=q4_1_gemv_q8_1_persistent_kernel):
+    """y = W x for Q4_1 weights ``w`` (the GGUF bytes (N, blocks, 20), repacked here, or ``q4_1_repack(w)``) and
+    x (K,) float32, K a multiple of 32 up to ``PERSISTENT_MAX_K``: one launch of ``kernel`` on ``grid`` blocks of
+    threads (by default ``PERSISTENT_BLOCKS_PER_SM`` per SM of the GPU), ``q4_1_gemv_q8_1_dp4a``'s product."""
+    w, n, blocks = repacked_weights(w, x)
+    return _launch("q4_1_gemv_q8_1_persistent", kernel, w, n, blocks, x, out, grid)
+
+
+def q4_0_gemv_q8_1_persistent(w, x, *, out=None, grid=None, kernel=q4_0_gemv_q8_1_persistent_kernel):
+    """y = W x for Q4_0 weights ``w`` (the GGUF bytes (N, blocks, 18), repacked here, or ``q4_0_repack(w)``) and
+    x (K,) float32, K a multiple of 32 up to ``PERSISTENT_MAX_K``: as ``q4_1_gemv_q8_1_persistent``, with
+    m = -8 d."""
+    w, n, blocks = _q4_0_weights(w, x)
+    return _launch("q4_0_gemv_q8_1_persistent", kernel, w, n, blocks, x, out, grid)
+
+
+RUNGS = ladder(
+    *quantized_gemv_wide.RUNGS.values(),
+    Rung("q4_1_gemv_q8_1_persistent", q4_1_gemv_q8_1_persistent,
+         "one block per SM: x quantized once a block, unsigned indices, the next step's loads in flight"),
+    Rung("q4_0_gemv_q8_1_persistent", q4_0_gemv_q8_1_persistent,
+         "the same for Q4_0 (4.5 bits a weight): m = -8 d"),
+)
