@@ -229,6 +229,13 @@ def gemv_timing_claims(shown: str, gemv, batched) -> None:
     for row, r in zip(rows, gemv.rows):
         assert row[0].strip("`") == r["rung"] and row[3] == f"{r['kernel_ms'] * 1e3:,.1f}"
         assert row[4] == f"{r['kernel_gbps'] / copy:.2f}"
+    from kernels import quantized_gemv_persistent
+
+    unrecorded = [name for name in quantized_gemv_persistent.RUNGS if not gemv.where(rung=name)]
+    line = re.search(r"^not in this recording \(it was made before they existed\): (.*)$", shown, re.M)
+    assert (line.group(1).split(", ") if line else []) == unrecorded
+    memset = "this recording flushed L2 by writing a buffer (a memset)"
+    assert (memset in shown) == ("by reading" not in gemv.notes)
     goals = {"4-bit of copy": 0.8, "4-bit over fp16": 3.0, "4-bit over int4": 1.7, "Q8_0 of copy": 0.85}
     for n, k in sorted({(r["N"], r["K"]) for r in gemv.rows}):
         line = re.search(rf"^{n:,} × {k:,}: the fastest 4-bit rung is (\w+), the fastest Q8_0 rung (\w+); (.*)$",

@@ -89,6 +89,9 @@ TOKENS = (1, 2, 4, 8, 16)                      # the decode batches of the batch
 QUICK_BATCH_POINTS = ((8192, 8192, 1), (8192, 8192, 16))
 CHECK_TOKENS = 16
 BASELINES = {"torch_mv_fp16": "float16", "torch_weight_int4pack_mm": "int4"}
+# How course.timing flushes L2, as the GEMV sweep's notes say it (recordings before 2026-12-06 flushed by a memset,
+# and their notes do not say this: day 9's lesson tells the two apart by it).
+FLUSH = "by reading a buffer twice L2's size"
 BITS = {"float16": 16, "int4": 5}   # int4: 4 bits a code, a bf16 scale and zero per group of 32
 
 
@@ -403,8 +406,8 @@ def gemv_sweep() -> Sweep:
                "torch_weight_int4pack_mm: torch._weight_int4pack_mm (tinygemm) on the same Q4_1 matrix as "
                "q4_1_gemv_warp_per_row (4-bit codes, bf16 scale and zero = m + 8 d per group of 32, bf16 x, "
                f"y (1, N) bf16), inner k tiles 8. {int4pack_status()[1]}. "
-               "L2 flushed before every repeat of median_ms (back-to-back calls from Python) and kernel_ms (the "
-               "GPU's time alone, launch cost hidden); warm_kernel_ms: kernel_ms's timing with L2 left warm by the "
+               f"L2 flushed {FLUSH} before every repeat of median_ms (back-to-back calls from Python) and kernel_ms "
+               "(the GPU's time alone, launch cost hidden); warm_kernel_ms: kernel_ms's timing with L2 left warm by the "
                "previous repeat (a matrix smaller than L2 is then read from it). bytes: the compulsory bytes of one "
                "call (course.models.quantized.compulsory_bytes; torch's: W at its format, x and y once); gbps from "
                "median_ms, kernel_gbps and warm_kernel_gbps from kernel_ms and warm_kernel_ms; fraction_of_copy: "
