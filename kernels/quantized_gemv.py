@@ -62,7 +62,7 @@ __all__ = ["QK", "BLOCK_BYTES", "GEMV_WARPS", "FP16_STEP", "NO_INVERSE", "RUNGS"
            "q8_0_gemv_warp_per_row_kernel", "q8_0_gemv_warp_per_row",
            "q4_0_gemv_warp_per_row_kernel", "q4_0_gemv_warp_per_row",
            "q4_1_gemv_warp_per_row_kernel", "q4_1_gemv_warp_per_row", "warp_max", "round_half_away",
-           "q8_1_quantize_kernel", "q4_1_gemv_q8_1_dp4a_kernel", "q4_1_gemv_q8_1_dp4a",
+           "q8_1_block", "q8_1_quantize_kernel", "q4_1_gemv_q8_1_dp4a_kernel", "q4_1_gemv_q8_1_dp4a",
            "q8_0_quantize_kernel", "q8_0_quantize", "q8_0_bytes"]
 
 QK = 32                                                  # weights per GGUF block
@@ -238,6 +238,24 @@ def round_half_away(v):
     return t
 
 
+@cuda.jit(device=True, inline=True)
+def q8_1_block(v, lane):
+    """A warp's block of 32 values of x as q8_1, lane j holding value j in ``v``: ``(d, total, word)``, the scale
+    amax / 127, the block's sum of x (``warp_sum``'s butterfly) and, in lane 4 i, the word of codes 4 i to 4 i + 3
+    (the first in the low byte), codes round(x * (1 / d)) as ``reference.quantize_q8_1`` rounds them. Every lane
+    of the warp must call it (its shuffles)."""
+    d = warp_max(abs(v)) / float32(127.0)
+    total = warp_sum(v)
+    # 1 / d overflows for d <= 2**-128 (and d = 0: a block of zeros): codes 0 there, as the reference.
+    inverse = float32(1.0) / d if d > float32(NO_INVERSE) else float32(0.0)
+    code = round_half_away(v * inverse)
+    # Lane 4 i gathers the codes of lanes 4 i + 1 ... 4 i + 3 (every lane takes part in each shuffle).
+    word = uint32(code & 0xFF)
+    for k in range(1, 4):
+        word = uint32(word | (uint32(cuda.shfl_down_sync(FULL_MASK, code, k) & 0xFF) << uint32(8 * k)))
+    return d, total, word
+
+
 @cuda.jit
 def q8_1_quantize_kernel(x, x_q, x_scale, x_sum):
     """Warp b of the grid quantizes x[32 b : 32 b + 32], lane j value 32 b + j, as ``reference.quantize_q8_1``:
@@ -246,16 +264,7 @@ def q8_1_quantize_kernel(x, x_q, x_scale, x_sum):
     lane = cuda.threadIdx.x % WARP
     b = cuda.blockIdx.x * GEMV_WARPS + cuda.threadIdx.x // WARP
     if b < x_scale.shape[0]:             # the same for the whole warp
-        v = x[b * QK + lane]
-        d = warp_max(abs(v)) / float32(127.0)
-        total = warp_sum(v)
-        # 1 / d overflows for d <= 2**-128 (and d = 0: a block of zeros): codes 0 there, as the reference.
-        inverse = float32(1.0) / d if d > float32(NO_INVERSE) else float32(0.0)
-        code = round_half_away(v * inverse)
-        # Lane 4 i gathers the codes of lanes 4 i + 1 ... 4 i + 3 (every lane takes part in each shuffle).
-        word = uint32(code & 0xFF)
-        for k in range(1, 4):
-            word = uint32(word | (uint32(cuda.shfl_down_sync(FULL_MASK, code, k) & 0xFF) << uint32(8 * k)))
+        d, total, word = q8_1_block(x[b * QK + lane], lane)
         if lane % 4 == 0:
             x_q[b * _WORDS + lane // 4] = word
         if lane == 0:

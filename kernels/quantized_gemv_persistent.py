@@ -72,15 +72,14 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-import numpy as np
 from numba import config, cuda, float32, int32, uint32, uint64
 
 from kernels.intrinsics import dp4a, load_u32x4, unpack_halves
-from kernels.launching import (WARP, is_device_array, output_array, require_array, require_float32,
-                               require_positive_int, require_same_kind)
-from kernels.quantized_gemv import BLOCK_BYTES, FULL_MASK, NO_INVERSE, QK, round_half_away, warp_max, warp_sum
+from kernels.launching import WARP, output_array, require_float32, require_positive_int
+from kernels.quantized_gemv import QK, q8_1_block, warp_sum
 from kernels import quantized_gemv_wide
 from kernels.quantized_gemv_repacked import CODE_WORDS, repacked_weights
+from kernels.quantized_gemv_wide import half_scale_weights, split_half_scales
 from kernels.registry import Rung, ladder
 
 __all__ = ["PERSISTENT_WARPS", "PERSISTENT_ROWS", "PERSISTENT_BLOCKS_PER_LANE", "PERSISTENT_MAX_K",
@@ -115,14 +114,7 @@ class Q4_0Repacked(NamedTuple):
 def q4_0_repack(w) -> Q4_0Repacked:
     """The Q4_0 GGUF bytes w (N, blocks, 18) uint8 (d as fp16, then 16 bytes of codes) split as
     ``Q4_0Repacked``: a load-time step on the host (a device array is copied to the host and back)."""
-    n, blocks, _ = require_array("w", w, (None, None, BLOCK_BYTES["q4_0"]), np.uint8,
-                                 dims=("rows", "blocks", "q4_0_block_bytes"))
-    host = w.copy_to_host() if is_device_array(w) else w
-    codes = np.ascontiguousarray(host[..., 2:]).view(np.uint32).reshape(n, blocks, CODE_WORDS)
-    scales = np.ascontiguousarray(host[..., :2]).view(np.uint16).reshape(n, blocks)
-    if is_device_array(w):
-        return Q4_0Repacked(cuda.to_device(codes), cuda.to_device(scales))
-    return Q4_0Repacked(codes, scales)
+    return split_half_scales(w, "q4_0", Q4_0Repacked)
 
 
 def persistent_shared_bytes(k: int) -> int:
@@ -169,15 +161,7 @@ def _build(fmt: str, rows: int = PERSISTENT_ROWS, per_lane: int = PERSISTENT_BLO
             for j in range(_X_BATCH):
                 b = base + uint32(j * warps)
                 if b < blocks:                        # the same for the whole warp
-                    v = values[j]
-                    d = warp_max(abs(v)) / float32(127.0)
-                    total = warp_sum(v)
-                    inverse = float32(1.0) / d if d > float32(NO_INVERSE) else float32(0.0)
-                    code = round_half_away(v * inverse)
-                    word = uint32(code & 0xFF)
-                    for k in range(1, 4):
-                        word = uint32(word | (uint32(cuda.shfl_down_sync(FULL_MASK, code, k) & 0xFF)
-                                              << uint32(8 * k)))
+                    d, total, word = q8_1_block(values[j], lane)
                     if lane % uint32(4) == uint32(0):
                         x_words[uint32(_X_WORDS) * b + lane // uint32(4)] = word
                     if lane == uint32(0):
@@ -249,22 +233,6 @@ q4_1_gemv_q8_1_persistent_kernel = _build("q4_1")
 q4_0_gemv_q8_1_persistent_kernel = _build("q4_0")
 
 
-def _q4_0_weights(w, x) -> tuple[Q4_0Repacked, int, int]:
-    if isinstance(w, Q4_0Repacked):
-        n, blocks, _ = require_array("w.codes", w.codes, (None, None, CODE_WORDS), np.uint32,
-                                     dims=("rows", "blocks", "code_words"))
-        require_array("w.scales", w.scales, (n, blocks), np.uint16, dims=("rows", "blocks"))
-        require_same_kind(**{"w.codes": w.codes, "w.scales": w.scales, "x": x})
-        return w, n, blocks
-    if isinstance(w, tuple):
-        raise TypeError(f"w must be Q4_0 GGUF bytes (rows, blocks, 18) or q4_0_repack's Q4_0Repacked, "
-                        f"got a {type(w).__name__} of {len(w)}")
-    n, blocks, _ = require_array("w", w, (None, None, BLOCK_BYTES["q4_0"]), np.uint8,
-                                 dims=("rows", "blocks", "q4_0_block_bytes"))
-    require_same_kind(w=w, x=x)
-    return q4_0_repack(w), n, blocks
-
-
 def _launch(name, kernel, w, n, blocks, x, out, grid):
     k = blocks * QK
     if grid is not None:
@@ -296,7 +264,7 @@ def q4_0_gemv_q8_1_persistent(w, x, *, out=None, grid=None, kernel=q4_0_gemv_q8_
     """y = W x for Q4_0 weights ``w`` (the GGUF bytes (N, blocks, 18), repacked here, or ``q4_0_repack(w)``) and
     x (K,) float32, K a multiple of 32 up to ``PERSISTENT_MAX_K``: as ``q4_1_gemv_q8_1_persistent``, with
     m = -8 d."""
-    w, n, blocks = _q4_0_weights(w, x)
+    w, n, blocks = half_scale_weights(w, x, "q4_0", Q4_0Repacked, q4_0_repack)
     return _launch("q4_0_gemv_q8_1_persistent", kernel, w, n, blocks, x, out, grid)
 
 

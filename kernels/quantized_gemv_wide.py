@@ -80,7 +80,8 @@ from kernels.registry import Rung, ladder
 
 __all__ = ["WIDE_WARPS", "WIDE_ROWS_PER_WARP", "WIDE_BLOCKS_PER_LANE", "WIDE_MAX_K", "activation_shared_bytes",
            "q4_1_gemv_q8_1_wide_kernel", "q4_1_gemv_q8_1_wide", "Q8_0Repacked", "q8_0_repack",
-           "q8_0_gemv_q8_1_wide_kernel", "q8_0_gemv_q8_1_wide", "RUNGS"]
+           "q8_0_gemv_q8_1_wide_kernel", "q8_0_gemv_q8_1_wide", "split_half_scales",
+           "half_scale_weights", "RUNGS"]
 
 WIDE_WARPS = 8                   # warps per block of threads: 32 rows share one quantization of x
 WIDE_ROWS_PER_WARP = 4           # rows of W per warp, sharing each activation load
@@ -229,33 +230,45 @@ class Q8_0Repacked(NamedTuple):
     scales: object
 
 
-def q8_0_repack(w) -> Q8_0Repacked:
-    """The Q8_0 GGUF bytes w (N, blocks, 34) uint8 (d as fp16, then 32 int8 codes) split as ``Q8_0Repacked``: a
-    load-time step on the host, a device array copied to the host and the two arrays back (NumPy in, NumPy out)."""
-    n, blocks, _ = require_array("w", w, (None, None, BLOCK_BYTES["q8_0"]), np.uint8,
-                                 dims=("rows", "blocks", "q8_0_block_bytes"))
+def split_half_scales(w, fmt: str, kind):
+    """GGUF blocks of ``fmt`` ("q8_0" or "q4_0": an fp16 d, then the codes) w (N, blocks, block bytes) uint8 split
+    as ``kind(codes, scales)``: codes (N, blocks, words) uint32 starting on 16-byte boundaries, scales (N, blocks)
+    uint16, the bits of each d. A load-time step on the host: a device array is copied to the host and the two
+    arrays back (NumPy in, NumPy out)."""
+    n, blocks, _ = require_array("w", w, (None, None, BLOCK_BYTES[fmt]), np.uint8,
+                                 dims=("rows", "blocks", f"{fmt}_block_bytes"))
     host = w.copy_to_host() if is_device_array(w) else w
-    codes = np.ascontiguousarray(host[..., 2:]).view(np.uint32).reshape(n, blocks, _ACT_WORDS)
+    codes = np.ascontiguousarray(host[..., 2:]).view(np.uint32).reshape(n, blocks, (BLOCK_BYTES[fmt] - 2) // 4)
     scales = np.ascontiguousarray(host[..., :2]).view(np.uint16).reshape(n, blocks)
     if is_device_array(w):
-        return Q8_0Repacked(cuda.to_device(codes), cuda.to_device(scales))
-    return Q8_0Repacked(codes, scales)
+        return kind(cuda.to_device(codes), cuda.to_device(scales))
+    return kind(codes, scales)
 
 
-def _q8_0_weights(w, x) -> tuple[Q8_0Repacked, int, int]:
-    if isinstance(w, Q8_0Repacked):
-        n, blocks, _ = require_array("w.codes", w.codes, (None, None, _ACT_WORDS), np.uint32,
+def half_scale_weights(w, x, fmt: str, kind, repack) -> tuple:
+    """``(repacked w, N, blocks)`` for a launcher over ``kind`` (``split_half_scales``' layout of ``fmt``): w
+    already repacked is checked, the GGUF bytes are checked and repacked by ``repack``; either must be of x's kind
+    (NumPy or device)."""
+    words = (BLOCK_BYTES[fmt] - 2) // 4
+    if isinstance(w, kind):
+        n, blocks, _ = require_array("w.codes", w.codes, (None, None, words), np.uint32,
                                      dims=("rows", "blocks", "code_words"))
         require_array("w.scales", w.scales, (n, blocks), np.uint16, dims=("rows", "blocks"))
         require_same_kind(**{"w.codes": w.codes, "w.scales": w.scales, "x": x})
         return w, n, blocks
     if isinstance(w, tuple):
-        raise TypeError(f"w must be Q8_0 GGUF bytes (rows, blocks, 34) or q8_0_repack's Q8_0Repacked, "
-                        f"got a {type(w).__name__} of {len(w)}")
-    n, blocks, _ = require_array("w", w, (None, None, BLOCK_BYTES["q8_0"]), np.uint8,
-                                 dims=("rows", "blocks", "q8_0_block_bytes"))
+        raise TypeError(f"w must be {fmt.upper()} GGUF bytes (rows, blocks, {BLOCK_BYTES[fmt]}) or {repack.__name__}'s "
+                        f"{kind.__name__}, got a {type(w).__name__} of {len(w)}")
+    n, blocks, _ = require_array("w", w, (None, None, BLOCK_BYTES[fmt]), np.uint8,
+                                 dims=("rows", "blocks", f"{fmt}_block_bytes"))
     require_same_kind(w=w, x=x)
-    return q8_0_repack(w), n, blocks
+    return repack(w), n, blocks
+
+
+def q8_0_repack(w) -> Q8_0Repacked:
+    """The Q8_0 GGUF bytes w (N, blocks, 34) uint8 (d as fp16, then 32 int8 codes) split as ``Q8_0Repacked``: a
+    load-time step on the host, a device array copied to the host and the two arrays back (NumPy in, NumPy out)."""
+    return split_half_scales(w, "q8_0", Q8_0Repacked)
 
 
 def _launch(name, kernel, w, n, blocks, x, out):
@@ -289,7 +302,7 @@ def q8_0_gemv_q8_1_wide(w, x, *, out=None, kernel=q8_0_gemv_q8_1_wide_kernel):
     """y = W x for Q8_0 weights ``w`` (the GGUF bytes (N, blocks, 34), repacked here, or ``q8_0_repack(w)``) and
     x (K,) float32, K a multiple of 32 up to ``WIDE_MAX_K``: as ``q4_1_gemv_q8_1_wide``, each block's 32 int8
     codes in two 16-byte loads and 8 dp4a against x's q8_1 codes, y += d d_x dot."""
-    w, n, blocks = _q8_0_weights(w, x)
+    w, n, blocks = half_scale_weights(w, x, "q8_0", Q8_0Repacked, q8_0_repack)
     return _launch("q8_0_gemv_q8_1_wide", kernel, w, n, blocks, x, out)
 
 

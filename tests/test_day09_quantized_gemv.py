@@ -470,9 +470,9 @@ def test_bad_arguments_of_the_wide_rungs_are_named(call, error, words):
 
 
 # The persistent rungs besides: 70 rows over 2 blocks of 32 warps (a warp with two rows, most with one), a row of
-# one step (128 blocks) and one block more, and of 3 steps; K = 32 x 33 with N = 1 (one warp works, the others
+# one step (128 blocks) and one block more; K = 32 x 33 with N = 1 (one warp works, the others
 # only quantize x).
-PERSISTENT_SHAPES = [(70, 96), (3, 129 * 32), (2, 384 * 32), (1, 33 * 32)]
+PERSISTENT_SHAPES = [(70, 96), (3, 129 * 32), (1, 33 * 32)]
 
 
 def q4_0_q8_1_reference(w, x):
