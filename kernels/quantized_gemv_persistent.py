@@ -52,12 +52,19 @@ failed:
   block, one row a warp, 4 blocks a lane, 56 registers: 24.1 us (0.58 of copy) and 57.9 us (0.85). In the same
   run torch's fp16 GEMV took 48.9 and 156 us and ``torch._weight_int4pack_mm`` 27.4 and 80.6 us.
 
-So at 28672 x 8192 the rung reads W at 0.85 of the copy bandwidth, as the repacked rung does, and at 8192 x 8192
-it is 10% faster than that rung; every 4-bit kernel measured there, torch's included, takes 24 to 28 us where W's
-42 MB need 14 us at the copy bandwidth: a cost of about 10 us a call that the larger matrix hides in its time.
-Suspects, to measure next (``_build(quantize=False)`` and ``_build(walk=False)`` time each half): x's quantization
-in every block (256 blocks of x, about 60 warp instructions each with two IEEE divisions, in rounds of loads),
-and the two round trips to DRAM each warp makes at 8192 x 8192 with nothing else to hide them.
+The recording (``day09_gemv_timing``, the same H100, L2 flushed by a read): Q4_1 24.1 and 57.9 us (0.58 and 0.85
+of copy, 2.03 and 2.68 times torch's fp16 GEMV), Q4_0 22.6 and 53.2 us (2.17 and 2.91 times; 1.20 and 1.51 times
+``torch._weight_int4pack_mm``). At 28672 x 8192 the Q4_1 rung reads W as fast as the repacked rung does, and at
+8192 x 8192 it is 10% faster; the Q4_0 rung, 10% fewer bytes, 6 and 9% faster still. Full size (8192 x 8192) against
+the float64 reference on the H100: rel_err 1.2e-7 (Q4_1) and 1.9e-7 (Q4_0); compute-sanitizer's memcheck and
+racecheck: no error.
+
+Where the rest goes, timed on the same H100 by ``_build``'s switches: without x's quantization the Q4_1 kernel
+takes 19.6 and 53.3 us (0.72 and 0.92 of copy); the quantization alone 8.1 us, of which an empty kernel's 3.2 us
+is the floor every timing here includes. So each block's quantization of x costs about 4.5 us a call at both
+shapes, the largest cost left at 8192 x 8192. Next: x quantized once, by the previous kernel (day 10 fuses it into
+RMSNorm) or by a cheaper prologue (a lane per block of x from a coalesced copy in shared memory, instead of
+twenty shuffles a block).
 
 Launchers ``q4_1_gemv_q8_1_persistent(w, x, *, out=None, grid=None, kernel=...)`` and
 ``q4_0_gemv_q8_1_persistent(...)``: ``w`` the GGUF bytes (repacked at each call: what the registry's checks pass)

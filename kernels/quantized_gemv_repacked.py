@@ -43,7 +43,7 @@ rung's 5 KiB per warp need 6 warps per SM: its GEMV kernel should stream W (41.9
 before it, lower at 8192 x 8192 (about 75 %) and closer at 28672 x 8192, and its gain over the dp4a rung
 should grow as N shrinks. Its own limit is L1: a lane's 8-byte loads sit 16 bytes apart (codes) and 32 bytes
 apart (activation codes), so each load instruction touches 2 (4) times the sectors it uses; two rows per warp
-halve the activations' share. Measured (``course/data/day09_gemv_timing.json``, H200, L2 flushed, the GPU's
+halve the activations' share. Measured (an H200, 2026-12-05, L2 flushed by a memset, the GPU's
 time of both launches): 54 us at 28672 x 8192, 0.65 of the copy bandwidth and 1.43 times the dp4a rung's speed,
 but 27 us at 8192 x 8192, 0.37 of it and barely ahead of the dp4a rung: the prediction held in direction, not in
 size, and failed on the small matrix.

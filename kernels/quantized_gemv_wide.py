@@ -46,7 +46,7 @@ with a message naming ``q4_1_gemv_q8_1_repacked``, which takes any K.
 
 Prediction: the DRAM bytes are W's once, as in every rung since the repacked one, so the rung should stream W
 at 0.85 to 0.9 of the copy bandwidth at 28672 x 8192 (about 38 us on an H200) and gain most at 8192 x 8192,
-where the second launch weighed most. Measured (``course/data/day09_gemv_timing.json``, H200, L2 flushed, the
+where the second launch weighed most. Measured (an H200, 2026-12-05, L2 flushed by a memset, the
 GPU's time): the prediction failed. The Q4_1 rung took 74 us at 28672 x 8192 (0.47 of the copy bandwidth),
 slower than the repacked rung's 54 us, and 27 us at 8192 x 8192, the repacked rung's time. The price above was
 counted in issue slots, as if it overlapped the weight loads; the recording says the rung loses time somewhere.
