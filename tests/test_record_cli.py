@@ -317,6 +317,70 @@ def test_dram_bytes_recording_carries_the_shape_of_each_case(tmp_path):
     assert profiled == ["v1_naive", "v1_naive", "v4_flash:causal=True,H=8"]
 
 
+def _stall_csv(launches):
+    """``ncu --csv`` text for ``launches``: (id, kernel name, {metric: value}), every stall and issue metric
+    present unless the dict leaves it out."""
+    lines = ["==PROF== Connected to process 1",
+             '"ID","Process ID","Kernel Name","Metric Name","Metric Unit","Metric Value"']
+    for launch_id, kernel, values in launches:
+        for metric, value in values.items():
+            lines.append(f'"{launch_id}","1","{kernel}","{metric}","","{value}"')
+    return "\n".join(lines) + "\n"
+
+
+def _stall_values(long_scoreboard, warp_instructions=1234567):
+    values = {metric: 0.25 for metric in harness.STALL_METRICS}
+    values["smsp__average_warps_issue_stalled_selected_per_issue_active.ratio"] = 1.0
+    values["smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"] = long_scoreboard
+    values.update({"smsp__issue_active.avg.per_cycle_active": 0.31, "smsp__warps_active.avg.per_cycle_active": 3.77,
+                   "smsp__inst_executed.sum": f"{warp_instructions:,}"})
+    return values
+
+
+def test_ncu_stall_reasons_are_read_per_launch_with_their_sum():
+    text = _stall_csv([("0", "quantized_gemv::q8_1_quantize_kernel[v1,cw51cXT](Array<float, 1, C, mutable>)",
+                        _stall_values(4.5)),
+                       ("1", "q4_1_gemv_q8_1_wide_kernel[v1,cw51cXT](Array<unsigned int, 2, C>)", _stall_values(9.0))])
+    first, second = harness.parse_ncu_stalls(text)
+    assert first["kernel"] == "quantized_gemv::q8_1_quantize_kernel" and second["kernel"] == "q4_1_gemv_q8_1_wide_kernel"
+    assert second["stall_long_scoreboard"] == 9.0 and second["stall_selected"] == 1.0
+    assert second["warp_instructions"] == 1234567 and second["issue_per_cycle"] == 0.31
+    # 16 reasons at 0.25, selected 1, long scoreboard 9
+    assert second["cycles_per_issue"] == pytest.approx(16 * 0.25 + 1.0 + 9.0)
+    missing = _stall_values(1.0)
+    del missing["smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio"]
+    with pytest.raises(ValueError, match="ncu reported no stall_mio_throttle for k"):
+        harness.parse_ncu_stalls(_stall_csv([("0", "k(int)", missing)]))
+
+
+def test_stall_reasons_recording_has_a_row_per_launch_with_the_shape_of_its_case(tmp_path):
+    cases = [NcuCase("v1_naive", 256, None), NcuCase("v4_flash", 1024, None, {"causal": True})]
+    launch = harness.parse_ncu_stalls(_stall_csv([("0", "k", _stall_values(2.0))]))[0]
+
+    def profile(day, name, n):
+        return [dict(launch, kernel=f"{name}_a"), dict(launch, kernel=f"{name}_b")] if n == 256 else [launch]
+
+    path = harness.measure_stall_reasons("day99", cases, tmp_path, shape=lambda n: {"d": 64}, profile=profile)
+    rec = load_recording(path)
+    assert path.name == "day99_stall_reasons.json" and len(rec.rows) == 3
+    assert [(r["label"], r["kernel"]) for r in rec.rows] == [("v1_naive", "v1_naive_a"), ("v1_naive", "v1_naive_b"),
+                                                             ("v4_flash", "k")]
+    assert rec.rows[2]["causal"] is True and rec.rows[2]["d"] == 64 and rec.rows[2]["stall_long_scoreboard"] == 2.0
+    assert "smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio" in rec.notes
+
+
+def test_ncu_stalls_flag_runs_the_stall_recorder_on_each_days_cases(monkeypatch, tmp_path):
+    ran = []
+    monkeypatch.setattr(course.record, "day_module", lambda day: _fake_day([]))
+    monkeypatch.setattr(harness, "measure_stall_reasons",
+                        lambda day, cases, out, shape: ran.append(("stalls", day, len(cases))) or out / "x.json")
+    monkeypatch.setattr(harness, "measure_dram_bytes",
+                        lambda day, cases, out, shape: ran.append(("dram", day, len(cases))) or out / "y.json")
+    assert record_main.main(["day05", "--ncu-stalls", "--out", str(tmp_path)]) == 0
+    assert record_main.main(["day05", "--ncu", "--out", str(tmp_path)]) == 0
+    assert ran == [("stalls", "day05", 4), ("dram", "day05", 4)]
+
+
 # Days whose unit of measure is a whole model's step, not a ladder of rungs: their module has record() and sanitize()
 # but no Recorder of sweeps.
 MODEL_DAYS = ("day10",)

@@ -13,7 +13,9 @@ Modes:
 - ``--other-gpu``: the recordings a lesson compares across two GPUs, made on the second one (day 8: its
   decode sweep at a few points, ``record_other_gpu``);
 - ``--ncu``: run every case of the days under Nsight Compute and save the DRAM bytes it measured as
-  the recording ``dayNN_dram_bytes``.
+  the recording ``dayNN_dram_bytes``;
+- ``--ncu-stalls``: the same cases under Nsight Compute's warp-state metrics (where warps wait, per issued
+  instruction, and how often a scheduler issues), saved as ``dayNN_stall_reasons``.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ def main(argv=None) -> int:
     parser.add_argument("--ncu-list", action="store_true", help="list the Nsight Compute cases")
     parser.add_argument("--ncu-case", nargs=3, metavar=("DAY", "NAME", "N"), help="run one Nsight case")
     parser.add_argument("--ncu", action="store_true", help="measure DRAM bytes of every case with ncu")
+    parser.add_argument("--ncu-stalls", action="store_true", help="measure the stall reasons of every case with ncu")
     parser.add_argument("--other-gpu", action="store_true",
                         help="record what a lesson compares across GPUs, on the second GPU (days that have it)")
     args = parser.parse_args(argv)
@@ -61,13 +64,14 @@ def main(argv=None) -> int:
     for day in days:
         module = day_module(day)
         try:
-            if args.ncu:
+            if args.ncu or args.ncu_stalls:
                 cases = getattr(module, "ncu_cases", lambda: [])()
                 if cases:
                     args.out.mkdir(parents=True, exist_ok=True)
                     print(f"== {day}: Nsight Compute, {len(cases)} cases", flush=True)
                     shape = module.recorder().ncu_shape if hasattr(module, "recorder") else (lambda n: {})
-                    print(f"   wrote {harness.measure_dram_bytes(day, cases, args.out, shape=shape)}", flush=True)
+                    measure = harness.measure_stall_reasons if args.ncu_stalls else harness.measure_dram_bytes
+                    print(f"   wrote {measure(day, cases, args.out, shape=shape)}", flush=True)
             elif args.compute_sanitizer:
                 for tool in args.compute_sanitizer:
                     print(f"== {day}: compute-sanitizer --tool {tool}", flush=True)

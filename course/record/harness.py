@@ -6,7 +6,7 @@ A day's recorder (``course/record/dayNN.py``) declares, for its kernels:
 - :class:`Sweep`: one timing recording over sizes, each point a list of :class:`Timed` launches
   (the rungs from the kernel module's registry and the torch baseline) with the bytes and FLOPs
   of one call from ``course.models``;
-- :class:`NcuCase`: a labelled launch whose DRAM bytes Nsight Compute measures;
+- :class:`NcuCase`: a labelled launch whose DRAM bytes (or stall reasons) Nsight Compute measures;
 - the small launches that ``compute-sanitizer`` watches.
 
 These come together in a :class:`Recorder`, and :func:`record` runs it: the checks first (nothing
@@ -27,6 +27,7 @@ import dataclasses
 import io
 import os
 import pathlib
+import re
 import subprocess
 import sys
 from typing import Callable, NamedTuple
@@ -436,6 +437,81 @@ def measure_dram_bytes(day: str, cases, out_dir, *, shape=lambda n: {}, profile=
         print(f"   {case.name:<40} N={case.N:<6} read {read / 1e6:9.3f} MB  written {written / 1e6:9.3f} MB",
               flush=True)
     return rec.save(pathlib.Path(out_dir) / f"{day}_dram_bytes.json")
+
+
+# Where warps wait: Nsight Compute's warp-state breakdown. For each reason, the average number of warps stalled for
+# it per cycle in which the scheduler issued an instruction, which is that reason's share of the warp cycles each
+# issued instruction took ("selected" is the issue itself: 1). Their sum is the warp cycles per issued instruction.
+STALL_REASONS = ("barrier", "branch_resolving", "dispatch_stall", "drain", "imc_miss", "lg_throttle",
+                 "long_scoreboard", "math_pipe_throttle", "membar", "mio_throttle", "misc", "no_instruction",
+                 "not_selected", "selected", "short_scoreboard", "sleeping", "tex_throttle", "wait")
+STALL_METRICS = {f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio": f"stall_{reason}"
+                 for reason in STALL_REASONS}
+# Beside them: instructions issued per cycle per scheduler (at most 1), warps resident per scheduler, warp
+# instructions executed.
+ISSUE_METRICS = {"smsp__issue_active.avg.per_cycle_active": "issue_per_cycle",
+                 "smsp__warps_active.avg.per_cycle_active": "warps_per_scheduler",
+                 "smsp__inst_executed.sum": "warp_instructions"}
+
+
+def parse_ncu_stalls(text: str) -> list[dict]:
+    """One dict per launch in ``ncu --csv`` output of ``STALL_METRICS`` and ``ISSUE_METRICS``: ``kernel`` (its name
+    up to the first "(" or "["), the metrics under their short names (``stall_long_scoreboard``, ``issue_per_cycle``
+    ...), and ``cycles_per_issue``, the sum of the stall reasons. A launch missing any metric is an error that names
+    it (ncu reports no value for a metric it does not know on this GPU)."""
+    lines = [line for line in text.splitlines() if line.startswith('"')]
+    names = {**STALL_METRICS, **ISSUE_METRICS}
+    launches = {}
+    for row in csv.DictReader(io.StringIO("\n".join(lines))):
+        short = names.get(row.get("Metric Name"))
+        if short is None:
+            continue
+        launch = launches.setdefault(row["ID"], {"kernel": re.split(r"[(\[]", row["Kernel Name"], maxsplit=1)[0]})
+        launch[short] = float(row["Metric Value"].replace(",", ""))
+    for launch in launches.values():
+        missing = sorted(set(names.values()) - set(launch))
+        if missing:
+            raise ValueError(f"ncu reported no {', '.join(missing)} for {launch['kernel']}")
+        launch["cycles_per_issue"] = sum(launch[short] for short in STALL_METRICS.values())
+    return list(launches.values())
+
+
+def ncu_stall_reasons(day: str, name: str, n: int) -> list[dict]:
+    """Profile one case of ``day`` (``NcuCase.name``) in a child process under ``ncu``: ``parse_ncu_stalls`` of
+    its launches."""
+    cmd = ["ncu", "--clock-control", "none", "--profile-from-start", "off", "--csv",
+           "--metrics", ",".join([*STALL_METRICS, *ISSUE_METRICS]), sys.executable, "-m", "course.record",
+           "--ncu-case", day, name, str(n)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
+    if proc.returncode != 0:
+        raise RuntimeError(f"ncu failed for {day} {name} N={n}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    launches = parse_ncu_stalls(proc.stdout)
+    if not launches:
+        raise RuntimeError(f"ncu measured no kernel for {day} {name} N={n}:\n{proc.stdout[-2000:]}")
+    return launches
+
+
+def measure_stall_reasons(day: str, cases, out_dir, *, shape=lambda n: {},
+                          profile=ncu_stall_reasons) -> pathlib.Path:
+    """Profile each case with Nsight Compute's warp-state metrics; save the recording ``<day>_stall_reasons`` in
+    ``out_dir``: a row per launch of each case (a rung of two kernels has two), with the columns of
+    ``measure_dram_bytes``' rows, the launch's ``kernel`` and its metrics."""
+    from course.records import new_recording
+
+    rec = new_recording(f"{day}_stall_reasons")
+    rec.notes = ("Nsight Compute's warp states, one launch of each case after a warm-up, --clock-control none: "
+                 "stall_<reason> is smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio (warps "
+                 "stalled for that reason per cycle with an issue: its share of the warp cycles an issued "
+                 "instruction took; stall_selected is the issue itself), cycles_per_issue their sum; "
+                 "issue_per_cycle smsp__issue_active.avg.per_cycle_active, warps_per_scheduler "
+                 "smsp__warps_active.avg.per_cycle_active, warp_instructions smsp__inst_executed.sum")
+    for case in map(lambda c: NcuCase(*c), cases):
+        for launch in profile(day, case.name, case.N):
+            rec.add(**{"label": case.label, "N": case.N, **shape(case.N), **(case.columns or {})}, **launch)
+            top = max(STALL_METRICS.values(), key=lambda short: launch[short] if short != "stall_selected" else -1)
+            print(f"   {case.name:<40} N={case.N:<6} {launch['kernel'][:32]:<32} {launch['cycles_per_issue']:6.1f} "
+                  f"cycles an issue, most {top[6:]} ({launch[top]:.1f})", flush=True)
+    return rec.save(pathlib.Path(out_dir) / f"{day}_stall_reasons.json")
 
 
 # --------------------------------------------------------------------------- compute-sanitizer
