@@ -82,11 +82,11 @@ from typing import NamedTuple
 from numba import config, cuda, float32, int32, uint32, uint64
 
 from kernels.intrinsics import dp4a, load_u32x4, unpack_halves
-from kernels.launching import WARP, output_array, require_float32, require_positive_int
+from kernels.launching import WARP, require_positive_int
 from kernels.quantized_gemv import QK, q8_1_block, warp_sum
 from kernels import quantized_gemv_wide
 from kernels.quantized_gemv_repacked import CODE_WORDS, repacked_weights
-from kernels.quantized_gemv_wide import half_scale_weights, split_half_scales
+from kernels.quantized_gemv_wide import half_scale_weights, shared_x_output, split_half_scales
 from kernels.registry import Rung, ladder
 
 __all__ = ["PERSISTENT_WARPS", "PERSISTENT_ROWS", "PERSISTENT_BLOCKS_PER_LANE", "PERSISTENT_MAX_K",
@@ -244,13 +244,7 @@ def _launch(name, kernel, w, n, blocks, x, out, grid):
     k = blocks * QK
     if grid is not None:
         grid = require_positive_int("grid", grid)
-    require_float32("x", x, (k,), dims=("K",))
-    if k > PERSISTENT_MAX_K:
-        raise ValueError(f"x must have K at most {PERSISTENT_MAX_K} for {name} (its q8_1 blocks live in 48 KiB of "
-                         f"shared memory), got K = {k}: q4_1_gemv_q8_1_repacked takes any K")
-    if out is not None:
-        require_float32("out", out, (n,), dims=("rows",))
-    out = output_array("out", out, (n,), like=x)
+    out = shared_x_output(name, x, n, blocks, out, max_k=PERSISTENT_MAX_K, any_k="q4_1_gemv_q8_1_repacked")
     if n:
         if grid is None:
             grid = persistent_grid() * getattr(kernel, "grid_per_sm", PERSISTENT_BLOCKS_PER_SM)

@@ -81,7 +81,7 @@ from kernels.registry import Rung, ladder
 __all__ = ["WIDE_WARPS", "WIDE_ROWS_PER_WARP", "WIDE_BLOCKS_PER_LANE", "WIDE_MAX_K", "activation_shared_bytes",
            "q4_1_gemv_q8_1_wide_kernel", "q4_1_gemv_q8_1_wide", "Q8_0Repacked", "q8_0_repack",
            "q8_0_gemv_q8_1_wide_kernel", "q8_0_gemv_q8_1_wide", "split_half_scales",
-           "half_scale_weights", "RUNGS"]
+           "half_scale_weights", "shared_x_output", "RUNGS"]
 
 WIDE_WARPS = 8                   # warps per block of threads: 32 rows share one quantization of x
 WIDE_ROWS_PER_WARP = 4           # rows of W per warp, sharing each activation load
@@ -271,15 +271,23 @@ def q8_0_repack(w) -> Q8_0Repacked:
     return split_half_scales(w, "q8_0", Q8_0Repacked)
 
 
-def _launch(name, kernel, w, n, blocks, x, out):
+def shared_x_output(name: str, x, n: int, blocks: int, out, *, max_k: int, any_k: str):
+    """The checks of a launcher whose blocks of threads keep x's q8_1 blocks in shared memory: x (K,) float32 with
+    K = 32 ``blocks`` at most ``max_k`` (a larger K is refused, naming ``any_k``, a rung that takes it), ``out``
+    (n,) float32 if given; returns the output array (``out``, or a new one of x's kind)."""
     k = blocks * QK
     require_float32("x", x, (k,), dims=("K",))
-    if k > WIDE_MAX_K:
-        raise ValueError(f"x must have K at most {WIDE_MAX_K} for {name} (its q8_1 blocks live in 48 KiB of shared "
-                         f"memory), got K = {k}: {_ANY_K[name]} takes any K")
+    if k > max_k:
+        raise ValueError(f"x must have K at most {max_k} for {name} (its q8_1 blocks live in 48 KiB of shared "
+                         f"memory), got K = {k}: {any_k} takes any K")
     if out is not None:
         require_float32("out", out, (n,), dims=("rows",))
-    out = output_array("out", out, (n,), like=x)
+    return output_array("out", out, (n,), like=x)
+
+
+def _launch(name, kernel, w, n, blocks, x, out):
+    k = blocks * QK
+    out = shared_x_output(name, x, n, blocks, out, max_k=WIDE_MAX_K, any_k=_ANY_K[name])
     if n:
         words = w.codes.shape[2]
         kernel[cdiv(n, _ROWS_PER_BLOCK), _THREADS, 0, activation_shared_bytes(k)](
