@@ -69,20 +69,20 @@ twenty shuffles a block).
 Launchers ``q4_1_gemv_q8_1_persistent(w, x, *, out=None, grid=None, kernel=...)`` and
 ``q4_0_gemv_q8_1_persistent(...)``: ``w`` the GGUF bytes (repacked at each call: what the registry's checks pass)
 or the repacked weights (what a model keeps and the recordings time); ``grid`` blocks of threads (by default
-``PERSISTENT_BLOCKS_PER_SM`` per SM of the GPU, 2 on the simulator) of ``PERSISTENT_WARPS`` x 32 threads, 40
+``PERSISTENT_BLOCKS_PER_SM`` per SM of the GPU; 2 for NumPy arrays and on the simulator) of ``PERSISTENT_WARPS`` x 32 threads, 40
 bytes of dynamic shared memory per block of x; any N, K any multiple of 32 up to ``PERSISTENT_MAX_K`` (K = 0
 gives zeros). NumPy arrays or numba device arrays (``kernels.launching``).
 """
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
-from numba import config, cuda, float32, int32, uint32, uint64
+from numba import cuda, float32, int32, uint32, uint64
 
 from kernels.intrinsics import dp4a, load_u32x4, unpack_halves
 from kernels.launching import WARP, require_positive_int
+from kernels.paging import sm_count
 from kernels.quantized_gemv import QK, q8_1_block, warp_sum
 from kernels import quantized_gemv_wide
 from kernels.quantized_gemv_repacked import CODE_WORDS, repacked_weights
@@ -129,14 +129,10 @@ def persistent_shared_bytes(k: int) -> int:
     return _SHARED_PER_BLOCK * (k // QK)
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count() -> int:
-    return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
-
-
-def persistent_grid() -> int:
-    """SMs of the current GPU (2 on the simulator): the rungs launch ``PERSISTENT_BLOCKS_PER_SM`` blocks each."""
-    return 2 if config.ENABLE_CUDASIM else _sm_count()
+def persistent_grid(like) -> int:
+    """SMs of the GPU that runs the device arrays ``like`` (``kernels.paging.sm_count``, asked once per process);
+    2 for NumPy arrays and on the simulator: the rungs launch ``PERSISTENT_BLOCKS_PER_SM`` blocks each."""
+    return sm_count(like) or 2
 
 
 def _build(fmt: str, rows: int = PERSISTENT_ROWS, per_lane: int = PERSISTENT_BLOCKS_PER_LANE,
@@ -247,7 +243,7 @@ def _launch(name, kernel, w, n, blocks, x, out, grid):
     out = shared_x_output(name, x, n, blocks, out, max_k=PERSISTENT_MAX_K, any_k="q4_1_gemv_q8_1_repacked")
     if n:
         if grid is None:
-            grid = persistent_grid() * getattr(kernel, "grid_per_sm", PERSISTENT_BLOCKS_PER_SM)
+            grid = persistent_grid(x) * getattr(kernel, "grid_per_sm", PERSISTENT_BLOCKS_PER_SM)
         kernel[grid, getattr(kernel, "threads", _THREADS), 0, persistent_shared_bytes(k)](
             w.codes.reshape(n, blocks * CODE_WORDS), w.scales, x, out)
     return out
