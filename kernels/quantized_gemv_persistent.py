@@ -69,9 +69,9 @@ twenty shuffles a block).
 Launchers ``q4_1_gemv_q8_1_persistent(w, x, *, out=None, grid=None, kernel=...)`` and
 ``q4_0_gemv_q8_1_persistent(...)``: ``w`` the GGUF bytes (repacked at each call: what the registry's checks pass)
 or the repacked weights (what a model keeps and the recordings time); ``grid`` blocks of threads (by default
-``PERSISTENT_BLOCKS_PER_SM`` per SM of the GPU; 2 for NumPy arrays and on the simulator) of ``PERSISTENT_WARPS`` x 32 threads, 40
-bytes of dynamic shared memory per block of x; any N, K any multiple of 32 up to ``PERSISTENT_MAX_K`` (K = 0
-gives zeros). NumPy arrays or numba device arrays (``kernels.launching``).
+``PERSISTENT_BLOCKS_PER_SM`` per SM of the GPU; 2 for NumPy arrays and on the simulator) of ``PERSISTENT_WARPS``
+x 32 threads, 40 bytes of dynamic shared memory per block of x; any N, K any multiple of 32 up to
+``PERSISTENT_MAX_K`` (K = 0 gives zeros). NumPy arrays or numba device arrays (``kernels.launching``).
 """
 
 from __future__ import annotations
@@ -268,7 +268,7 @@ def q4_0_gemv_q8_1_persistent(w, x, *, out=None, grid=None, kernel=q4_0_gemv_q8_
 RUNGS = ladder(
     *quantized_gemv_wide.RUNGS.values(),
     Rung("q4_1_gemv_q8_1_persistent", q4_1_gemv_q8_1_persistent,
-         "one block per SM: x quantized once a block, unsigned indices, the next step's loads in flight"),
+         "one block per SM: x quantized once a block, every load of a step before its arithmetic, unsigned indices"),
     Rung("q4_0_gemv_q8_1_persistent", q4_0_gemv_q8_1_persistent,
          "the same for Q4_0 (4.5 bits a weight): m = -8 d"),
 )

@@ -85,19 +85,6 @@ def warp_per_row_reference(fmt, w, x):
     return FORMATS[fmt][1](w.reshape(w.shape[0], -1)) @ x.astype(np.float64)
 
 
-def dp4a_reference(w, x):
-    """sum over blocks of d sum_j q_j x^_j + m sum_j x_j, x^ the q8_1 values of x: W x as the dp4a rung defines it;
-    x (T, K) gives (T, N), token by token."""
-    if x.ndim == 2:
-        return np.stack([dp4a_reference(w, token) for token in x]).reshape(len(x), w.shape[0])
-    codes, scales, sums = reference.quantize_q8_1(x)
-    x_hat = (codes.reshape(-1, 32) * scales.astype(np.float64)[:, None]).reshape(-1)
-    without_minimum = w.copy()
-    without_minimum[..., 2:4] = 0                      # m = 0: the values are d q exactly
-    minimums = w[..., 2:4].copy().view("<f2")[..., 0].astype(np.float64)
-    return reference.dequantize_q4_1(without_minimum.reshape(w.shape[0], -1)) @ x_hat + minimums @ sums
-
-
 # ------------------------------------------------------------------------------------------------
 # Compiling for a GPU, in a subprocess started with the first test of this file
 # ------------------------------------------------------------------------------------------------
@@ -164,7 +151,7 @@ def test_dp4a_rung_matches_w_times_the_quantized_activations(shape, rng_seed):
     rng, seed = rng_seed
     w, x = gguf_weights(rng, "q4_1", *shape), activations(rng, shape[1])
     y = qg.q4_1_gemv_q8_1_dp4a(w, x, out=poison(np.empty(shape[0], np.float32)))
-    check(y, dp4a_reference(w, x), name="q4_1_gemv_q8_1_dp4a", seed=seed)
+    check(y, reference.gemv_q8_1(w, x, "q4_1"), name="q4_1_gemv_q8_1_dp4a", seed=seed)
 
 
 def test_dp4a_rung_pays_for_its_int8_activations(rng_seed):
@@ -324,7 +311,7 @@ def test_repacked_rung_matches_the_dp4a_rungs_reference(shape, rng_seed):
     the q8_1 activations."""
     rng, seed = rng_seed
     w, x = gguf_weights(rng, "q4_1", *shape), activations(rng, shape[1])
-    want = dp4a_reference(w, x)
+    want = reference.gemv_q8_1(w, x, "q4_1")
     y = qgr.q4_1_gemv_q8_1_repacked(w, x, out=poison(np.empty(shape[0], np.float32)))
     check(y, want, name="q4_1_gemv_q8_1_repacked", seed=seed)
     np.testing.assert_array_equal(qgr.q4_1_gemv_q8_1_repacked(qgr.q4_1_repack(w), x), y)
@@ -342,7 +329,7 @@ def test_batched_rung_matches_each_tokens_reference(tokens, shape, rng_seed):
     if tokens > 1:
         x[1] = 0.0
     y = qgr.q4_1_gemv_q8_1_small_batch(w, x, out=poison(np.empty((tokens, n), np.float32)))
-    check(y, dp4a_reference(w, x), name="q4_1_gemv_q8_1_small_batch", dims=("token", "row"), seed=seed)
+    check(y, reference.gemv_q8_1(w, x, "q4_1"), name="q4_1_gemv_q8_1_small_batch", dims=("token", "row"), seed=seed)
     for t in range(tokens):                              # each token's row: the batch-1 rung's y, to float32's error
         np.testing.assert_allclose(y[t], qgr.q4_1_gemv_q8_1_repacked(w, x[t]), rtol=1e-5,
                                    atol=1e-5 * np.abs(y[t]).max())
@@ -398,12 +385,6 @@ def test_bad_arguments_of_the_repacked_rungs_are_named(call, error, words):
 # The wide rungs: one launch, 16-byte loads
 # ------------------------------------------------------------------------------------------------
 
-def q8_0_q8_1_reference(w, x):
-    """sum over blocks of d sum_j q_j x^_j, x^ the q8_1 values of x: W x as the Q8_0 wide rung defines it."""
-    codes, scales, _ = reference.quantize_q8_1(x)
-    return reference.dequantize_q8_0(w.reshape(w.shape[0], -1)) @ reference.dequantize_q8_1(codes, scales)
-
-
 @pytest.mark.parametrize("shape", SHAPES + WIDE_SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
 def test_wide_q4_1_rung_equals_the_dp4a_rung_bit_for_bit(shape, rng_seed):
     """Its blocks of threads quantize x themselves, in the order of the q8_1 kernel's butterfly, and each lane
@@ -412,7 +393,7 @@ def test_wide_q4_1_rung_equals_the_dp4a_rung_bit_for_bit(shape, rng_seed):
     rng, seed = rng_seed
     w, x = gguf_weights(rng, "q4_1", *shape), activations(rng, shape[1])
     y = qgw.q4_1_gemv_q8_1_wide(w, x, out=poison(np.empty(shape[0], np.float32)))
-    check(y, dp4a_reference(w, x), name="q4_1_gemv_q8_1_wide", seed=seed)
+    check(y, reference.gemv_q8_1(w, x, "q4_1"), name="q4_1_gemv_q8_1_wide", seed=seed)
     np.testing.assert_array_equal(y, qg.q4_1_gemv_q8_1_dp4a(w, x))
     np.testing.assert_array_equal(qgw.q4_1_gemv_q8_1_wide(qgr.q4_1_repack(w), x), y)
 
@@ -424,7 +405,7 @@ def test_wide_q8_0_rung_matches_w_times_the_quantized_activations(shape, rng_see
     rng, seed = rng_seed
     w, x = gguf_weights(rng, "q8_0", *shape), activations(rng, shape[1])
     y = qgw.q8_0_gemv_q8_1_wide(w, x, out=poison(np.empty(shape[0], np.float32)))
-    check(y, q8_0_q8_1_reference(w, x), name="q8_0_gemv_q8_1_wide", seed=seed)
+    check(y, reference.gemv_q8_1(w, x, "q8_0"), name="q8_0_gemv_q8_1_wide", seed=seed)
     np.testing.assert_array_equal(qgw.q8_0_gemv_q8_1_wide(qgw.q8_0_repack(w), x), y)
 
 
@@ -475,16 +456,6 @@ def test_bad_arguments_of_the_wide_rungs_are_named(call, error, words):
 PERSISTENT_SHAPES = [(70, 96), (3, 129 * 32), (1, 33 * 32)]
 
 
-def q4_0_q8_1_reference(w, x):
-    """sum over blocks of d sum_j q_j x^_j - 8 d sum_j x_j, x^ the q8_1 values of x and the sums exact: W x as the
-    Q4_0 persistent rung defines it (a weight d (q - 8) taken as d q + m with m = -8 d)."""
-    codes, scales, sums = reference.quantize_q8_1(x)
-    x_hat = reference.dequantize_q8_1(codes, scales)
-    d = w[..., :2].copy().view("<f2")[..., 0].astype(np.float64)
-    values = reference.dequantize_q4_0(w.reshape(w.shape[0], -1)).reshape(w.shape[0], -1)
-    return values @ x_hat - 8 * d @ (np.asarray(sums, np.float64) - x_hat.reshape(-1, 32).sum(1))
-
-
 @pytest.mark.parametrize("shape", SHAPES + PERSISTENT_SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
 def test_persistent_q4_1_rung_equals_the_dp4a_rung_bit_for_bit(shape, rng_seed):
     """Each block of threads quantizes x as the q8_1 kernel does, and each lane adds its blocks in the dp4a rung's
@@ -492,7 +463,7 @@ def test_persistent_q4_1_rung_equals_the_dp4a_rung_bit_for_bit(shape, rng_seed):
     rng, seed = rng_seed
     w, x = gguf_weights(rng, "q4_1", *shape), activations(rng, shape[1])
     y = qgp.q4_1_gemv_q8_1_persistent(w, x, out=poison(np.empty(shape[0], np.float32)))
-    check(y, dp4a_reference(w, x), name="q4_1_gemv_q8_1_persistent", seed=seed)
+    check(y, reference.gemv_q8_1(w, x, "q4_1"), name="q4_1_gemv_q8_1_persistent", seed=seed)
     np.testing.assert_array_equal(y, qg.q4_1_gemv_q8_1_dp4a(w, x))
     np.testing.assert_array_equal(qgp.q4_1_gemv_q8_1_persistent(qgr.q4_1_repack(w), x, grid=3), y)
 
@@ -503,7 +474,7 @@ def test_persistent_q4_0_rung_matches_w_times_the_quantized_activations(shape, r
     rng, seed = rng_seed
     w, x = gguf_weights(rng, "q4_0", *shape), activations(rng, shape[1])
     y = qgp.q4_0_gemv_q8_1_persistent(w, x, out=poison(np.empty(shape[0], np.float32)))
-    check(y, q4_0_q8_1_reference(w, x), name="q4_0_gemv_q8_1_persistent", seed=seed)
+    check(y, reference.gemv_q8_1(w, x, "q4_0"), name="q4_0_gemv_q8_1_persistent", seed=seed)
     np.testing.assert_array_equal(qgp.q4_0_gemv_q8_1_persistent(qgp.q4_0_repack(w), x, grid=1), y)
 
 

@@ -364,38 +364,14 @@ def _norm_swiglu_reference(w_gate, w_up, x, norm_weight, *, eps, **_):
     return reference.swiglu(h @ _dequantized(w_gate).T, h @ _dequantized(w_up).T)
 
 
-def _q4_1_times_q8_1_reference(w, x, **_):
-    """W x with x quantized to q8_1 in the codes' product, exact in the minimum's: sum over blocks of
-    d sum_j q_j x^_j + m sum_j x_j, x^ the q8_1 values of x (``q4_1_gemv_q8_1_dp4a``)."""
-    from kernels import reference
+def _times_q8_1_reference(fmt):
+    """W x with x quantized to q8_1, as day 9's q8_1 rungs define it (``reference.gemv_q8_1``; a batch x (T, K)
+    gives y (T, N), token by token)."""
+    def reference_of(w, x, **_):
+        from kernels import reference
 
-    codes, scales, sums = reference.quantize_q8_1(x)
-    x_hat = (codes.reshape(-1, 32) * scales.astype(np.float64)[:, None]).reshape(-1)
-    without_minimum = w.copy()
-    without_minimum[..., 2:4] = 0                      # m = 0: the values are d q exactly
-    minimums = w[..., 2:4].copy().view("<f2")[..., 0].astype(np.float64)
-    return reference.dequantize_q4_1(without_minimum.reshape(w.shape[0], -1)) @ x_hat + minimums @ sums
-
-
-def _q4_0_times_q8_1_reference(w, x, **_):
-    """W x with x quantized to q8_1, a Q4_0 weight d (q - 8) taken as d q + m with m = -8 d: sum over blocks of
-    d sum_j q_j x^_j - 8 d sum_j x_j (``q4_0_gemv_q8_1_persistent``)."""
-    from kernels import reference
-
-    codes, scales, sums = reference.quantize_q8_1(x)
-    x_hat = reference.dequantize_q8_1(codes, scales)
-    d = w[..., :2].copy().view("<f2")[..., 0].astype(np.float64)
-    values = reference.dequantize_q4_0(w.reshape(w.shape[0], -1)).reshape(w.shape[0], -1)
-    return values @ x_hat - 8 * d @ (np.asarray(sums, np.float64) - x_hat.reshape(-1, 32).sum(1))
-
-
-def _q8_0_times_q8_1_reference(w, x, **_):
-    """W x with x quantized to q8_1: sum over blocks of d sum_j q_j x^_j, x^ the q8_1 values of x
-    (``q8_0_gemv_q8_1_wide``)."""
-    from kernels import reference
-
-    codes, scales, _ = reference.quantize_q8_1(x)
-    return reference.dequantize_q8_0(w.reshape(w.shape[0], -1)) @ reference.dequantize_q8_1(codes, scales)
+        return reference.gemv_q8_1(w, x, fmt)
+    return reference_of
 
 
 def _w8a8_gemm_inputs(rng, rung):
@@ -421,11 +397,6 @@ def _small_batch_inputs(rng, rung):
     weights = _floats(rng, 7, 96)
     weights[1] = 0.0
     return (reference.quantize_q4_1(weights).reshape(7, 3, -1), _floats(rng, 3, 96)), {"out": _nan(3, 7)}
-
-
-def _small_batch_reference(w, x, **_):
-    """``_q4_1_times_q8_1_reference`` token by token: y (T, N) (``q4_1_gemv_q8_1_small_batch``)."""
-    return np.stack([_q4_1_times_q8_1_reference(w, token) for token in x])
 
 
 def _embedding_inputs(rng, rung):
@@ -535,10 +506,10 @@ OPERATIONS = {
     "q4_1_norm_swiglu": Operation(lambda rng, _: ((_q4_1(rng, 7), _q4_1(rng, 7), _floats(rng, 11, 96),
                                                    1 + _floats(rng, 96) / 10), {"eps": 1e-5, "out": _nan(11, 7)}),
                                   _norm_swiglu_reference),
-    "q4_1_gemv_q8_1": Operation(_quantized_gemv_inputs, _q4_1_times_q8_1_reference),   # dp4a, repacked, wide
-    "q8_0_gemv_q8_1": Operation(_quantized_gemv_inputs, _q8_0_times_q8_1_reference),   # q8_0_gemv_q8_1_wide
-    "q4_0_gemv_q8_1": Operation(_quantized_gemv_inputs, _q4_0_times_q8_1_reference),   # q4_0_gemv_q8_1_persistent
-    "q4_1_gemv_q8_1_small": Operation(_small_batch_inputs, _small_batch_reference),    # q4_1_gemv_q8_1_small_batch
+    "q4_1_gemv_q8_1": Operation(_quantized_gemv_inputs, _times_q8_1_reference("q4_1")),   # dp4a, repacked, wide
+    "q8_0_gemv_q8_1": Operation(_quantized_gemv_inputs, _times_q8_1_reference("q8_0")),   # q8_0_gemv_q8_1_wide
+    "q4_0_gemv_q8_1": Operation(_quantized_gemv_inputs, _times_q8_1_reference("q4_0")),   # q4_0_gemv_q8_1_persistent
+    "q4_1_gemv_q8_1_small": Operation(_small_batch_inputs, _times_q8_1_reference("q4_1")),    # the batched rung
     "w8a8_gemm": Operation(_w8a8_gemm_inputs, _w8a8_gemm_reference),
     "embedding_q8_0": Operation(_embedding_inputs, _embedding_reference),
     "rmsnorm": Operation(lambda rng, _: ((_floats(rng, 3, 300), _floats(rng, 300)), {"eps": 1e-5, "out": _nan(3, 300)}),

@@ -611,6 +611,33 @@ def test_q8_1_activations_have_q8_0_codes_a_float32_scale_and_the_block_sums():
     assert np.all(np.abs(values - x).reshape(-1, 32) <= scales.reshape(-1, 1) / 2 * (1 + 1e-6))
 
 
+@pytest.mark.parametrize("fmt", ["q4_1", "q4_0", "q8_0"])
+def test_gemv_q8_1_is_the_codes_times_the_q8_1_values_plus_the_minimum_times_the_exact_sums(fmt):
+    """Block by block, from its definition: d sum_j q_j x^_j + m s, q the codes (Q4_0: q - 8 taken as q with
+    m = -8 d), x^ x's q8_1 values, s x's exact block sum; a batch gives one row per token."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    w = np.asarray(getattr(ref, f"quantize_{fmt}")(rng.standard_normal((3, 64)).astype(np.float32))).reshape(3, 2, -1)
+    want = np.zeros((2, 3))
+    for t in range(2):
+        codes, scales, sums = ref.quantize_q8_1(x[t])
+        x_hat = ref.dequantize_q8_1(codes, scales).reshape(2, 32)
+        for n in range(3):
+            for b in range(2):
+                d = float(w[n, b, :2].view("<f2")[0])
+                if fmt == "q8_0":
+                    q, m = w[n, b, 2:].view(np.int8).astype(np.float64), 0.0
+                else:
+                    packed = w[n, b, 4:] if fmt == "q4_1" else w[n, b, 2:]
+                    q = np.concatenate([packed & 15, packed >> 4]).astype(np.float64)
+                    m = float(w[n, b, 2:4].view("<f2")[0]) if fmt == "q4_1" else -8 * d
+                want[t, n] += d * (q @ x_hat[b]) + m * sums[b]
+    np.testing.assert_allclose(ref.gemv_q8_1(w, x, fmt), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ref.gemv_q8_1(w, x[1], fmt), want[1], rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="fmt must be one of 'q8_0', 'q4_0', 'q4_1', got 'q5_0'"):
+        ref.gemv_q8_1(w, x, "q5_0")
+
+
 def test_q4_0_layout_puts_element_j_plus_16_in_the_high_nibble():
     x = np.zeros(32, dtype=np.float32)
     x[0], x[16], x[1] = -8.0, 7.0, 1.0                   # d = 1: codes 0, 15 and 9

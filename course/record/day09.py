@@ -78,7 +78,7 @@ CHUNK_ROWS = 1024          # rows of W made, quantized and multiplied at a time 
 QK = model.QK
 DP4A = "q4_1_gemv_q8_1_dp4a"
 BATCHED = "q4_1_gemv_q8_1_small_batch"
-LADDER = quantized_gemv_persistent.RUNGS        # the day's whole ladder: quantized_gemv's, the repacked, wide, persistent
+LADDER = quantized_gemv_persistent.RUNGS        # the day's whole ladder: quantized_gemv's rungs and their successors
 # The weight format of each rung, in ladder order (a test checks that these are the ladder's rungs).
 FORMATS = {name: model.RUNG_FORMATS[name] for name in LADDER}
 # The rungs whose reference is W times the q8_1 activations, and those timed on repacked weights.
@@ -140,8 +140,9 @@ def float_product(n: int, k: int, tokens: int = 0) -> np.ndarray:
 def reference_gemv(rung: str, w: np.ndarray, x: np.ndarray) -> np.ndarray:
     """The float64 y the rung must give for GGUF bytes w (N, blocks, block bytes) and x (K,): the dequantized
     W times x; for the q8_1 rungs (``Q8_1_RUNGS``), sum over blocks of d sum_j q_j x^_j + m sum_j x_j, x^ the q8_1
-    values of x and its block sums exact (what the rungs compute, W times the quantized x but for the minimum's
-    term); x (T, K) gives (T, N), token by token (W dequantized once per chunk of rows for all of them)."""
+    values of x and its block sums exact (``reference.gemv_q8_1``: what the rungs compute, W times the quantized x
+    but for the minimum's term); x (T, K) gives (T, N), token by token (W dequantized once per chunk of rows for
+    all of them)."""
     fmt = FORMATS[rung]
     dequantize = getattr(reference, f"dequantize_{fmt}")
     tokens = np.atleast_2d(np.asarray(x, np.float32))
@@ -152,23 +153,9 @@ def reference_gemv(rung: str, w: np.ndarray, x: np.ndarray) -> np.ndarray:
             rows = w[start:start + CHUNK_ROWS]
             y[start:start + len(rows)] = dequantize(rows.reshape(len(rows), -1)) @ xd
         return y.T if np.ndim(x) == 2 else y[:, 0]
-    quantized = [reference.quantize_q8_1(token) for token in tokens]
-    x_hat = np.stack([reference.dequantize_q8_1(codes, scales) for codes, scales, _ in quantized]).T
-    sums = np.stack([np.asarray(block_sums, np.float64) for _, _, block_sums in quantized]).T
     for start in range(0, w.shape[0], CHUNK_ROWS):
-        rows = w[start:start + CHUNK_ROWS].copy()
-        if fmt == "q8_0":                              # d q and no minimum
-            y[start:start + len(rows)] = dequantize(rows.reshape(len(rows), -1)) @ x_hat
-            continue
-        if fmt == "q4_0":                              # d (q - 8) taken as d q + m, m = -8 d, m times x's exact sums
-            d = rows[..., :2].copy().view("<f2")[..., 0].astype(np.float64)
-            x_hat_sums = x_hat.reshape(-1, QK, x_hat.shape[1]).sum(axis=1)
-            y[start:start + len(rows)] = (dequantize(rows.reshape(len(rows), -1)) @ x_hat
-                                          - 8 * d @ (sums - x_hat_sums))
-            continue
-        minimums = rows[..., 2:4].copy().view("<f2")[..., 0].astype(np.float64)
-        rows[..., 2:4] = 0                             # m = 0: the values are d q exactly
-        y[start:start + len(rows)] = dequantize(rows.reshape(len(rows), -1)) @ x_hat + minimums @ sums
+        rows = w[start:start + CHUNK_ROWS]
+        y[start:start + len(rows)] = reference.gemv_q8_1(rows, tokens, fmt).T
     return y.T if np.ndim(x) == 2 else y[:, 0]
 
 
@@ -401,13 +388,14 @@ def gemv_sweep() -> Sweep:
                "quantized by kernels.reference), x (K,) and y (N,) float32; rung: the rung of "
                "kernels.quantized_gemv_persistent.RUNGS ("
                + ", ".join(f"{name} on {fmt}" for name, fmt in FORMATS.items()) + "; " + ", ".join(REPACKED)
-               + " on the weights repacked once by q4_1_repack or q8_0_repack before timing, the "
+               + " on the weights repacked once by q4_1_repack, q4_0_repack or q8_0_repack before timing, the "
                "batched rung at T=1); torch_mv_fp16: torch.mv on an fp16 W (N, K) and fp16 x (cuBLAS's GEMV); "
                "torch_weight_int4pack_mm: torch._weight_int4pack_mm (tinygemm) on the same Q4_1 matrix as "
                "q4_1_gemv_warp_per_row (4-bit codes, bf16 scale and zero = m + 8 d per group of 32, bf16 x, "
                f"y (1, N) bf16), inner k tiles 8. {int4pack_status()[1]}. "
                f"L2 flushed {FLUSH} before every repeat of median_ms (back-to-back calls from Python) and kernel_ms "
-               "(the GPU's time alone, launch cost hidden); warm_kernel_ms: kernel_ms's timing with L2 left warm by the "
+               "(the GPU's time alone, launch cost hidden); warm_kernel_ms: kernel_ms's timing with L2 left warm by "
+               "the "
                "previous repeat (a matrix smaller than L2 is then read from it). bytes: the compulsory bytes of one "
                "call (course.models.quantized.compulsory_bytes; torch's: W at its format, x and y once); gbps from "
                "median_ms, kernel_gbps and warm_kernel_gbps from kernel_ms and warm_kernel_ms; fraction_of_copy: "

@@ -24,7 +24,8 @@ Quantization and number formats:
 - ``pack_int4`` / ``unpack_int4``, ``quantize_int4_groups`` / ``dequantize_int4_groups``
 - ``quantize_q8_0`` / ``dequantize_q8_0``, ``quantize_q4_0`` / ``dequantize_q4_0``,
   ``quantize_q4_1`` / ``dequantize_q4_1``: the GGUF (llama.cpp) block formats, bit for bit; ``quantize_q8_1`` (``dequantize_q8_1`` its values):
-  activations as int8 codes with a scale and a sum per block of 32, for integer dot products
+  activations as int8 codes with a scale and a sum per block of 32, for integer dot products; ``gemv_q8_1(w, x,
+  fmt)``: W x as the q8_1 GEMV rungs define it (x's q8_1 values in the codes' product, its exact sums in the minimum's)
 - ``rmsnorm(x, weight, eps)``, ``rope_pairs(x, positions, base)`` (GGUF's adjacent pairs), ``rope_table``,
   ``swiglu(gate, up)``: the layers of a llama block besides attention and the matrix products (day 10)
 - ``round_to(x, fmt)``: the nearest fp16, bf16 or fp8 (e4m3) value
@@ -45,8 +46,8 @@ Every public function checks its input and raises ``TypeError`` (wrong kind of v
 """
 
 from .gguf import (GGUF_BLOCK_SIZE, Q4_0_BLOCK_BYTES, Q4_1_BLOCK_BYTES, Q8_0_BLOCK_BYTES, dequantize_q4_0,
-                   dequantize_q4_1, dequantize_q8_0, dequantize_q8_1, quantize_q4_0, quantize_q4_1, quantize_q8_0,
-                   quantize_q8_1)
+                   dequantize_q4_1, dequantize_q8_0, dequantize_q8_1, gemv_q8_1, quantize_q4_0, quantize_q4_1,
+                   quantize_q8_0, quantize_q8_1)
 from .llama import rmsnorm, rope_pairs, rope_table, swiglu
 from .low_precision import FLOAT_FORMATS, round_to
 from .matmul import gemm
@@ -65,7 +66,7 @@ __all__ = [
     "GGUF_BLOCK_SIZE", "Q8_0_BLOCK_BYTES", "Q4_0_BLOCK_BYTES", "Q4_1_BLOCK_BYTES",
     "quantize_q8_0", "dequantize_q8_0", "quantize_q4_0", "dequantize_q4_0", "quantize_q4_1", "dequantize_q4_1",
     "quantize_q8_1",
-    "dequantize_q8_1",
+    "dequantize_q8_1", "gemv_q8_1",
     "rmsnorm", "rope_pairs", "rope_table", "swiglu",
     "FLOAT_FORMATS", "round_to",
     "E4M3_MAX", "fp8_e4m3_values", "quantize_fp8", "dequantize_fp8", "attention_at_precision",

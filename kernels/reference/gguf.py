@@ -6,7 +6,7 @@ from ._checks import _float64, _int_array
 
 __all__ = ["GGUF_BLOCK_SIZE", "Q8_0_BLOCK_BYTES", "Q4_0_BLOCK_BYTES", "Q4_1_BLOCK_BYTES",
            "quantize_q8_0", "dequantize_q8_0", "quantize_q4_0", "dequantize_q4_0", "quantize_q4_1",
-           "dequantize_q4_1", "quantize_q8_1"]
+           "dequantize_q4_1", "quantize_q8_1", "gemv_q8_1"]
 
 GGUF_BLOCK_SIZE = 32     # values per block, in Q8_0, Q4_0 and Q4_1
 Q8_0_BLOCK_BYTES = 34    # fp16 scale d (2 bytes) + 32 int8 values
@@ -195,3 +195,25 @@ def dequantize_q8_1(q, d):
     q = np.asarray(q)
     blocks = q.reshape(-1, GGUF_BLOCK_SIZE).astype(np.float64) * np.asarray(d, np.float64).reshape(-1, 1)
     return blocks.reshape(q.shape)
+
+
+def gemv_q8_1(w, x, fmt):
+    """W x as day 9's q8_1 GEMV rungs define it, float64: GGUF bytes ``w`` (N, blocks, block bytes) of ``fmt``
+    ("q8_0", "q4_0" or "q4_1") times x (K,) or a batch (T, K), x quantized to q8_1 (``quantize_q8_1``) in the
+    codes' product and taken exactly in the minimum's: sum over blocks of d sum_j q_j x^_j + m s, x^ the q8_1
+    values, s the block's exact sum of x, m Q4_1's minimum, -8 d for Q4_0 (a weight d (q - 8) is d q + m) and 0 for
+    Q8_0. Returns (N,), or (T, N) for a batch."""
+    dequantize = {"q8_0": dequantize_q8_0, "q4_0": dequantize_q4_0, "q4_1": dequantize_q4_1}.get(fmt)
+    if dequantize is None:
+        raise ValueError(f"fmt must be one of 'q8_0', 'q4_0', 'q4_1', got {fmt!r}")
+    tokens = np.atleast_2d(np.asarray(x, np.float32))
+    codes, scales, sums = quantize_q8_1(tokens)
+    x_hat = dequantize_q8_1(codes, scales)                                 # (T, K)
+    w = np.asarray(w)
+    y = dequantize(w.reshape(w.shape[0], -1)) @ x_hat.T                    # (N, T): the values d q + m times x^
+    if fmt != "q8_0":                                                      # m times the exact sums, not x^'s
+        d = w[..., :2].copy().view("<f2")[..., 0].astype(np.float64)
+        m = w[..., 2:4].copy().view("<f2")[..., 0].astype(np.float64) if fmt == "q4_1" else -8 * d
+        x_hat_sums = x_hat.reshape(len(tokens), -1, GGUF_BLOCK_SIZE).sum(axis=2)
+        y += m @ (np.asarray(sums, np.float64) - x_hat_sums).T
+    return y.T if np.ndim(x) == 2 else y[:, 0]
