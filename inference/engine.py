@@ -14,9 +14,12 @@ sequence at decode, or both at once: the engine does not tell them apart), and f
     rmsnorm_block_per_row, 2 GEMVs, swiglu      a = silu(Wgate h) * (Wup h)
     q4_1_gemv_warp_per_row, add_elementwise     x += Wdown a
 
-With ``fused=True`` a block is 7 launches instead of 17 (``kernels.fused_llama``): RMSNorm folded into the Q, K
-and V projections (one launch over their concatenated rows) and into gate and up, which also apply SwiGLU, the
-residual adds in the epilogues of Wo and Wdown, and RoPE on q and k with the cache write in one launch.
+With ``fused=True`` a block is 6 kernels instead of 17 (``kernels.fused_llama``): RMSNorm folded into the Q, K
+and V projections (one launch over their concatenated rows, which also turns q and k by RoPE and writes k and v to
+the cache) and into gate and up, which also apply SwiGLU, and the residual adds in the epilogues of Wo and Wdown.
+Those are the quarters rungs (four lanes a block, a pass of one token when the step has one), and the output head
+is ``kernels.token_gemv``'s: at one token a step every launch is latency, and they keep more lanes busy. Attention
+runs in partitions of ``FUSED_PARTITION`` positions, which spread a short context over several blocks a KV head.
 
 With ``graphs=True`` (a GPU only) each step's launches are captured once as a CUDA graph (``inference.graphs``)
 per number of tokens and bucket of ``GRAPH_CONTEXT_STEP`` positions of the longest context, and replayed: the
@@ -51,14 +54,19 @@ from kernels.kv_cache import kv_cache_write
 from kernels.probes import BUSY_MICROSECONDS, busy_wait_kernel
 from kernels.quantized_gemv import q4_1_gemv_warp_per_row, q8_0_gemv_warp_per_row
 from kernels.reference import rope_table
-from kernels.token_gemv import q4_1_gemm_tokens_warp_per_row, q8_0_gemm_tokens_warp_per_row
+from kernels.token_gemv import (q4_1_gemm_tokens_warp_per_row, q8_0_gemm_tokens_quarters,
+                                q8_0_gemm_tokens_warp_per_row)
 
-__all__ = ["KernelModel", "KERNELS_PER_LAUNCH", "GRAPH_CONTEXT_STEP"]
+__all__ = ["KernelModel", "KERNELS_PER_LAUNCH", "GRAPH_CONTEXT_STEP", "FUSED_PARTITION"]
 
 # With graphs=True, a step's graph is captured per number of tokens and per bucket of this many positions of the
 # longest context: attention's grid (its partitions) is sized for the bucket, and a sequence shorter than it
 # leaves the partitions past its end empty.
 GRAPH_CONTEXT_STEP = 256
+
+# The fused engine's attention partitions (positions a block of split-K attention reads): short ones, so that a
+# context of a few hundred positions still spreads over several blocks a KV head.
+FUSED_PARTITION = 32
 
 # Kernels one call of a launcher launches, where it is more than one (split-K attention and its merge).
 KERNELS_PER_LAUNCH = {"gqa_decode_split_k": 2}
@@ -170,21 +178,19 @@ class KernelModel(PagedModel):
         self._call(_GEMV[fmt], w, x[0], out=out[0])
         return out
 
-    def _fused_block(self, i, w, x, q, k, v, o, a, positions, tables, rows, context, longest) -> None:
-        """Block i in 7 launches (``kernels.fused_llama``): the norms folded into the GEMVs that read them, gate and
-        up with SwiGLU, the residual adds in the GEMVs' epilogues, RoPE with the cache write."""
+    def _fused_block(self, i, w, x, q, o, a, positions, tables, rows, context, longest) -> None:
+        """Block i in 6 kernels (``kernels.fused_llama``): the norms folded into the GEMVs that read them, RoPE and the
+        cache write into the first one's epilogue, gate and up with SwiGLU, the residual adds in the GEMVs'
+        epilogues, and attention's two."""
         c, t = self.config, x.shape[0]
         q3 = q.reshape(t, c.heads, c.head_dim)
-        k3, v3 = k.reshape(t, c.kv_heads, c.head_dim), v.reshape(t, c.kv_heads, c.head_dim)
-        self._call(fused.q4_1_norm_qkv_tokens, w["attn_qkv"], x, w["attn_norm"], eps=c.eps,
-                   rows=(q.shape[1], k.shape[1], v.shape[1]), out=(q, k, v))
-        self._call(fused.rope_qk_cache_write, q3, k3, v3, rows, positions, self.rope, tables, self.k_cache[i],
-                   self.v_cache[i])
+        self._call(fused.q4_1_norm_qkv_rope_cache, w["attn_qkv"], x, w["attn_norm"], rows, positions, self.rope, tables,
+                   self.k_cache[i], self.v_cache[i], eps=c.eps, out=q)
         self._call(gqa_decode_split_k, q3, self.k_cache[i], self.v_cache[i], tables, context, out=o,
-                   max_context=longest)
-        self._call(fused.q4_1_residual_gemm_tokens, w["attn_output"], o.reshape(t, c.heads * c.head_dim), x, out=x)
-        self._call(fused.q4_1_norm_swiglu_tokens, w["ffn_gate"], w["ffn_up"], x, w["ffn_norm"], eps=c.eps, out=a)
-        self._call(fused.q4_1_residual_gemm_tokens, w["ffn_down"], a, x, out=x)
+                   max_context=longest, partition_size=FUSED_PARTITION)
+        self._call(fused.q4_1_residual_quarters, w["attn_output"], o.reshape(t, c.heads * c.head_dim), x, out=x)
+        self._call(fused.q4_1_norm_swiglu_quarters, w["ffn_gate"], w["ffn_up"], x, w["ffn_norm"], eps=c.eps, out=a)
+        self._call(fused.q4_1_residual_quarters, w["ffn_down"], a, x, out=x)
 
     @property
     def kernels_launched(self) -> int:
@@ -233,7 +239,7 @@ class KernelModel(PagedModel):
         k3, v3 = k.reshape(t, c.kv_heads, c.head_dim), v.reshape(t, c.kv_heads, c.head_dim)
         for i, w in enumerate(self.weights):
             if self.fused:
-                self._fused_block(i, w, x, q, k, v, o, gate, d_positions, d_tables, d_rows, d_context, longest)
+                self._fused_block(i, w, x, q, o, gate, d_positions, d_tables, d_rows, d_context, longest)
                 continue
             self._call(layers.rmsnorm_block_per_row, x, w["attn_norm"], eps=c.eps, out=h)
             self._gemv("attn_q", w["attn_q"], h, q)
@@ -260,7 +266,10 @@ class KernelModel(PagedModel):
             for n, index in enumerate(wanted):
                 rows[n].copy_to_device(x[index])
             self._call(layers.rmsnorm_block_per_row, rows, self.output_norm, eps=c.eps, out=rows)
-        self._gemv("output", self.embedding, rows, logits, fmt="Q8_0")
+        if self.fused:
+            self._call(q8_0_gemm_tokens_quarters, self.embedding, rows, out=logits)
+        else:
+            self._gemv("output", self.embedding, rows, logits, fmt="Q8_0")
         return logits
 
     # ------------------------------------------------------------------ the step as a CUDA graph
@@ -268,30 +277,47 @@ class KernelModel(PagedModel):
     def _replayed(self, ids, positions, block_tables) -> np.ndarray:
         """The logits (T, vocab) of every item, on the host, from the graph of this step's shape: T tokens and the
         longest context rounded up to ``GRAPH_CONTEXT_STEP``. A shape seen for the first time runs eagerly on the
-        graph's own input arrays (which compiles every kernel), then is captured for the steps after it."""
+        graph's own input arrays (which compiles every kernel), then is captured for the steps after it.
+
+        A replay costs the host one copy each way: the step's ids, positions, context lengths, rows and block tables
+        are packed into one int32 buffer in page-locked host memory and copied into the one device buffer the graph's
+        inputs are views of, and the logits come back into a page-locked buffer of the graph's own."""
         if self.timings is not None or self.kernel_timings is not None:
             raise ValueError("timings and kernel_timings time each launcher call between synchronizations, which a "
                              "graph cannot hold: profile with graphs=False")
         t, longest = len(ids), int(positions.max()) + 1
         bucket = min(self.context, -(-longest // GRAPH_CONTEXT_STEP) * GRAPH_CONTEXT_STEP)
         width = -(-self.context // self.blocks.block_size)
-        tables = np.zeros((t, width), np.int32)
-        tables[:, :block_tables.shape[1]] = block_tables
         entry = self._graphs.get((t, bucket))
         if entry is None:
-            inputs = self._device_inputs(ids, positions, tables)
+            host = cuda.pinned_array(4 * t + t * width, np.int32)
+            device = cuda.device_array_like(host)
+            inputs = {"ids": device[:t], "positions": device[t:2 * t], "context": device[2 * t:3 * t],
+                      "rows": device[3 * t:4 * t], "tables": device[4 * t:].reshape(t, width)}
+            _pack(host, ids, positions, block_tables, t, width)
+            device.copy_to_device(host)
             self.launches = []
             logits = self._forward(inputs, bucket, list(range(t))).copy_to_host()
             self.launches = []                   # the graph's launches, recorded once
             graph, out = step_graphs.capture(lambda: self._forward(inputs, bucket, list(range(t))))
-            self._graphs[(t, bucket)] = (graph, inputs, out)
+            self._graphs[(t, bucket)] = (graph, host, device, out, cuda.pinned_array(out.shape, np.float32))
             return logits
-        graph, inputs, out = entry
-        inputs["ids"].copy_to_device(ids)
-        inputs["positions"].copy_to_device(positions)
-        inputs["tables"].copy_to_device(tables)
-        inputs["context"].copy_to_device(positions + 1)
+        graph, host, device, out, logits = entry
+        _pack(host, ids, positions, block_tables, t, width)
+        device.copy_to_device(host)
         graph.replay()
         self.graph_replays += 1
-        return out.copy_to_host()
+        out.copy_to_host(logits)
+        return logits                            # the graph's own buffer: step() returns a copy of its rows
 
+
+def _pack(host, ids, positions, block_tables, t, width) -> None:
+    """A graph step's inputs in one int32 buffer: ids, positions, context lengths (positions + 1), rows (0 ... T - 1)
+    and the block tables (T, width), zero past each table's end."""
+    host[:t] = ids
+    host[t:2 * t] = positions
+    host[2 * t:3 * t] = positions + 1
+    host[3 * t:4 * t] = np.arange(t, dtype=np.int32)
+    tables = host[4 * t:].reshape(t, width)
+    tables[:] = 0
+    tables[:, :block_tables.shape[1]] = block_tables

@@ -23,7 +23,7 @@ from numba import cuda
 from kernels.launching import cdiv, is_device_array, note_output, require_array, require_int32, require_same_kind
 from kernels.registry import Rung, ladder
 
-__all__ = ["THREADS", "kv_cache_write_kernel", "kv_cache_write", "check_cache_write", "RUNGS"]
+__all__ = ["THREADS", "kv_cache_write_kernel", "kv_cache_write", "check_cache_write", "check_cache_slots", "RUNGS"]
 
 THREADS = 128
 
@@ -57,6 +57,15 @@ def check_cache_write(k_new, v_new, token_seqs, token_positions, block_tables, k
                                                    dims=("num_tokens", "kv_heads", "head_dim"))
     require_array("v_new", v_new, (num_tokens, kv_heads, head_dim), np.float32,
                   dims=("num_tokens", "kv_heads", "head_dim"))
+    require_same_kind(k_new=k_new, v_new=v_new, k_cache=k_cache)
+    check_cache_slots(num_tokens, kv_heads, head_dim, token_seqs, token_positions, block_tables, k_cache, v_cache)
+    return num_tokens
+
+
+def check_cache_slots(num_tokens, kv_heads, head_dim, token_seqs, token_positions, block_tables, k_cache,
+                      v_cache) -> None:
+    """``check_cache_write`` for a kernel that makes the new keys and values itself: ``num_tokens`` tokens of
+    ``kv_heads`` heads of ``head_dim`` channels (None: any) go to the caches, which are marked as outputs."""
     cache_dims = ("num_blocks", "kv_heads", "block_size", "head_dim")
     num_blocks, _, block_size, _ = require_array("k_cache", k_cache, (None, kv_heads, None, head_dim),
                                                  np.float32, dims=cache_dims)
@@ -65,13 +74,12 @@ def check_cache_write(k_new, v_new, token_seqs, token_positions, block_tables, k
                                          dims=("num_seqs", "max_blocks_per_seq"))
     require_int32("token_seqs", token_seqs, (num_tokens,), dims=("num_tokens",))
     require_int32("token_positions", token_positions, (num_tokens,), dims=("num_tokens",))
-    require_same_kind(k_new=k_new, v_new=v_new, token_seqs=token_seqs, token_positions=token_positions,
-                      block_tables=block_tables, k_cache=k_cache, v_cache=v_cache)
-    if not is_device_array(k_new) and num_tokens:
+    require_same_kind(token_seqs=token_seqs, token_positions=token_positions, block_tables=block_tables,
+                      k_cache=k_cache, v_cache=v_cache)
+    if not is_device_array(k_cache) and num_tokens:
         _check_slots(token_seqs, token_positions, block_tables, num_seqs, max_blocks, block_size, num_blocks)
     note_output(k_cache)
     note_output(v_cache)
-    return num_tokens
 
 
 def kv_cache_write(k_new, v_new, token_seqs, token_positions, block_tables, k_cache, v_cache, *,

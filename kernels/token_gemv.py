@@ -9,6 +9,9 @@ reference is ``x @ reference.dequantize_<fmt>(w.reshape(N, -1)).T``. The rungs, 
 
 - ``q8_0_gemm_tokens_warp_per_row``: Q8_0, a warp per row, each code byte loaded once for 8 tokens.
 - ``q4_1_gemm_tokens_warp_per_row``: Q4_1, a warp per row, each byte's two nibbles unpacked once for 8 tokens.
+- ``q8_0_gemm_tokens_quarters``: Q8_0, a warp per row, four lanes a block: every lane busy and its loads issued
+  before their arithmetic.
+- ``q4_1_gemm_tokens_quarters``: Q4_1 the same way, a block's quarter (one word of codes) a lane.
 
 Each token's sum is made as day 9's warp-per-row rung makes it (a lane per block, the block's products summed in
 the same order, scaled once by d, m times the block's sum of x, the lanes added by the same butterfly), so on the
@@ -19,23 +22,42 @@ so that it stays in registers), loads a block's scale, minimum and bytes once, a
 activations of that block (from L1 and L2 after the first warp). A step of T <= 8 tokens reads W once where T
 launches of the one-token rung read it T times and cost T launches.
 
+The warp-per-row rungs give each lane whole blocks, so a row of K = 576 (SmolLM2's width: 18 blocks) keeps 18 lanes
+of 32 busy, each walking its block byte by byte, and a decode step of one token is latency, not bytes: day 10's
+recording timed the one-token head GEMV at 130 us on an H100 for 30 MB (0.23 TB/s). The ``_quarters`` rungs split
+each block into four units (Q4_1: the block's word of scale and minimum and one of its four words of codes, 8
+weights; Q8_0: the scale and 8 codes as four 16-bit words): a row of 18 blocks is 72 units, so every lane takes 2
+or 3, and several of a lane's units (Q4_1: ``UNITS_AHEAD``; Q8_0: two) have their loads issued before any of their
+arithmetic. They sum in
+another order than the warp-per-row rungs (a unit's 8 products, then the lane's units, then the butterfly), so
+they agree with them within float32's rounding, not bit for bit.
+
 Each rung is a ``<rung>_kernel`` plus the launcher ``<rung>(w, x, *, out=None, kernel=<rung>_kernel)``, which
-validates the arguments, launches one warp per row in blocks of ``GEMV_WARPS`` warps and returns y.
+validates the arguments, launches one warp per row in blocks of ``GEMV_WARPS`` warps and returns y. A quarters
+rung's ``<rung>_kernel`` is a function of the tokens a pass that returns the kernel (``tokens_per_pass``: 1 for a
+step of one token, whose kernel has no loop over empty token slots, else ``TOKENS_PER_PASS``).
 """
 
 from __future__ import annotations
 
-import numpy as np
-from numba import cuda, float32, int32
+import functools
 
+import numpy as np
+from numba import cuda, float32, int32, uint32
+
+from kernels.intrinsics import unpack_halves
 from kernels.launching import WARP, cdiv, output_array, require_array, require_float32, require_same_kind
 from kernels.quantized_gemv import BLOCK_BYTES, GEMV_WARPS, QK, half_from_bytes, warp_sum
 from kernels.registry import Rung, ladder
 
-__all__ = ["TOKENS_PER_PASS", "RUNGS", "q8_0_gemm_tokens_warp_per_row_kernel", "q8_0_gemm_tokens_warp_per_row",
-           "q4_1_tokens_pass", "q4_1_gemm_tokens_warp_per_row_kernel", "q4_1_gemm_tokens_warp_per_row"]
+__all__ = ["TOKENS_PER_PASS", "UNITS_AHEAD", "RUNGS", "q8_0_gemm_tokens_warp_per_row_kernel",
+           "q8_0_gemm_tokens_warp_per_row", "q4_1_tokens_pass", "q4_1_gemm_tokens_warp_per_row_kernel",
+           "q4_1_gemm_tokens_warp_per_row", "tokens_per_pass", "q4_1_quarters_pass",
+           "q8_0_gemm_tokens_quarters_kernel", "q8_0_gemm_tokens_quarters", "q4_1_gemm_tokens_quarters_kernel",
+           "q4_1_gemm_tokens_quarters"]
 
 TOKENS_PER_PASS = 8         # tokens a lane keeps a running sum for while it reads a block of W
+UNITS_AHEAD = 4             # units (quarters of a block) whose words a lane loads before their arithmetic
 
 
 def _tokens_shape(w, x, out, fmt: str) -> tuple[int, int, int]:
@@ -50,11 +72,15 @@ def _tokens_shape(w, x, out, fmt: str) -> tuple[int, int, int]:
     return t, n, blocks
 
 
-def _launch(kernel, w, x, out, fmt):
+def _launch(kernel, w, x, out, fmt, words=None):
+    """Validate, then launch a warp per row on w, or on w's bytes seen as ``words`` (np.uint16 or np.uint32): the
+    quarters rungs', whose ``kernel`` is a function of the tokens a pass (``tokens_per_pass``)."""
     t, n, _ = _tokens_shape(w, x, out, fmt)
     out = output_array("out", out, (t, n), like=x)
+    if words is not None:
+        kernel = kernel(tokens_per_pass(t))
     if t and n:
-        kernel[cdiv(n, GEMV_WARPS), GEMV_WARPS * WARP](w, x, out)
+        kernel[cdiv(n, GEMV_WARPS), GEMV_WARPS * WARP](w if words is None else w.view(words), x, out)
     return out
 
 
@@ -150,9 +176,173 @@ def q4_1_gemm_tokens_warp_per_row(w, x, *, out=None, kernel=q4_1_gemm_tokens_war
     return _launch(kernel, w, x, out, "q4_1")
 
 
+# ----------------------------------------------------------------------------------------------
+# Four lanes a block: the _quarters rungs
+# ----------------------------------------------------------------------------------------------
+
+def tokens_per_pass(tokens: int) -> int:
+    """The quarters rungs' tokens a pass for a step of ``tokens``: 1 for one (a decode step of one request: no loop
+    over token slots it leaves empty), else ``TOKENS_PER_PASS``."""
+    return 1 if tokens == 1 else TOKENS_PER_PASS
+
+
+@functools.cache
+def q4_1_quarters_pass(normed: bool, per_pass: int):
+    """The device function ``pass(words, x, norm_weight, row, t0, acc, squares)``: acc[c] = this lane's share of row
+    ``row`` of W times x[t0 + c] (c < ``per_pass``; with ``normed``, x[t, k] times norm_weight[k], and squares[c] =
+    the lane's share of sum_k x[t0 + c, k]^2, for RMSNorm; without, neither is read or written). W's Q4_1 blocks are
+    uint32 words (N, blocks, 5): word 0 holds d and m, words 1 ... 4 the codes. Unit u = 4 b + s is block b's code
+    word 1 + s: its byte j = 4 s + i holds the low nibble of weight j and the high nibble of weight 16 + j. A lane
+    takes units lane, lane + 32, ...: ``UNITS_AHEAD`` of them have their two words loaded before their arithmetic.
+    The units of a warp's lanes cover K once, so the squares need no load of their own."""
+
+    @cuda.jit(device=True, inline=True)
+    def quarters_pass(words, x, norm_weight, row, t0, acc, squares):
+        lane = cuda.threadIdx.x % WARP
+        tokens = x.shape[0]
+        units = words.shape[1] * 4
+        scales = cuda.local.array(UNITS_AHEAD, uint32)
+        codes = cuda.local.array(UNITS_AHEAD, uint32)
+        dot = cuda.local.array(per_pass, float32)
+        x_sum = cuda.local.array(per_pass, float32)
+        for c in range(per_pass):
+            acc[c] = float32(0.0)
+            squares[c] = float32(0.0)
+        for u0 in range(lane, units, WARP * UNITS_AHEAD):
+            for r in range(UNITS_AHEAD):             # the loads first: a lane's units in flight at once
+                u = min(u0 + r * WARP, units - 1)
+                scales[r] = words[row, u >> 2, 0]
+                codes[r] = words[row, u >> 2, 1 + (u & 3)]
+            for r in range(UNITS_AHEAD):
+                u = u0 + r * WARP
+                if u < units:
+                    d, m = unpack_halves(scales[r])
+                    first = (u >> 2) * QK + 4 * (u & 3)
+                    for c in range(per_pass):
+                        dot[c] = float32(0.0)
+                        x_sum[c] = float32(0.0)
+                    for i in range(4):
+                        q_low = float32((codes[r] >> (8 * i)) & 0x0F)
+                        q_high = float32((codes[r] >> (8 * i + 4)) & 0x0F)
+                        g_low, g_high = float32(1.0), float32(1.0)
+                        if normed:
+                            g_low, g_high = norm_weight[first + i], norm_weight[first + QK // 2 + i]
+                        for c in range(per_pass):
+                            if per_pass == 1 or t0 + c < tokens:
+                                low = x[t0 + c, first + i]
+                                high = x[t0 + c, first + QK // 2 + i]
+                                if normed:
+                                    squares[c] += low * low + high * high
+                                    low *= g_low
+                                    high *= g_high
+                                dot[c] += q_low * low + q_high * high
+                                x_sum[c] += low + high
+                    for c in range(per_pass):
+                        acc[c] += d * dot[c] + m * x_sum[c]
+
+    return quarters_pass
+
+
+@functools.cache
+def q4_1_gemm_tokens_quarters_kernel(per_pass: int):
+    """The kernel for ``per_pass`` tokens a pass: warp ``row`` computes y[:, row] (``q4_1_quarters_pass``)."""
+    quarters_pass = q4_1_quarters_pass(False, per_pass)
+
+    @cuda.jit
+    def q4_1_gemm_tokens_quarters(words, x, y):
+        lane = cuda.threadIdx.x % WARP
+        row = cuda.blockIdx.x * GEMV_WARPS + cuda.threadIdx.x // WARP
+        if row < words.shape[0]:
+            tokens = x.shape[0]
+            acc = cuda.local.array(per_pass, float32)
+            unused = cuda.local.array(per_pass, float32)
+            for t0 in range(0, tokens, per_pass):
+                quarters_pass(words, x, x, row, t0, acc, unused)
+                for c in range(per_pass):
+                    total = warp_sum(acc[c])
+                    if lane == 0 and t0 + c < tokens:
+                        y[t0 + c, row] = total
+
+    return q4_1_gemm_tokens_quarters
+
+
+@functools.cache
+def q8_0_gemm_tokens_quarters_kernel(per_pass: int):
+    """The kernel for ``per_pass`` tokens a pass: warp ``row`` computes y[:, row] from W's Q8_0 blocks as 16-bit
+    words (N, blocks, 17): word 0 the scale d, word 1 + i codes 2 i (low byte) and 2 i + 1. Unit u = 4 b + s is block
+    b's scale and codes 8 s ... 8 s + 7 (words 1 + 4 s ... 4 + 4 s); lane l takes units l, l + 32, ..., two at a
+    time, both loaded before their arithmetic (in scalars: an array of them indexed in a loop too long to unroll
+    would live in local memory)."""
+
+    @cuda.jit(device=True, inline=True)
+    def unit(x, t0, u, scale, c0, c1, c2, c3, acc):
+        tokens = x.shape[0]
+        d, _ = unpack_halves(scale)
+        first = (u >> 2) * QK + 8 * (u & 3)
+        dot = cuda.local.array(per_pass, float32)
+        for c in range(per_pass):
+            dot[c] = float32(0.0)
+        for i in range(4):
+            word = c0 if i == 0 else (c1 if i == 1 else (c2 if i == 2 else c3))
+            even = float32(int32((word & 0xFF) ^ 0x80) - 0x80)          # the low byte as an int8
+            odd = float32(int32((word >> 8) ^ 0x80) - 0x80)
+            for c in range(per_pass):
+                if per_pass == 1 or t0 + c < tokens:
+                    dot[c] += even * x[t0 + c, first + 2 * i] + odd * x[t0 + c, first + 2 * i + 1]
+        for c in range(per_pass):
+            acc[c] += d * dot[c]
+
+    @cuda.jit
+    def q8_0_gemm_tokens_quarters(halves, x, y):
+        lane = cuda.threadIdx.x % WARP
+        row = cuda.blockIdx.x * GEMV_WARPS + cuda.threadIdx.x // WARP
+        if row < halves.shape[0]:
+            tokens = x.shape[0]
+            units = halves.shape[1] * 4
+            acc = cuda.local.array(per_pass, float32)
+            for t0 in range(0, tokens, per_pass):
+                for c in range(per_pass):
+                    acc[c] = float32(0.0)
+                for u0 in range(lane, units, 2 * WARP):
+                    u1 = min(u0 + WARP, units - 1)
+                    b0, w0 = u0 >> 2, 1 + 4 * (u0 & 3)
+                    b1, w1 = u1 >> 2, 1 + 4 * (u1 & 3)
+                    s0, a0, a1, a2, a3 = (uint32(halves[row, b0, 0]), uint32(halves[row, b0, w0]),
+                                          uint32(halves[row, b0, w0 + 1]), uint32(halves[row, b0, w0 + 2]),
+                                          uint32(halves[row, b0, w0 + 3]))
+                    s1, e0, e1, e2, e3 = (uint32(halves[row, b1, 0]), uint32(halves[row, b1, w1]),
+                                          uint32(halves[row, b1, w1 + 1]), uint32(halves[row, b1, w1 + 2]),
+                                          uint32(halves[row, b1, w1 + 3]))
+                    unit(x, t0, u0, s0, a0, a1, a2, a3, acc)
+                    if u0 + WARP < units:
+                        unit(x, t0, u1, s1, e0, e1, e2, e3, acc)
+                for c in range(per_pass):
+                    total = warp_sum(acc[c])
+                    if lane == 0 and t0 + c < tokens:
+                        y[t0 + c, row] = total
+
+    return q8_0_gemm_tokens_quarters
+
+
+def q8_0_gemm_tokens_quarters(w, x, *, out=None, kernel=q8_0_gemm_tokens_quarters_kernel):
+    """y (T, N) = x W^T for Q8_0 weights w (N, blocks, 34) and x (T, K): a warp per row, four lanes a block;
+    ``kernel(tokens_per_pass(T))`` is launched."""
+    return _launch(kernel, w, x, out, "q8_0", words=np.uint16)
+
+
+def q4_1_gemm_tokens_quarters(w, x, *, out=None, kernel=q4_1_gemm_tokens_quarters_kernel):
+    """y (T, N) = x W^T for Q4_1 weights w (N, blocks, 20) and x (T, K): a warp per row, four lanes a block;
+    ``kernel(tokens_per_pass(T))`` is launched."""
+    return _launch(kernel, w, x, out, "q4_1", words=np.uint32)
+
+
 RUNGS = ladder(
     Rung("q8_0_gemm_tokens_warp_per_row", q8_0_gemm_tokens_warp_per_row,
          "Q8_0 for a step's tokens: each code byte loaded once for 8 tokens, a running sum per token"),
     Rung("q4_1_gemm_tokens_warp_per_row", q4_1_gemm_tokens_warp_per_row,
          "Q4_1 for a step's tokens: each byte's nibbles unpacked once for 8 tokens"),
+    Rung("q8_0_gemm_tokens_quarters", q8_0_gemm_tokens_quarters,
+         "Q8_0, four lanes a block: every lane of the warp busy, a lane's loads issued before their arithmetic"),
+    Rung("q4_1_gemm_tokens_quarters", q4_1_gemm_tokens_quarters,
+         "Q4_1, four lanes a block (a word of codes each), the loads first"),
 )

@@ -16,14 +16,13 @@ LAUNCHERS = {"plain": {"q4_1_gemv_warp_per_row": (210, 9.0, 1.2), "gqa_decode_sp
                        "add_elementwise": (60, 1.4, 0.1), "kv_cache_write": (30, 0.8, 0.06),
                        "swiglu_elementwise": (30, 0.7, 0.05), "embedding_q8_0_rows": (1, 0.03, 0.004),
                        "q8_0_gemv_warp_per_row": (1, 0.06, 0.03)},
-             "fused": {"q4_1_norm_qkv_tokens": (30, 1.1, 0.2), "q4_1_residual_gemm_tokens": (60, 2.0, 0.35),
-                       "q4_1_norm_swiglu_tokens": (30, 1.3, 0.25), "gqa_decode_split_k": (30, 2.4, 0.3),
-                       "rope_qk_cache_write": (30, 0.9, 0.08),
+             "fused": {"q4_1_norm_qkv_rope_cache": (30, 1.1, 0.2), "q4_1_residual_quarters": (60, 2.0, 0.35),
+                       "q4_1_norm_swiglu_quarters": (30, 1.3, 0.25), "gqa_decode_split_k": (30, 2.4, 0.3),
                        "rmsnorm_block_per_row": (1, 0.03, 0.004), "embedding_q8_0_rows": (1, 0.03, 0.004),
-                       "q8_0_gemv_warp_per_row": (1, 0.06, 0.03)}}
+                       "q8_0_gemm_tokens_quarters": (1, 0.06, 0.03)}}
 STEP_MS = {"plain": 11.0, "fused": 6.2}
 GRAPH_MS = 0.9                  # the fused step replayed as a CUDA graph
-KERNELS = {"plain": 513, "fused": 213}
+KERNELS = {"plain": 513, "fused": 183}
 TRANSFORMERS_TPS = 95.0
 CONCURRENCY = (1, 8, 32, 64)
 

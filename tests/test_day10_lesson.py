@@ -83,7 +83,7 @@ def test_the_kernels_agree_with_numpy_and_the_launch_counts_hold(run):
     fused_step, fused_block = (int(v) for v in re.search(r"fused \(KernelModel\(\.\.\., fused=True\), "
                                                          r"kernels.fused_llama\): (\d+) per decode step \((\d+) per "
                                                          r"block\)", shown).groups())
-    assert fused_step == 3 + 2 * fused_block and (per_block, fused_block) == (17, 7)
+    assert fused_step == 3 + 2 * fused_block and (per_block, fused_block) == (17, 6)
     assert re.search(r"positions to compute: \[4\] \(the first block is request 1's", shown)
     both = re.search(r"one step for both requests, (\d+) kernels; against NumPy run alone on each: (.*)", shown)
     assert int(both.group(1)) == per_step                     # "launched as many kernels as a decode step for one"
@@ -171,6 +171,15 @@ def test_the_recorded_steps_and_the_server_are_read_from_the_recordings(run):
         assert line, text
         assert (float(line.group(1)), int(line.group(2)), float(line.group(3))) == (
             round(alone, 2), round(100 * alone / fake.STEP_MS[engine]), fake.STEP_MS[engine])
+    fused = fake.LAUNCHERS["fused"]
+    replayed = re.search(r"a replayed step takes ([\d.]+) ms, (\d+)% of the fused engine's kernels timed one by one "
+                         r"\(([\d.]+) ms\)", text)
+    alone = sum(kernel for _, _, kernel in fused.values())
+    assert replayed and (float(replayed.group(1)), float(replayed.group(3))) == (fake.GRAPH_MS, round(alone, 2))
+    assert int(replayed.group(2)) == round(100 * fake.GRAPH_MS / alone)
+    name, (calls, _, kernel) = max(fused.items(), key=lambda item: item[1][2])
+    assert (f"the fused engine's launcher with the most GPU time a step: {name}, {calls} calls, "
+            f"{1e3 * kernel / calls:.1f} µs each") in text
     untimed = "kernels were not timed alone in this recording"
     assert untimed not in text                # the fakes time every launcher alone
     if shipped:

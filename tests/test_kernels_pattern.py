@@ -357,6 +357,27 @@ def _norm_qkv_reference(w, x, norm_weight, *, eps, rows, **_):
     return y[:, :rows[0]], y[:, rows[0]:rows[0] + rows[1]], y[:, rows[0] + rows[1]:]
 
 
+def _norm_qkv_rope_inputs(rng, rung):
+    """11 tokens (two passes) of K = 96 through Wq (3 heads of d = 4), Wk and Wv (2 KV heads each), turned at their
+    positions and written to ``_kv_cache_inputs``'s slots (``kernels.fused_llama.q4_1_norm_qkv_rope_cache``)."""
+    from kernels import reference
+
+    (_, _, seqs, positions, tables, k_cache, _), _ = _kv_cache_inputs(rng, rung)
+    _CACHES_BEFORE.pop(id(k_cache))
+    seqs, positions = np.concatenate([seqs, [1, 1, 1]]).astype(np.int32), np.concatenate([positions, [9, 10, 11]])
+    k_cache, v_cache = _floats(rng, 8, 2, 4, 4), _floats(rng, 8, 2, 4, 4)
+    return ((_q4_1(rng, 28), _floats(rng, 11, 96), 1 + _floats(rng, 96) / 10, seqs, positions.astype(np.int32),
+             reference.rope_table(16, 4, 1e4), tables, k_cache, v_cache), {"eps": 1e-5, "out": _nan(11, 12)})
+
+
+def _norm_qkv_rope_reference(w, x, norm_weight, token_seqs, positions, table, block_tables, k_cache, v_cache, *, eps,
+                             **_):
+    from kernels import reference
+
+    q = reference.rmsnorm(x, norm_weight, eps) @ _dequantized(w[:12]).T
+    return reference.rope_pairs(q.reshape(len(x), 3, 4), positions, 1e4).reshape(len(x), 12)
+
+
 def _norm_swiglu_reference(w_gate, w_up, x, norm_weight, *, eps, **_):
     from kernels import reference
 
@@ -500,6 +521,7 @@ OPERATIONS = {
        for fmt in ("q8_0", "q4_0", "q4_1")},
     **{f"{fmt}_gemm": Operation(_tokens_gemm_inputs, _tokens_gemm_reference(fmt)) for fmt in ("q8_0", "q4_1")},
     "q4_1_norm_qkv": Operation(_norm_qkv_inputs, _norm_qkv_reference),
+    "q4_1_norm_qkv_rope": Operation(_norm_qkv_rope_inputs, _norm_qkv_rope_reference),   # ..._rope_cache: q turned
     "q4_1_residual": Operation(lambda rng, _: ((_q4_1(rng, 7), _floats(rng, 11, 96), _floats(rng, 11, 7)),
                                                {"out": _nan(11, 7)}),
                                lambda w, x, residual, **_: x.astype(np.float64) @ _dequantized(w).T + residual),

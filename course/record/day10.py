@@ -10,8 +10,8 @@ as soon as it is made):
   (-1 if none), ``max_logit_err`` (the largest |kernels - NumPy| of a position's logits over that position's largest
   |logit|), ``prompt_tokens`` and ``tokens``.
 - ``day10_decode_timing``: one request decoding at batch 1, on the plain engine, the fused one and the fused one
-  replayed as CUDA graphs (column ``engine``: "plain", 17 launches a block, "fused", ``KernelModel(fused=True)``,
-  7, or "graphs", ``KernelModel(fused=True, graphs=True)``, where a GPU runs it). Row ``what="decode_step"``:
+  replayed as CUDA graphs (column ``engine``: "plain", 17 kernels a block, "fused", ``KernelModel(fused=True)``,
+  6, or "graphs", ``KernelModel(fused=True, graphs=True)``, where a GPU runs it). Row ``what="decode_step"``:
   ``median_ms`` of a decode
   step (the host's wall time of ``KernelModel.decode``, which returns the logits on the host: the whole step a chat
   waits for), ``tokens_per_s``, ``kernels_launched`` per step, ``bytes`` (every tensor of the file read once),
@@ -131,7 +131,7 @@ def decode_recording(model_file, *, steps: int = DECODE_STEPS, ceilings: dict | 
         "step (logits back on the host); launcher rows: ms_per_step with each call synchronized, so each is its own "
         "launch and kernel; kernel_ms_per_step: the same calls' kernels alone (launch hidden behind a busy kernel, "
         "CUDA events); "
-        "engine: plain (17 launches a block), fused (KernelModel(fused=True), 7) or graphs (the fused engine's step "
+        "engine: plain (17 kernels a block), fused (KernelModel(fused=True), 6) or graphs (the fused engine's step "
         "captured once as a CUDA graph and replayed, KernelModel(fused=True, graphs=True); no launcher rows: its "
         "launches cannot be timed one by one)"))
     from inference import graphs
