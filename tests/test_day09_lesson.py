@@ -195,7 +195,8 @@ def test_lesson_runs_and_its_prose_holds(tmp_path):
     assert run.rerun == [f'roofs = live_else_recorded("{ROOFS}")',
                          'hierarchy = live_else_recorded("day01_memory_hierarchy")',
                          'gemm_timing = live_else_recorded("day09_gemm_timing")',
-                         'gemv_timing = live_else_recorded("day09_gemv_timing")'], run.rerun
+                         'gemv_timing = live_else_recorded("day09_gemv_timing")',
+                         'nsight = live_else_recorded("day09_dram_bytes")'], run.rerun
     assert "the recording day09_gemm_timing is missing" in run.fake_text
     assert "the day 1 recording day01_memory_hierarchy is missing" in run.fake_text
     model_claims(shipped)
@@ -218,6 +219,37 @@ def test_lesson_runs_and_its_prose_holds(tmp_path):
         assert "the recording day09_gemv_timing is missing" in shipped
     gemv_timing_claims(run.fake_text, load_recording(tmp_path / "day09_gemv_timing.json"),
                        load_recording(tmp_path / "day09_batched_timing.json"))
+    nsight_claims(shipped)
+
+
+def nsight_claims(shown: str) -> None:
+    """The Nsight tables are the recordings', and their sentences say what the recordings hold: how close the DRAM
+    reads come to the compulsory bytes, and how many kernels wait mostly on global loads."""
+    from course.models import quantized as model
+
+    names = recorded_names()
+    if "day09_dram_bytes" not in names:
+        assert "the recording day09_dram_bytes is missing" in shown
+    else:
+        dram = load_recording("day09_dram_bytes")
+        rows = _table(shown, "rung | N × K | DRAM read")
+        assert [row[0].strip("`") for row in rows] == [r["label"] for r in dram.rows]
+        worst = max(abs(r["dram_read_bytes"] / model.compulsory_bytes(r["label"], r["N"], r["K"]) - 1)
+                    for r in dram.rows)
+        assert f"its DRAM reads are within {worst:.2%} of the compulsory bytes" in shown
+    if "day09_stall_reasons" not in names:
+        assert "the recording day09_stall_reasons is missing" in shown
+    else:
+        stalls = load_recording("day09_stall_reasons")
+        rows = _table(shown, "rung | kernel | warp cycles an issue")
+        assert len(rows) == len(stalls.rows)
+        waiting = 0
+        for row, r in zip(rows, stalls.rows):
+            reasons = {k: v for k, v in r.items() if k.startswith("stall_") and k != "stall_selected"}
+            top = max(reasons, key=reasons.get)
+            waiting += top == "stall_long_scoreboard"
+            assert row[2] == f"{r['cycles_per_issue']:.1f}" and row[3].startswith(top[len("stall_"):] + " (")
+        assert f"{waiting} of the {len(stalls.rows)} kernels spend most of their stalled cycles waiting" in shown
 
 
 def gemv_timing_claims(shown: str, gemv, batched) -> None:
