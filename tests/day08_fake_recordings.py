@@ -265,8 +265,30 @@ def fake_tc_gemm_resources():
     return rec
 
 
+STALL_REASONS = ("barrier", "branch_resolving", "dispatch_stall", "drain", "imc_miss", "lg_throttle", "long_scoreboard",
+                 "math_pipe_throttle", "membar", "mio_throttle", "misc", "no_instruction", "not_selected", "selected",
+                 "short_scoreboard", "sleeping", "tex_throttle", "wait")
+
+
+def fake_stall_reasons():
+    """``day08_stall_reasons`` as the harness writes it: the warp states of each decode kernel at 8 x 8,192 (the
+    tensor-core fp8 step's schedulers issuing in a third of their cycles, its warps waiting mostly on the latency of
+    instructions and on loads; the float32 page-runs step on loads)."""
+    rec = _recording("day08_stall_reasons", ceilings={})
+    cases = (((RUNS, F32, "low_precision_attention::gqa_decode_page_runs_kernel"), {"long_scoreboard": 5.0, "wait": 1.0}, 0.45),
+             ((TENSOR, FP8, "low_precision_attention::gqa_decode_tensor_cores_kernel"), {"wait": 2.4, "long_scoreboard": 2.2}, 0.33),
+             ((TENSOR, FP8, "paged_attention::paged_attention_v2_merge_kernel"), {"long_scoreboard": 2.0, "wait": 0.5}, 0.2))
+    for (label, fmt, kernel), main, issue in cases:
+        reasons = {f"stall_{name}": main.get(name, 0.1) for name in STALL_REASONS}
+        reasons["stall_selected"] = 1.0
+        rec.add(label=label, N=8192, num_seqs=8, context=8192, **SHAPE, fmt=fmt, kernel=kernel, **reasons,
+                warp_instructions=1e7, issue_per_cycle=issue, warps_per_scheduler=2.0,
+                cycles_per_issue=sum(reasons.values()))
+    return rec
+
+
 def fake_recordings():
     """Every day-8 recording the lesson reads."""
     return [fake_decode_timing(), fake_prefill_timing(), fake_matmul_roofs(), fake_full_size_checks(),
             fake_dram_bytes(), fake_decode_timing_other_gpu(), fake_tc_gemm_timing(), fake_tensor_prefill_shapes(),
-            fake_tc_gemm_resources()]
+            fake_tc_gemm_resources(), fake_stall_reasons()]

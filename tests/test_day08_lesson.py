@@ -290,13 +290,23 @@ def claims(recordings: dict) -> None:
       0.9 times it); on its steps of 524,288 tokens or more the tensor-core fp8 step is more than 3 and less than
       3.5 times the page-runs float32 step ("about three and a quarter") and more than 4 times the first rung's
       float32 step;
-    - Nsight: DRAM moves the modelled bytes (within 15%), fp32 > fp16 > fp8, nothing read twice;
+    - Nsight: DRAM moves the modelled bytes (within 15%), fp32 > fp16 > fp8, nothing read twice; the tensor-core
+      fp8 step's schedulers issue in under half of their cycles ("well under half"), and its warps' two largest
+      stall reasons are long_scoreboard and wait ("waiting on loads and on the latency of the instructions");
     - prefill: fp16 storage does not speed our kernel up, which stays well under the float32 roof that
       torch's float32 kernel gets much closer to; the tensor-core roof is an order of magnitude above the
       float32 one, and torch's fp16 kernel gets most of the way there.
     """
     from course.models import low_precision as model
 
+    stalls = recordings.get("day08_stall_reasons")
+    if stalls is not None:
+        fp8 = [r for r in stalls.where(label=TENSOR, fmt=FP8) if r["kernel"].endswith("tensor_cores_kernel")]
+        assert fp8
+        for r in fp8:
+            reasons = {k: v for k, v in r.items() if k.startswith("stall_") and k != "stall_selected"}
+            assert r["issue_per_cycle"] < 0.4, r["issue_per_cycle"]
+            assert set(sorted(reasons, key=reasons.get)[-2:]) == {"stall_long_scoreboard", "stall_wait"}, reasons
     decode = recordings.get("day08_decode_timing")
     if decode is not None:
         def best(rung, fmt):
@@ -484,6 +494,13 @@ def test_lesson_runs_with_the_shipped_and_fake_recordings(tmp_path):
     assert verdicts[("fp16 storage, fp16 sums", longest)] == "FAILS"
     assert verdicts[("bf16 storage where fp16 was asked", longest)] == "FAILS"
 
+    if "day08_stall_reasons" in recorded_names():
+        r = next(r for r in load_recording("day08_stall_reasons").where(label=TENSOR, fmt=FP8)
+                 if r["kernel"].endswith("tensor_cores_kernel"))
+        assert (f"gqa_decode_tensor_cores, fp8 cache: its schedulers issue in {r['issue_per_cycle']:.0%} of their "
+                "cycles; its warps wait most on") in shipped
+    else:
+        assert "the recording day08_stall_reasons is missing" in shipped
     gemm_claims_on_the_simulator(shipped)
     if "day08_tc_gemm_timing" in recorded_names():
         tc_gemm_claims(shipped, load_recording("day08_tc_gemm_timing"))
