@@ -50,3 +50,14 @@ def test_course_chat_streams_an_answer_from_piped_input():
     assert done.returncode == 0, done.stderr[-2000:]
     assert "on the NumPy forward pass" in done.stdout and "> What is the capital of France?" in done.stdout
     assert "Paris" in done.stdout
+
+
+@pytest.mark.gpu
+def test_a_conversation_on_the_kernels_answers_as_the_numpy_path_does():
+    """On a GPU the kernels' path runs the fused engine replayed as CUDA graphs, says so, and answers two turns with
+    the NumPy path's greedy tokens."""
+    kernels, numpy_path = Chat("kernels", max_tokens=24), Chat("numpy", max_tokens=24)
+    assert "fused engine, each step replayed as a CUDA graph" in kernels.path.name
+    for question in ("What is the capital of France?", "And of Italy?"):
+        assert "".join(kernels.reply(question)) == "".join(numpy_path.reply(question))
+    assert kernels.path.model.graph_replays > 0
