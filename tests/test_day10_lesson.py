@@ -164,6 +164,7 @@ def test_the_recorded_steps_and_the_server_are_read_from_the_recordings(run):
     assert graphed, text
     assert int(graphed.group(1).replace(",", "")) == round(1e3 / fake.GRAPH_MS)
     assert float(graphed.group(2)) == round(fake.STEP_MS["fused"] / fake.GRAPH_MS, 1)
+    assert f"times its bytes' time; {1e3 / fake.GRAPH_MS / fake.TRANSFORMERS_TPS:.0f} times transformers' rate" in text
     for engine in ("plain", "fused"):         # the kernels alone, summed, against the step's wall time
         alone = sum(kernel for _, _, kernel in fake.LAUNCHERS[engine].values())
         line = re.search(rf"the {engine} engine's kernels alone take ([\d.]+) ms of the GPU's time a step, (\d+)% of "
