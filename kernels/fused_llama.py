@@ -27,7 +27,7 @@ At one token a step each of those launches is latency, not bytes, and four more 
   block, a word of codes each, a lane's loads issued before their arithmetic), a pass of one token when the step
   has one, and each token's sum of squares made from the x the GEMV loads (no loop of loads of its own). The first
   rungs keep 18 of a warp's 32 lanes busy on SmolLM2's rows of 576 and walk a block byte by byte: at one token a
-  step their time is latency, not bytes (Nsight on an H100: 12 to 16 us a launch for a few hundred KB).
+  step their time is latency, not bytes (Nsight on an H100: 11 to 16 us a launch for a few hundred KB).
 - ``q4_1_residual_quarters``: the residual GEMV the same way.
 - ``q4_1_norm_swiglu_quarters``: the norm, gate, up and SwiGLU launch the same way, both matrices' words of a
   lane's two units loaded before their arithmetic.
