@@ -227,16 +227,16 @@ class KernelModel(PagedModel):
         t = len(inputs["ids"])
         x = self._call(layers.embedding_q8_0_rows, self.embedding, inputs["ids"],
                        out=cuda.device_array((t, c.hidden), np.float32))
-        h = cuda.device_array((t, c.hidden), np.float32)
         q = cuda.device_array((t, c.heads * c.head_dim), np.float32)
-        k = cuda.device_array((t, c.kv_heads * c.head_dim), np.float32)
-        v = cuda.device_array((t, c.kv_heads * c.head_dim), np.float32)
         o = cuda.device_array((t, c.heads, c.head_dim), np.float32)
-        y = cuda.device_array((t, c.hidden), np.float32)
         gate = cuda.device_array((t, c.ffn), np.float32)
-        up = cuda.device_array((t, c.ffn), np.float32)
-        q3 = q.reshape(t, c.heads, c.head_dim)
-        k3, v3 = k.reshape(t, c.kv_heads, c.head_dim), v.reshape(t, c.kv_heads, c.head_dim)
+        if not self.fused:                       # the plain block's intermediates, which the fused one never writes
+            h, y = cuda.device_array((t, c.hidden), np.float32), cuda.device_array((t, c.hidden), np.float32)
+            k = cuda.device_array((t, c.kv_heads * c.head_dim), np.float32)
+            v = cuda.device_array((t, c.kv_heads * c.head_dim), np.float32)
+            up = cuda.device_array((t, c.ffn), np.float32)
+            q3 = q.reshape(t, c.heads, c.head_dim)
+            k3, v3 = k.reshape(t, c.kv_heads, c.head_dim), v.reshape(t, c.kv_heads, c.head_dim)
         for i, w in enumerate(self.weights):
             if self.fused:
                 self._fused_block(i, w, x, q, o, gate, d_positions, d_tables, d_rows, d_context, longest)

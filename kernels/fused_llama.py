@@ -69,7 +69,7 @@ __all__ = ["RUNGS", "q4_1_norm_qkv_tokens_kernel", "q4_1_norm_qkv_tokens", "q4_1
            "q4_1_norm_qkv_rope_cache_kernel", "q4_1_norm_qkv_rope_cache", "ROPE_THREADS", "rope_qk_cache_write_kernel",
            "rope_qk_cache_write"]
 
-ROPE_THREADS = 384           # threads of a block of rope_qk_cache_write (a token): SmolLM2's 288 query pairs at once
+ROPE_THREADS = 128           # threads of a block of rope_qk_cache_write (a token)
 
 
 @cuda.jit(device=True, inline=True)
