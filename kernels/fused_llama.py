@@ -21,7 +21,7 @@ an add, RMSNorm, two GEMVs, SwiGLU, a GEMV and an add: 17. With these rungs it l
   ``kernels.llama_layers.rope_pairs_from_table`` and the same slot as ``kernels.kv_cache.kv_cache_write``: the same
   bits as those three launches.
 
-At one token a step each of those launches is latency, not bytes, and four more rungs shorten it:
+At one token a step each of those launches is latency, not bytes, and five more rungs shorten it:
 
 - ``q4_1_norm_qkv_quarters``: the norm and Q, K, V launch with ``kernels.token_gemv``'s quarters (four lanes a
   block, a word of codes each, a lane's loads issued before their arithmetic), a pass of one token when the step
@@ -32,8 +32,12 @@ At one token a step each of those launches is latency, not bytes, and four more 
 - ``q4_1_norm_swiglu_quarters``: the norm, gate, up and SwiGLU launch the same way, both matrices' words of a
   lane's two units loaded before their arithmetic.
 - ``q4_1_norm_qkv_rope_cache``: ``q4_1_norm_qkv_quarters`` with RoPE and the cache write in its epilogue: two
-  adjacent warps compute a pair of rows (2i, 2i + 1), which RoPE turns together. A block then launches 6 kernels;
-  ``inference.engine``'s fused engine runs this rung, ``q4_1_residual_quarters`` and ``q4_1_norm_swiglu_quarters``.
+  adjacent warps compute a pair of rows (2i, 2i + 1), which RoPE turns together. A block then launches 6 kernels
+  (split-K attention is two).
+- ``gqa_decode_one_pass`` (``kernels.gqa_attention.decode``): day 7's split-K decode attention and its merge in one
+  launch: each block writes its partition's partials, takes a ticket, and the last block of each KV head merges
+  them. A block then launches 5 kernels: ``inference.engine``'s fused engine runs this rung,
+  ``q4_1_norm_qkv_rope_cache``, ``q4_1_residual_quarters`` twice and ``q4_1_norm_swiglu_quarters``.
 
 Numerics: the norm's scale multiplies a token's finished sum instead of every value, so the results differ from the
 unfused engine's in float32's last bits (the NumPy model's order is a third one). ``tests/test_kernels_pattern.py``
@@ -54,6 +58,7 @@ import math
 import numpy as np
 from numba import cuda, float32, int32
 
+from kernels.gqa_attention.decode import gqa_decode_one_pass
 from kernels.intrinsics import unpack_halves
 from kernels.kv_cache import check_cache_slots, check_cache_write
 from kernels.launching import (WARP, cdiv, note_output, output_array, require_array, require_float32, require_int32,
@@ -67,7 +72,7 @@ __all__ = ["RUNGS", "q4_1_norm_qkv_tokens_kernel", "q4_1_norm_qkv_tokens", "q4_1
            "q4_1_norm_qkv_quarters_kernel", "q4_1_norm_qkv_quarters", "q4_1_residual_quarters_kernel",
            "q4_1_residual_quarters", "q4_1_norm_swiglu_quarters_kernel", "q4_1_norm_swiglu_quarters",
            "q4_1_norm_qkv_rope_cache_kernel", "q4_1_norm_qkv_rope_cache", "ROPE_THREADS", "rope_qk_cache_write_kernel",
-           "rope_qk_cache_write"]
+           "rope_qk_cache_write", "gqa_decode_one_pass"]
 
 ROPE_THREADS = 128           # threads of a block of rope_qk_cache_write (a token)
 
@@ -614,4 +619,6 @@ RUNGS = ladder(
          "the norm, gate, up and SwiGLU launch with four lanes a block, both matrices' words loaded ahead"),
     Rung("q4_1_norm_qkv_rope_cache", q4_1_norm_qkv_rope_cache,
          "the norm, Q, K, V, RoPE and the cache write in one launch: adjacent warps' rows turned as a pair"),
+    Rung("gqa_decode_one_pass", gqa_decode_one_pass,
+         "split-K decode attention without its merge launch: the last block of each KV head merges the partitions"),
 )

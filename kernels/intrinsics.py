@@ -64,6 +64,10 @@ and ``_twin`` picks one, once, when this module is imported. The helpers, by wha
   global memory in one 16-byte load (numba's own loads stop at 8 bytes); the address must be 16-byte aligned,
   which the twin checks as the GPU would fault.
 
+- ``load_f32_l2(array, index)``: PTX's ``ld.global.cg.f32``, one float32 of a global array read from L2, past the
+  SM's L1 (which is not coherent between SMs): how a block reads what other blocks of the same launch wrote and
+  fenced (day 10's one-pass decode attention, whose last block merges the others' partials).
+
 Day 9 adds the integer instructions of int8 kernels here: ``dp4a`` (above: a dot product of 4 int8 pairs
 into an int32), the int8 mma ``m16n8k32`` and the 16-byte loads of ``load_u32x4``.
 
@@ -87,7 +91,7 @@ __all__ = ["four_halves", "two_floats", "unpack_halves", "eight_codes", "e4m3_pa
            "bfloat16_bits", "bfloat16_value", "float_bits", "bits_float",
            "pack_bfloat16s", "dp4a", "mma_m16n8k16", "mma_m16n8k16_bf16", "ldmatrix_x4", "ldmatrix_x4_trans",
            "cp_async_16", "cp_async_commit_group",
-           "cp_async_wait_group", "mma_m16n8k32_s8", "load_u32x4"]
+           "cp_async_wait_group", "mma_m16n8k32_s8", "load_u32x4", "load_f32_l2"]
 
 
 def _twin(simulated):
@@ -449,6 +453,41 @@ def load_u32x4(typingctx, array, row, col):
                           [ir.IntType(32)] * 4, [address])
         return context.make_tuple(builder, signature.return_type, words)
     return types.UniTuple(types.uint32, 4)(array, row, col), codegen
+
+
+def _load_f32_l2_simulated(array, index):
+    """``array[index]`` of a float32 array (``index`` a tuple with one integer per dimension): the simulator has
+    one memory and no caches, so reading past L1 is reading."""
+    if array.dtype != np.float32 or not isinstance(index, tuple) or len(index) != len(array.shape):
+        raise TypeError(f"load_f32_l2: a float32 array and a tuple of {len(array.shape)} indices, got "
+                        f"{array.dtype} and {index!r}")
+    for i, (value, size) in enumerate(zip(index, array.shape)):
+        if not 0 <= int(value) < size:
+            raise IndexError(f"load_f32_l2: index {int(value)} of dimension {i} lies outside an array of shape "
+                             f"{tuple(array.shape)}")
+    return float32(array[tuple(int(v) for v in index)])
+
+
+@_twin(_load_f32_l2_simulated)
+def load_f32_l2(typingctx, array, index):
+    """``array[index]`` of a float32 array in global memory (``index``: a tuple of one integer per dimension,
+    none negative), loaded by PTX's ``ld.global.cg.f32``: cached in L2 only, never in the SM's L1, so a block
+    reads what another block of the same launch wrote before a ``cuda.threadfence()``, not an older copy its own
+    L1 may hold. The load is kept in place (after the fence and the atomic that order it)."""
+    if not (isinstance(array, types.Array) and array.dtype == types.float32 and isinstance(index, types.BaseTuple)
+            and len(index) == array.ndim and all(isinstance(t, types.Integer) for t in index)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        array_type, index_type = signature.args
+        made = context.make_array(array_type)(context, builder, args[0])
+        values = cgutils.unpack_tuple(builder, args[1], len(index_type))
+        indices = [context.cast(builder, value, kind, types.intp) for value, kind in zip(values, index_type)]
+        element = cgutils.get_item_pointer(context, builder, array_type, made, indices, wraparound=False)
+        address = builder.ptrtoint(builder.addrspacecast(element, ir.PointerType(ir.FloatType(), 1)), ir.IntType(64))
+        return _asm_call(builder, "ld.global.cg.f32 $0, [$1];", "=f,l", [ir.FloatType()], [address],
+                         side_effect=True)[0]
+    return types.float32(array, index), codegen
 
 
 # ----------------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from numba import cuda
 
 from kernels.launching import cdiv, is_device_array, note_output, output_array, require_int
 
-__all__ = ["prepare_kv_lens", "check_block_tables", "partial_buffers", "private_workspaces", "sm_count",
+__all__ = ["prepare_kv_lens", "check_block_tables", "partial_buffers", "ticket_buffer", "private_workspaces", "sm_count",
            "partitions_for", "longest_context", "PARTITION_SIZE", "MIN_PARTITION_SIZE", "BLOCKS_PER_SM", "choose_partition_size",
            "DECODE_PARTITION_MAX", "DECODE_BLOCKS_PER_SM", "decode_partition_size"]
 
@@ -139,6 +139,23 @@ def partial_buffers(like, num_seqs: int, heads: int, partitions: int, head_dim: 
             _WORKSPACES.pop(next(iter(_WORKSPACES)))
         _WORKSPACES[key] = tuple(output_array("partial", None, shape, like=like) for shape in shapes)
     return tuple(note_output(buffer) for buffer in _WORKSPACES[key])
+
+
+# The one-pass decode's tickets by shape, never freed: each launch leaves them zero, so every launch of a shape on
+# the default stream (a CUDA graph's replays among them) can share one buffer, made at the shape's first launch.
+_TICKETS: dict = {}
+
+
+def ticket_buffer(like, num_seqs: int, blocks: int):
+    """The tickets (num_seqs, blocks) int32 of a one-pass decode (``kernels.gqa_attention.gqa_decode_one_pass``),
+    zero: a new NumPy array when ``like`` is one, else the device buffer of that shape, made at its first launch and
+    kept (the kernel leaves it zero again, so graphs captured later share it: capture a shape after running it)."""
+    if not is_device_array(like):
+        return np.zeros((num_seqs, blocks), np.int32)
+    key = (num_seqs, blocks)
+    if key not in _TICKETS:
+        _TICKETS[key] = cuda.to_device(np.zeros((num_seqs, blocks), np.int32))
+    return _TICKETS[key]
 
 
 def sm_count(like) -> int | None:

@@ -137,15 +137,33 @@ def persistent_grid(like) -> int:
 
 def _build(fmt: str, rows: int = PERSISTENT_ROWS, per_lane: int = PERSISTENT_BLOCKS_PER_LANE,
            warps: int = PERSISTENT_WARPS, per_sm: int = PERSISTENT_BLOCKS_PER_SM, quantize: bool = True,
-           walk: bool = True):
+           walk: bool = True, prefetch: bool = False):
     """The rung's kernel for ``fmt``, "q4_1" (scales: uint32, d low and m high) or "q4_0" (scales: uint16 d,
     and m = -8 d): ``warps`` warps a block, ``per_sm`` blocks an SM, each warp ``rows`` rows at a time, a lane
     ``per_lane`` blocks of each per step. Two switches time the kernel's halves apart and give wrong answers:
     ``quantize=False`` skips x's quantization (the activations are whatever shared memory holds), ``walk=False``
-    skips the rows (y is not written)."""
+    skips the rows (y is not written). ``prefetch=True`` issues the loads of each warp's first step before x's
+    quantization, so that the prologue's latency hides behind them."""
     q4_1 = fmt == "q4_1"
     step_blocks = per_lane * WARP
     threads = warps * WARP
+
+    @cuda.jit(device=True, inline=True)
+    def load_step(codes, scales, w_codes, w_scales, first, start, lane, n, blocks):
+        """A lane's loads of one step: blocks start + u * 32 + lane (u < per_lane) of rows first ... first + rows - 1,
+        16 bytes of codes and the scale word each, zeros past the matrix."""
+        for u in range(per_lane):
+            b = start + uint32(u * WARP) + lane
+            for r in range(rows):
+                row = first + uint32(r)
+                if row < n and b < blocks:
+                    (w_codes[r, u, 0], w_codes[r, u, 1], w_codes[r, u, 2],
+                     w_codes[r, u, 3]) = load_u32x4(codes, row, uint32(CODE_WORDS) * b)
+                    w_scales[r, u] = uint32(scales[row, b])
+                else:
+                    for i in range(CODE_WORDS):
+                        w_codes[r, u, i] = uint32(0)
+                    w_scales[r, u] = uint32(0)
 
     def kernel(codes, scales, x, y):
         x_words = cuda.shared.array(0, uint32)      # x's q8_1 codes, block-major: 8 words (4 uint64) a block ...
@@ -155,6 +173,16 @@ def _build(fmt: str, rows: int = PERSISTENT_ROWS, per_lane: int = PERSISTENT_BLO
         warp = uint32(cuda.threadIdx.x // WARP)
         n = uint32(scales.shape[0])
         blocks = uint32(scales.shape[1])
+        w_codes = cuda.local.array((rows, per_lane, CODE_WORDS), uint32)
+        w_scales = cuda.local.array((rows, per_lane), uint32)
+        acc = cuda.local.array(rows, float32)
+        all_warps = uint32(cuda.gridDim.x * warps)
+        tasks = (n + uint32(rows - 1)) // uint32(rows) if walk else uint32(0)
+        primed = False                              # w_codes and w_scales hold the first step of the warp's first task
+        if prefetch and uint32(cuda.blockIdx.x * warps) + warp < tasks:
+            load_step(codes, scales, w_codes, w_scales, (uint32(cuda.blockIdx.x * warps) + warp) * uint32(rows),
+                      uint32(0), lane, n, blocks)
+            primed = True
         # x to q8_1, as quantized_gemv.q8_1_quantize_kernel: warp w takes blocks w, w + warps, ..., _X_BATCH at once
         values = cuda.local.array(_X_BATCH, float32)
         for base in range(warp, blocks if quantize else uint32(0), uint32(warps * _X_BATCH)):
@@ -171,28 +199,15 @@ def _build(fmt: str, rows: int = PERSISTENT_ROWS, per_lane: int = PERSISTENT_BLO
                         x_floats[uint32(_X_WORDS) * blocks + b] = d
                         x_floats[uint32(_X_WORDS + 1) * blocks + b] = total
         cuda.syncthreads()
-        w_codes = cuda.local.array((rows, per_lane, CODE_WORDS), uint32)
-        w_scales = cuda.local.array((rows, per_lane), uint32)
-        acc = cuda.local.array(rows, float32)
-        all_warps = uint32(cuda.gridDim.x * warps)
-        tasks = (n + uint32(rows - 1)) // uint32(rows) if walk else uint32(0)
         for task in range(uint32(cuda.blockIdx.x * warps) + warp, tasks, all_warps):
             first = task * uint32(rows)
             for r in range(rows):
                 acc[r] = float32(0.0)
             for start in range(uint32(0), blocks, uint32(step_blocks)):
-                for u in range(per_lane):                 # every load of the step first ...
-                    b = start + uint32(u * WARP) + lane
-                    for r in range(rows):
-                        row = first + uint32(r)
-                        if row < n and b < blocks:
-                            (w_codes[r, u, 0], w_codes[r, u, 1], w_codes[r, u, 2],
-                             w_codes[r, u, 3]) = load_u32x4(codes, row, uint32(CODE_WORDS) * b)
-                            w_scales[r, u] = uint32(scales[row, b])
-                        else:
-                            for i in range(CODE_WORDS):
-                                w_codes[r, u, i] = uint32(0)
-                            w_scales[r, u] = uint32(0)
+                if primed:                                # loaded before the prologue
+                    primed = False
+                else:                                     # every load of the step first ...
+                    load_step(codes, scales, w_codes, w_scales, first, start, lane, n, blocks)
                 for u in range(per_lane):                 # ... then the arithmetic
                     b = start + uint32(u * WARP) + lane
                     if b < blocks:

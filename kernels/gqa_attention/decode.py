@@ -46,17 +46,20 @@ import math
 import numpy as np
 from numba import cuda, float32, int32
 
+from kernels.intrinsics import load_f32_l2
 from kernels.launching import FULL_MASK, WARP, cdiv, default_scale, output_array, require_int
 # Day 6's warps, channels and head_dim limit, its check of a decode step's inputs and its merge kernel.
 from kernels.paged_attention import (CHANNELS, HEAD_DIM_MAX, THREADS, WARPS, check_paged_inputs,
                                      paged_attention_v2_merge_kernel)
 # What the decode launchers share (day 6's partials, whose layout the partitions here keep; the SM count; the
 # partitions, day 7's rule among them).
-from kernels.paging import decode_partition_size, longest_context, partial_buffers, partitions_for, sm_count
+from kernels.paging import (decode_partition_size, longest_context, partial_buffers, partitions_for, sm_count,
+                            ticket_buffer)
 
 __all__ = ["GROUP_MAX", "TOKENS_IN_FLIGHT", "subgroups_for", "decode_tiling", "decode_grid", "decode_shared_bytes",
            "gqa_decode_partition_kernel", "exchange_halves", "next_pages", "gqa_decode_group_kernel",
-           "gqa_decode_group", "gqa_decode_split_k"]
+           "gqa_decode_group", "gqa_decode_split_k", "gqa_decode_one_pass_kernel", "last_to_finish", "merge_if_last",
+           "gqa_decode_one_pass"]
 
 # Query heads one decode block serves at most: each lane keeps a query and an accumulator of CHANNELS
 # floats per head in registers, 2 * 8 * CHANNELS = 64 registers. 8 covers the groups of most models
@@ -125,6 +128,20 @@ def gqa_decode_partition_kernel(group: int):
     return _DECODE_KERNELS[key]
 
 
+def gqa_decode_one_pass_kernel(group: int):
+    """``gqa_decode_partition_kernel(group)`` with the merge at its end (``merge_if_last``): two more arguments,
+    ``tickets`` (num_seqs, grid x) int32, zero between launches, and ``out``. Compiled on first use and kept."""
+    if isinstance(group, bool) or not isinstance(group, (int, np.integer)):
+        raise TypeError(f"group must be an int, got {type(group).__name__}")
+    if group < 1:
+        raise ValueError(f"group must be >= 1, got {group}")
+    _, heads_per_block, tokens = decode_tiling(int(group))
+    key = (heads_per_block, tokens, "one pass")
+    if key not in _DECODE_KERNELS:
+        _DECODE_KERNELS[key] = _build_decode_kernel(heads_per_block, tokens, one_pass=True)
+    return _DECODE_KERNELS[key]
+
+
 @cuda.jit(device=True, inline=True)
 def exchange_halves(scores, half, offset, lane):
     """One step of the butterfly that sums many values at once: lanes ``offset`` apart trade halves.
@@ -180,7 +197,7 @@ def _load_token(k_cache, v_cache, page, kv_head, slot, lane, d, k_regs, v_regs, 
                 v_regs[u, ch] = v_row[first + np.uint64(ch * WARP)]
 
 
-def _build_decode_kernel(G: int, T: int):
+def _build_decode_kernel(G: int, T: int, one_pass: bool = False):
     """Block (x, s, p) serves query heads first ... first + n_heads - 1 (at most ``G``) of KV head
     x // subgroups over tokens p*partition_size ... of sequence s, ``T`` tokens per warp at a time,
     and writes their partials in day 6's layout: partial_max[s, h, p], partial_sum[s, h, p] and
@@ -194,6 +211,8 @@ def _build_decode_kernel(G: int, T: int):
     the running sum of its token slot, and computes one weight (and, when its head's maximum grew,
     one correction); the accumulators, which every lane keeps for its channels of all G heads, then
     read each weight and correction from its lane with one shuffle.
+
+    ``one_pass=True`` compiles ``gqa_decode_one_pass_kernel`` instead: the same block, then ``merge_if_last``.
     """
     N = G * T
     LOG_NPAD = (N - 1).bit_length()
@@ -205,9 +224,9 @@ def _build_decode_kernel(G: int, T: int):
         raise ValueError(f"heads x tokens in flight must be at most {WARP} and tokens a power of two, "
                          f"got {G} x {T}")
 
-    @cuda.jit
-    def gqa_decode_partition_kernel(q, k_cache, v_cache, block_tables, context_lens, scale, partition_size,
-                                    partial_max, partial_sum, partial_acc):
+    @cuda.jit(device=True, inline=True)
+    def partition(q, k_cache, v_cache, block_tables, context_lens, scale, partition_size,
+                  partial_max, partial_sum, partial_acc):
         group = q.shape[1] // k_cache.shape[1]
         subgroups = (group + GROUP_MAX - 1) // GROUP_MAX
         kv_head = cuda.blockIdx.x // subgroups
@@ -339,7 +358,72 @@ def _build_decode_kernel(G: int, T: int):
                 partial_sum[s, first + i, p] = block_sum
             partial_acc[s, first + i, p, c] = channel
 
-    return gqa_decode_partition_kernel
+    if not one_pass:
+        @cuda.jit
+        def gqa_decode_partition_kernel(q, k_cache, v_cache, block_tables, context_lens, scale, partition_size,
+                                        partial_max, partial_sum, partial_acc):
+            partition(q, k_cache, v_cache, block_tables, context_lens, scale, partition_size,
+                      partial_max, partial_sum, partial_acc)
+        return gqa_decode_partition_kernel
+
+    @cuda.jit
+    def gqa_decode_one_pass_kernel(q, k_cache, v_cache, block_tables, context_lens, scale, partition_size,
+                                   partial_max, partial_sum, partial_acc, tickets, out):
+        partition(q, k_cache, v_cache, block_tables, context_lens, scale, partition_size,
+                  partial_max, partial_sum, partial_acc)
+        merge_if_last(q, k_cache, partial_max, partial_sum, partial_acc, tickets, out, G)
+    return gqa_decode_one_pass_kernel
+
+
+@cuda.jit(device=True, inline=True)
+def last_to_finish(tickets, s):
+    """Whether this block is the last of sequence ``s`` and its grid column (KV head and sub-group) to finish, the
+    same answer in all its threads: it fences its writes (they reach L2 before its ticket), then thread 0 takes a
+    ticket, ``tickets[s, x]`` counted up by one atomically; the last of the ``gridDim.z`` tickets answers yes, and
+    sets the count back to 0 for the next launch."""
+    last = cuda.shared.array(1, int32)
+    cuda.threadfence()
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        last[0] = int32(cuda.atomic.add(tickets, (s, cuda.blockIdx.x), 1) == cuda.gridDim.z - 1)
+        if last[0]:                         # every other block has taken its ticket: zero for the next launch
+            tickets[s, cuda.blockIdx.x] = 0
+    cuda.syncthreads()
+    return last[0] != 0
+
+
+@cuda.jit(device=True, inline=True)
+def merge_if_last(q, k_cache, partial_max, partial_sum, partial_acc, tickets, out, G):
+    """The end of a one-pass decode block (x, s, p): its partials written, the block that finishes last of (s, x)
+    (``last_to_finish``) merges every partition of its heads into out, as day 6's merge kernel does, reading them
+    from L2 (``load_f32_l2``, past an L1 that may hold older lines)."""
+    group = q.shape[1] // k_cache.shape[1]
+    subgroups = (group + GROUP_MAX - 1) // GROUP_MAX
+    kv_head = cuda.blockIdx.x // subgroups
+    first = kv_head * group + (cuda.blockIdx.x - kv_head * subgroups) * G
+    n_heads = min(G, (kv_head + 1) * group - first)
+    s = cuda.blockIdx.y
+    partitions = cuda.gridDim.z
+    tid = cuda.threadIdx.x
+    d = q.shape[2]
+    if not last_to_finish(tickets, s):
+        return
+    cuda.threadfence()
+    for idx in range(tid, n_heads * d, THREADS):
+        i = idx // d
+        c = idx - i * d
+        h = first + i
+        m = float32(-math.inf)
+        for p in range(partitions):
+            m = max(m, load_f32_l2(partial_max, (s, h, p)))
+        total = float32(0.0)
+        channel = float32(0.0)
+        if m > -math.inf:                   # else no partition saw a token: the context is empty
+            for p in range(partitions):
+                weight = math.exp(load_f32_l2(partial_max, (s, h, p)) - m)     # 0 for an empty partition
+                total += load_f32_l2(partial_sum, (s, h, p)) * weight
+                channel += load_f32_l2(partial_acc, (s, h, p, c)) * weight
+        out[s, h, c] = channel / total if total > 0 else float32(0.0)
 
 
 @cuda.jit
@@ -442,7 +526,8 @@ def gqa_decode_group_kernel(q, k_cache, v_cache, block_tables, context_lens, sca
 
 def _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, partition_size, max_context,
                    kernel_for, merge_kernel) -> np.ndarray:
-    """Validate, then launch ``kernel_for(group)`` on the decode grid and the merge: both decode rungs."""
+    """Validate, then launch ``kernel_for(group)`` on the decode grid and the merge (every decode rung), or, with
+    ``merge_kernel=None``, the one-pass kernel alone."""
     num_seqs, heads, head_dim, kv_heads, _ = check_paged_inputs(q, k_cache, v_cache, block_tables, context_lens)
     scale = default_scale(head_dim, scale)
     longest = longest_context(context_lens, max_context)
@@ -455,7 +540,13 @@ def _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, 
     if not (num_seqs and heads):
         return out
     partial_max, partial_sum, partial_acc = partial_buffers(q, num_seqs, heads, partitions, head_dim)
-    kernel_for(heads // kv_heads)[decode_grid(num_seqs, heads, kv_heads, partitions), THREADS](
+    grid = decode_grid(num_seqs, heads, kv_heads, partitions)
+    if merge_kernel is None:                # one pass: the last block of each (KV head, sequence) merges
+        kernel_for(heads // kv_heads)[grid, THREADS](
+            q, k_cache, v_cache, block_tables, context_lens, scale, partition_size,
+            partial_max, partial_sum, partial_acc, ticket_buffer(q, num_seqs, grid[0]), out)
+        return out
+    kernel_for(heads // kv_heads)[grid, THREADS](
         q, k_cache, v_cache, block_tables, context_lens, scale, partition_size,
         partial_max, partial_sum, partial_acc)
     merge_kernel[(heads, num_seqs), HEAD_DIM_MAX](partial_max, partial_sum, partial_acc, out)
@@ -490,3 +581,14 @@ def gqa_decode_split_k(q, k_cache, v_cache, block_tables, context_lens, *, scale
     """
     return _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, partition_size,
                           max_context, kernel, merge_kernel)
+
+
+def gqa_decode_one_pass(q, k_cache, v_cache, block_tables, context_lens, *, scale=None, out=None,
+                        partition_size=None, max_context=None, kernel=gqa_decode_one_pass_kernel):
+    """Decode attention over a paged cache in one launch: ``gqa_decode_split_k``'s blocks, of which the last to
+    finish for each (KV head, sequence) merges the partitions (``merge_if_last``); returns out (num_seqs, heads,
+    head_dim). The arguments of ``gqa_decode_split_k``; ``kernel`` a function of the group size
+    (``gqa_decode_one_pass_kernel``). The tickets are a workspace of the shape (``kernels.paging.ticket_buffer``),
+    zero again after every launch, so two launches of one shape must not run at once."""
+    return _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, partition_size,
+                          max_context, kernel, None)
