@@ -33,13 +33,12 @@ class _NumpyPath:
 
 class _KernelPath:
     def __init__(self, model_file, context: int):
-        from numba import cuda
-
         from inference import graphs
         from inference.engine import KernelModel
+        from kernels.tuning import gpu_name
 
         replayed = graphs.available()            # a GPU: each step's kernels replayed as one CUDA graph
-        self.name = (f"the course's kernels on {cuda.get_current_device().name.decode()} (the fused engine"
+        self.name = (f"the course's kernels on {gpu_name()} (the fused engine"
                      + (", each step replayed as a CUDA graph)" if replayed else ")"))
         blocks = -(-context // 16)
         self.model = KernelModel(model_file, num_blocks=blocks, block_size=16, context=context, fused=True,

@@ -14,13 +14,12 @@ sequence at decode, or both at once: the engine does not tell them apart), and f
     rmsnorm_block_per_row, 2 GEMVs, swiglu      a = silu(Wgate h) * (Wup h)
     q4_1_gemv_warp_per_row, add_elementwise     x += Wdown a
 
-With ``fused=True`` a block is 5 kernels instead of 17 (``kernels.fused_llama``): RMSNorm folded into the Q, K
+With ``fused=True`` a block is 6 kernels instead of 17 (``kernels.fused_llama``): RMSNorm folded into the Q, K
 and V projections (one launch over their concatenated rows, which also turns q and k by RoPE and writes k and v to
 the cache) and into gate and up, which also apply SwiGLU, and the residual adds in the epilogues of Wo and Wdown.
 Those are the quarters rungs (four lanes a block, a pass of one token when the step has one), and the output head
 is ``kernels.token_gemv``'s: at one token a step every launch is latency, and they keep more lanes busy. Attention
-(``gqa_decode_one_pass``: split-K whose last block merges, one launch) runs in partitions of ``FUSED_PARTITION``
-positions, which spread a short context over several blocks a KV head.
+runs in partitions of ``FUSED_PARTITION`` positions, which spread a short context over several blocks a KV head.
 
 With ``graphs=True`` (a GPU only) each step's launches are captured once as a CUDA graph (``inference.graphs``)
 per number of tokens and bucket of ``GRAPH_CONTEXT_STEP`` positions of the longest context, and replayed: the
@@ -180,14 +179,14 @@ class KernelModel(PagedModel):
         return out
 
     def _fused_block(self, i, w, x, q, o, a, positions, tables, rows, context, longest) -> None:
-        """Block i in 5 kernels (``kernels.fused_llama``): the norms folded into the GEMVs that read them, RoPE and the
+        """Block i in 6 kernels (``kernels.fused_llama``): the norms folded into the GEMVs that read them, RoPE and the
         cache write into the first one's epilogue, gate and up with SwiGLU, the residual adds in the GEMVs'
-        epilogues, and attention in one launch."""
+        epilogues, and attention's two."""
         c, t = self.config, x.shape[0]
         q3 = q.reshape(t, c.heads, c.head_dim)
         self._call(fused.q4_1_norm_qkv_rope_cache, w["attn_qkv"], x, w["attn_norm"], rows, positions, self.rope, tables,
                    self.k_cache[i], self.v_cache[i], eps=c.eps, out=q)
-        self._call(fused.gqa_decode_one_pass, q3, self.k_cache[i], self.v_cache[i], tables, context, out=o,
+        self._call(gqa_decode_split_k, q3, self.k_cache[i], self.v_cache[i], tables, context, out=o,
                    max_context=longest, partition_size=FUSED_PARTITION)
         self._call(fused.q4_1_residual_quarters, w["attn_output"], o.reshape(t, c.heads * c.head_dim), x, out=x)
         self._call(fused.q4_1_norm_swiglu_quarters, w["ffn_gate"], w["ffn_up"], x, w["ffn_norm"], eps=c.eps, out=a)

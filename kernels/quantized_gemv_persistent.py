@@ -62,9 +62,16 @@ racecheck: no error.
 Where the rest goes, timed on the same H100 by ``_build``'s switches: without x's quantization the Q4_1 kernel
 takes 19.6 and 53.3 us (0.72 and 0.92 of copy); the quantization alone 8.1 us, of which an empty kernel's 3.2 us
 is the floor every timing here includes. So each block's quantization of x costs about 4.5 us a call at both
-shapes, the largest cost left at 8192 x 8192. Next: x quantized once, by the previous kernel (day 10 fuses it into
-RMSNorm) or by a cheaper prologue (a lane per block of x from a coalesced copy in shared memory, instead of
-twenty shuffles a block).
+shapes, the largest cost left at 8192 x 8192.
+
+Hiding the prologue behind W's first loads does not work. ``_build(prefetch=True)`` issues each warp's first step
+(4 blocks a lane: 10.8 MB of W over the GPU, about 3.6 us at the copy bandwidth) before x's quantization; the
+prediction was 3 to 4 us saved at both shapes. Measured on an H100 (2026-12-06, two runs each, the same bits): it
+is slower, Q4_1 26.1 and 25.6 us against 24.6 and 24.4 at 8192 x 8192, 60.3 and 60.7 against 59.1 and 59.4 at
+28672 x 8192, and Q4_0 1.4 and 1.7 us slower. The prologue's own loads of x (32 KB, cold) then queue behind those
+megabytes, and its path (load x, quantize, barrier) is what the warps wait for. Next: x quantized once, by the
+previous kernel (day 10 fuses it into RMSNorm) or by a cheaper prologue (a lane per block of x from a coalesced copy
+in shared memory, instead of twenty shuffles a block).
 
 Launchers ``q4_1_gemv_q8_1_persistent(w, x, *, out=None, grid=None, kernel=...)`` and
 ``q4_0_gemv_q8_1_persistent(...)``: ``w`` the GGUF bytes (repacked at each call: what the registry's checks pass)

@@ -589,6 +589,9 @@ def gqa_decode_one_pass(q, k_cache, v_cache, block_tables, context_lens, *, scal
     finish for each (KV head, sequence) merges the partitions (``merge_if_last``); returns out (num_seqs, heads,
     head_dim). The arguments of ``gqa_decode_split_k``; ``kernel`` a function of the group size
     (``gqa_decode_one_pass_kernel``). The tickets are a workspace of the shape (``kernels.paging.ticket_buffer``),
-    zero again after every launch, so two launches of one shape must not run at once."""
+    zero again after every launch, so two launches of one shape must not run at once.
+
+    Day 10's rung (``kernels.fused_llama.RUNGS``), measured slower than the two launches it replaces (its entry
+    there says by how much and why): the same bits, every block longer by a fence and an atomic."""
     return _launch_decode(q, k_cache, v_cache, block_tables, context_lens, scale, out, partition_size,
                           max_context, kernel, None)
