@@ -21,8 +21,9 @@ Those are the quarters rungs (four lanes a block, a pass of one token when the s
 is ``kernels.token_gemv``'s: at one token a step every launch is latency, and they keep more lanes busy. Attention
 runs in partitions of ``FUSED_PARTITION`` positions, which spread a short context over several blocks a KV head.
 
-With ``graphs=True`` (a GPU only) each step's launches are captured once as a CUDA graph (``inference.graphs``)
-per number of tokens and bucket of ``GRAPH_CONTEXT_STEP`` positions of the longest context, and replayed: the
+With ``graphs=True`` (a GPU only) each step of at most ``GRAPH_MAX_TOKENS`` tokens has its launches captured once as
+a CUDA graph (``inference.graphs``) per number of tokens and bucket of ``GRAPH_CONTEXT_STEP`` positions of the
+longest context, and replayed (a longer step runs eagerly): the
 step's token ids, positions, block tables and context lengths are written into the arrays the graph reads, then
 one call runs every kernel of the step. The first step of each shape runs eagerly, then is captured; logits are
 computed for every token of a graph's step.
@@ -43,6 +44,7 @@ import time
 
 import numpy as np
 from numba import config, cuda
+from numba.cuda.cudadrv import driver
 
 from inference import graphs as step_graphs
 from inference.config import ModelConfig
@@ -57,12 +59,16 @@ from kernels.reference import rope_table
 from kernels.token_gemv import (q4_1_gemm_tokens_warp_per_row, q8_0_gemm_tokens_quarters,
                                 q8_0_gemm_tokens_warp_per_row)
 
-__all__ = ["KernelModel", "KERNELS_PER_LAUNCH", "GRAPH_CONTEXT_STEP", "FUSED_PARTITION"]
+__all__ = ["KernelModel", "KERNELS_PER_LAUNCH", "GRAPH_CONTEXT_STEP", "GRAPH_MAX_TOKENS", "FUSED_PARTITION"]
 
 # With graphs=True, a step's graph is captured per number of tokens and per bucket of this many positions of the
 # longest context: attention's grid (its partitions) is sized for the bucket, and a sequence shorter than it
 # leaves the partitions past its end empty.
 GRAPH_CONTEXT_STEP = 256
+
+# With graphs=True, steps of more tokens than this (a long prompt's prefill, a server's step that admits several
+# prompts) run eagerly: each new number of tokens would be captured, and most such shapes never come back.
+GRAPH_MAX_TOKENS = 64
 
 # The fused engine's attention partitions (positions a block of split-K attention reads): short ones, so that a
 # context of a few hundred positions still spreads over several blocks a KV head.
@@ -206,7 +212,7 @@ class KernelModel(PagedModel):
         t = len(items)
         wanted = [t - 1] if logits_for is None else list(logits_for)
         ids = np.array([k for _, _, k in items], np.int32)
-        if self.graphs:
+        if self.graphs and t <= GRAPH_MAX_TOKENS:
             return self._replayed(ids, positions, block_tables)[wanted]
         self.launches = []
         inputs = self._device_inputs(ids, positions, block_tables)
@@ -304,10 +310,12 @@ class KernelModel(PagedModel):
             return logits
         graph, host, device, out, logits = entry
         _pack(host, ids, positions, block_tables, t, width)
-        device.copy_to_device(host)
+        # The driver's copies themselves: numba's copy_to_device and copy_to_host check and view the arrays at every
+        # call, which the host pays per step (these buffers were made for each other, once).
+        driver.host_to_device(device, host, host.nbytes)
         graph.replay()
         self.graph_replays += 1
-        out.copy_to_host(logits)
+        driver.device_to_host(logits, out, logits.nbytes)
         return logits                            # the graph's own buffer: step() returns a copy of its rows
 
 

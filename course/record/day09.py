@@ -48,6 +48,8 @@ on the device before any timing
   ``kernel_ms`` over the row's. Their checks (in ``day09_full_size_checks``): every GEMM rung at M = N = K = 4096
   against the exact sums (float64 products of int8 codes, exact below 2**53) times the scales.
 
+``record_other_gpu(out_dir)`` (``python -m course.record day09 --other-gpu``), on a second GPU: the checks, then
+``day09_gemv_timing_other_gpu.json`` (both shapes) and ``day09_gemm_timing_other_gpu.json`` (4096).
 ``ncu_cases()``: each rung once at 8192 x 8192 (Nsight Compute flushes the caches before it measures);
 ``sanitize()`` launches every kernel once, small: N not a multiple of the warps of a block, a row of 33
 blocks, a row of zeros, a block of zero activations (q8_1's d = 0); the GEMM rungs on 67 x 21 x 64 (a partial tile
@@ -518,6 +520,22 @@ def recorder() -> harness.Recorder:
                      "what the format costs."),
         sweeps=lambda: [gemv_sweep(), batched_sweep(), gemm_sweep()], ncu_cases=ncu_cases, sanitize=sanitize,
         ncu_shape=ncu_shape)
+
+
+def record_other_gpu(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
+    """On a second GPU: every GEMV rung and the W8A8 GEMM rungs checked at full size, then the GEMV sweep at both
+    ``SHAPES`` saved as ``day09_gemv_timing_other_gpu`` and the GEMM sweep at 4096 as ``day09_gemm_timing_other_gpu``
+    (only the first point of each with ``quick``): the goals of day 9 are stated for one GPU, its recordings made on
+    another, and the lesson sets the two beside each other."""
+    from course.timing import measure_ceilings
+
+    ceilings = measure_ceilings()
+    gemv = harness.record_other_gpu(checks(SHAPES[:1] if quick else SHAPES), gemv_sweep(), SHAPES, out_dir,
+                                    checked="every GEMV rung's full-size check", quick=quick, ceilings=ceilings)
+    gemm = harness.record_other_gpu(gemm_checks(QUICK_GEMM_SIZES[0] if quick else GEMM_CHECK_SIZE), gemm_sweep(),
+                                    GEMM_SIZES[:1], out_dir, checked="every GEMM rung's full-size check", quick=quick,
+                                    ceilings=ceilings)
+    return [gemv, gemm]
 
 
 def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:

@@ -23,8 +23,9 @@ as soon as it is made):
   ``generate``), ``tokens_per_s``, where transformers and the model's GGUF loader are installed (the notes say so
   otherwise). An engine whose greedy tokens differ from the plain engine's over the timed steps gets no rows: the
   notes say where they diverged.
-- ``day10_serving``: ``inference.serving.Server`` over the fused kernel engine with ``CONCURRENCY`` requests submitted
-  at once
+- ``day10_serving``: ``inference.serving.Server`` over the fused kernel engine (on a GPU its steps of at most
+  ``inference.engine.GRAPH_MAX_TOKENS`` tokens replayed as CUDA graphs; column ``engine``) with ``CONCURRENCY``
+  requests submitted at once
   (chat prompts of ``QUESTIONS`` in turn, ``SERVING_TOKENS`` answer tokens each, no stop token): ``tokens_per_s``
   (answer tokens over the wall time), ``mean_ttft_ms`` and ``max_ttft_ms`` (submit to first token), ``steps``;
   and ``what="prefill"``: a prompt of ``PREFILL_TOKENS`` tokens prefilled in one step, ``tokens_per_s``.
@@ -241,10 +242,17 @@ def serving_recording(model_file, *, concurrency=CONCURRENCY, tokens: int = SERV
     from course.records import new_recording
     from inference.serving import Request, Server
 
-    engine = _fused_engine if engine is _kernel_engine else engine
+    from inference import graphs
+    from inference.engine import GRAPH_MAX_TOKENS
+
+    replayed = engine is _kernel_engine and graphs.available()
+    label = "graphs" if replayed else "fused" if engine is _kernel_engine else "given"
+    engine = (_graph_engine if replayed else _fused_engine) if engine is _kernel_engine else engine
 
     rec = new_recording("day10_serving", notes=(
-        f"inference.serving.Server on the course's kernels (KernelModel(fused=True)): the requests submitted at once, {tokens} answer tokens "
+        f"inference.serving.Server on the course's kernels (engine: graphs, KernelModel(fused=True, graphs=True), its "
+        f"steps of at most {GRAPH_MAX_TOKENS} tokens replayed as CUDA graphs and longer ones eager, where a GPU runs "
+        f"it; fused, KernelModel(fused=True), each launch from the host): the requests submitted at once, {tokens} answer tokens "
         f"each (no stop token), chat prompts of {len(QUESTIONS)} questions in turn; prefill: one prompt of "
         f"{prefill_tokens} tokens in one step"))
     prompts = [_prompt_ids(model_file, q) for q in QUESTIONS]
@@ -258,7 +266,7 @@ def serving_recording(model_file, *, concurrency=CONCURRENCY, tokens: int = SERV
         done = server.run()
         wall = time.perf_counter() - start
         ttft = [r.first_token_s for r in done]
-        rec.add(what="decode", concurrency=n, requests=n, tokens=sum(len(r.output) for r in done), seconds=wall,
+        rec.add(what="decode", engine=label, concurrency=n, requests=n, tokens=sum(len(r.output) for r in done), seconds=wall,
                 tokens_per_s=sum(len(r.output) for r in done) / wall, mean_ttft_ms=1e3 * statistics.mean(ttft),
                 max_ttft_ms=1e3 * max(ttft), steps=len(server.stats))
     vocab = len(model_file.metadata["tokenizer.ggml.tokens"])
@@ -269,7 +277,7 @@ def serving_recording(model_file, *, concurrency=CONCURRENCY, tokens: int = SERV
     start = time.perf_counter()
     kernels.prefill(ids)
     seconds = time.perf_counter() - start
-    rec.add(what="prefill", prompt_tokens=prefill_tokens, seconds=seconds, tokens_per_s=prefill_tokens / seconds)
+    rec.add(what="prefill", engine=label, prompt_tokens=prefill_tokens, seconds=seconds, tokens_per_s=prefill_tokens / seconds)
     return rec
 
 
