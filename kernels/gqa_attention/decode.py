@@ -357,6 +357,7 @@ def _build_decode_kernel(G: int, T: int, one_pass: bool = False):
                 partial_max[s, first + i, p] = block_max
                 partial_sum[s, first + i, p] = block_sum
             partial_acc[s, first + i, p, c] = channel
+        return first, n_heads
 
     if not one_pass:
         @cuda.jit
@@ -369,9 +370,9 @@ def _build_decode_kernel(G: int, T: int, one_pass: bool = False):
     @cuda.jit
     def gqa_decode_one_pass_kernel(q, k_cache, v_cache, block_tables, context_lens, scale, partition_size,
                                    partial_max, partial_sum, partial_acc, tickets, out):
-        partition(q, k_cache, v_cache, block_tables, context_lens, scale, partition_size,
-                  partial_max, partial_sum, partial_acc)
-        merge_if_last(q, k_cache, partial_max, partial_sum, partial_acc, tickets, out, G)
+        first, n_heads = partition(q, k_cache, v_cache, block_tables, context_lens, scale, partition_size,
+                                   partial_max, partial_sum, partial_acc)
+        merge_if_last(q, partial_max, partial_sum, partial_acc, tickets, out, first, n_heads)
     return gqa_decode_one_pass_kernel
 
 
@@ -393,15 +394,11 @@ def last_to_finish(tickets, s):
 
 
 @cuda.jit(device=True, inline=True)
-def merge_if_last(q, k_cache, partial_max, partial_sum, partial_acc, tickets, out, G):
-    """The end of a one-pass decode block (x, s, p): its partials written, the block that finishes last of (s, x)
-    (``last_to_finish``) merges every partition of its heads into out, as day 6's merge kernel does, reading them
-    from L2 (``load_f32_l2``, past an L1 that may hold older lines)."""
-    group = q.shape[1] // k_cache.shape[1]
-    subgroups = (group + GROUP_MAX - 1) // GROUP_MAX
-    kv_head = cuda.blockIdx.x // subgroups
-    first = kv_head * group + (cuda.blockIdx.x - kv_head * subgroups) * G
-    n_heads = min(G, (kv_head + 1) * group - first)
+def merge_if_last(q, partial_max, partial_sum, partial_acc, tickets, out, first, n_heads):
+    """The end of a one-pass decode block (x, s, p) that served query heads first ... first + n_heads - 1: its
+    partials written, the block that finishes last of (s, x) (``last_to_finish``) merges every partition of those
+    heads into out, as day 6's merge kernel does, reading them from L2 (``load_f32_l2``, past an L1 that may hold
+    older lines)."""
     s = cuda.blockIdx.y
     partitions = cuda.gridDim.z
     tid = cuda.threadIdx.x
