@@ -21,9 +21,9 @@ Those are the quarters rungs (four lanes a block, a pass of one token when the s
 is ``kernels.token_gemv``'s: at one token a step every launch is latency, and they keep more lanes busy. Attention
 runs in partitions of ``FUSED_PARTITION`` positions, which spread a short context over several blocks a KV head.
 
-With ``graphs=True`` (a GPU only) each step of at most ``GRAPH_MAX_TOKENS`` tokens has its launches captured once as
-a CUDA graph (``inference.graphs``) per number of tokens and bucket of ``GRAPH_CONTEXT_STEP`` positions of the
-longest context, and replayed (a longer step runs eagerly): the
+With ``graphs=True`` (a GPU only) each decode step (one token of each of at most ``GRAPH_MAX_TOKENS`` sequences; any
+other step runs eagerly) has its launches captured once as a CUDA graph (``inference.graphs``) per number of tokens
+and bucket of ``GRAPH_CONTEXT_STEP`` positions of the longest context, and replayed: the
 step's token ids, positions, block tables and context lengths are written into the arrays the graph reads, then
 one call runs every kernel of the step. The first step of each shape runs eagerly, then is captured; logits are
 computed for every token of a graph's step.
@@ -66,8 +66,9 @@ __all__ = ["KernelModel", "KERNELS_PER_LAUNCH", "GRAPH_CONTEXT_STEP", "GRAPH_MAX
 # leaves the partitions past its end empty.
 GRAPH_CONTEXT_STEP = 256
 
-# With graphs=True, steps of more tokens than this (a long prompt's prefill, a server's step that admits several
-# prompts) run eagerly: each new number of tokens would be captured, and most such shapes never come back.
+# With graphs=True, decode steps (one token of each of at most this many sequences) are replayed; other steps (a
+# prompt's prefill, a server's step that admits prompts) run eagerly: each would be captured for its own number of
+# tokens, and most such shapes never come back.
 GRAPH_MAX_TOKENS = 64
 
 # The fused engine's attention partitions (positions a block of split-K attention reads): short ones, so that a
@@ -212,7 +213,7 @@ class KernelModel(PagedModel):
         t = len(items)
         wanted = [t - 1] if logits_for is None else list(logits_for)
         ids = np.array([k for _, _, k in items], np.int32)
-        if self.graphs and t <= GRAPH_MAX_TOKENS:
+        if self.graphs and t <= GRAPH_MAX_TOKENS and len({seq for seq, _, _ in items}) == t:
             return self._replayed(ids, positions, block_tables)[wanted]
         self.launches = []
         inputs = self._device_inputs(ids, positions, block_tables)

@@ -23,8 +23,8 @@ as soon as it is made):
   ``generate``), ``tokens_per_s``, where transformers and the model's GGUF loader are installed (the notes say so
   otherwise). An engine whose greedy tokens differ from the plain engine's over the timed steps gets no rows: the
   notes say where they diverged.
-- ``day10_serving``: ``inference.serving.Server`` over the fused kernel engine (on a GPU its steps of at most
-  ``inference.engine.GRAPH_MAX_TOKENS`` tokens replayed as CUDA graphs; column ``engine``) with ``CONCURRENCY``
+- ``day10_serving``: ``inference.serving.Server`` over the fused kernel engine (on a GPU its decode steps replayed
+  as CUDA graphs, ``inference.engine.GRAPH_MAX_TOKENS``; column ``engine``) with ``CONCURRENCY``
   requests submitted at once
   (chat prompts of ``QUESTIONS`` in turn, ``SERVING_TOKENS`` answer tokens each, no stop token): ``tokens_per_s``
   (answer tokens over the wall time), ``mean_ttft_ms`` and ``max_ttft_ms`` (submit to first token), ``steps``;
@@ -251,8 +251,8 @@ def serving_recording(model_file, *, concurrency=CONCURRENCY, tokens: int = SERV
 
     rec = new_recording("day10_serving", notes=(
         f"inference.serving.Server on the course's kernels (engine: graphs, KernelModel(fused=True, graphs=True), its "
-        f"steps of at most {GRAPH_MAX_TOKENS} tokens replayed as CUDA graphs and longer ones eager, where a GPU runs "
-        f"it; fused, KernelModel(fused=True), each launch from the host): the requests submitted at once, {tokens} answer tokens "
+        f"decode steps of up to {GRAPH_MAX_TOKENS} sequences replayed as CUDA graphs and steps with prompt tokens "
+        f"eager, where a GPU runs it; fused, KernelModel(fused=True), each launch from the host): the requests submitted at once, {tokens} answer tokens "
         f"each (no stop token), chat prompts of {len(QUESTIONS)} questions in turn; prefill: one prompt of "
         f"{prefill_tokens} tokens in one step"))
     prompts = [_prompt_ids(model_file, q) for q in QUESTIONS]
