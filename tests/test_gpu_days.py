@@ -5,7 +5,7 @@
 1. full size: the day's recorder checks pass on the GPU, the list ``recorder().checks(quick=False)`` of
    ``course/record/dayNN.py`` that ``python -m course.record dayNN`` runs before it times anything (every
    rung at full size against the float64 reference; day 6's include the cache write, day 8's the fp8
-   codes bit for bit); a day that records on a second GPU (``other_gpu``: day 8) also runs
+   codes bit for bit); a day that records on a second GPU (``other_gpu``: days 6 to 9) also runs
    ``record_other_gpu`` with its timing left out, that is the checks it runs first;
 2. the same results on the simulator and the GPU: every rung the day teaches runs one small seeded case
    (the inputs that tests/test_kernels_pattern.py builds for that rung, plus the day's ``extra_cases``)
@@ -180,7 +180,7 @@ DAYS = (
     GpuDay("day08", ladders=("kernels.low_precision_attention",), other_gpu=True, extra_cases=day08_fp8_cases),
     GpuDay("day09", ladders=("kernels.quantized_gemv", "kernels.quantized_gemv_repacked", "kernels.quantized_gemv_wide",
                               "kernels.quantized_gemv_persistent", "kernels.quantized_gemm"),
-           extra_cases=day09_gguf_cases),
+           other_gpu=True, extra_cases=day09_gguf_cases),
 )
 # Ladders of kernels/ that no row holds, and why.
 NOT_IN_TABLE = {"kernels.elementwise": "day 1: the table starts at day 2; day 1 joins with a row",
