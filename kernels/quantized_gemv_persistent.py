@@ -68,7 +68,7 @@ Hiding the prologue behind W's first loads does not work. ``_build(prefetch=True
 (4 blocks a lane: 10.8 MB of W over the GPU, about 3.6 us at the copy bandwidth) before x's quantization; the
 prediction was 3 to 4 us saved at both shapes. Measured on an H100 (2026-12-06, two runs each, the same bits): it
 is slower, Q4_1 26.1 and 25.6 us against 24.6 and 24.4 at 8192 x 8192, 60.3 and 60.7 against 59.1 and 59.4 at
-28672 x 8192, and Q4_0 1.4 and 1.7 us slower. The prologue's own loads of x (32 KB, cold) then queue behind those
+28672 x 8192, and Q4_0 1.3 to 1.7 us slower. The prologue's own loads of x (32 KB, cold) then queue behind those
 megabytes, and its path (load x, quantize, barrier) is what the warps wait for. Next: x quantized once, by the
 previous kernel (day 10 fuses it into RMSNorm) or by a cheaper prologue (a lane per block of x from a coalesced copy
 in shared memory, instead of twenty shuffles a block).
