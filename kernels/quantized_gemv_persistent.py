@@ -144,14 +144,13 @@ def persistent_grid(like) -> int:
 
 def _build(fmt: str, rows: int = PERSISTENT_ROWS, per_lane: int = PERSISTENT_BLOCKS_PER_LANE,
            warps: int = PERSISTENT_WARPS, per_sm: int = PERSISTENT_BLOCKS_PER_SM, quantize: bool = True,
-           walk: bool = True, prefetch: bool = False, x_batch: int = _X_BATCH):
+           walk: bool = True, prefetch: bool = False):
     """The rung's kernel for ``fmt``, "q4_1" (scales: uint32, d low and m high) or "q4_0" (scales: uint16 d,
     and m = -8 d): ``warps`` warps a block, ``per_sm`` blocks an SM, each warp ``rows`` rows at a time, a lane
     ``per_lane`` blocks of each per step. Two switches time the kernel's halves apart and give wrong answers:
     ``quantize=False`` skips x's quantization (the activations are whatever shared memory holds), ``walk=False``
     skips the rows (y is not written). ``prefetch=True`` issues the loads of each warp's first step before x's
-    quantization, so that the prologue's latency hides behind them; ``x_batch`` blocks of x a warp loads before it
-    quantizes them."""
+    quantization, so that the prologue's latency hides behind them."""
     q4_1 = fmt == "q4_1"
     step_blocks = per_lane * WARP
     threads = warps * WARP
@@ -191,13 +190,13 @@ def _build(fmt: str, rows: int = PERSISTENT_ROWS, per_lane: int = PERSISTENT_BLO
             load_step(codes, scales, w_codes, w_scales, (uint32(cuda.blockIdx.x * warps) + warp) * uint32(rows),
                       uint32(0), lane, n, blocks)
             primed = True
-        # x to q8_1, as quantized_gemv.q8_1_quantize_kernel: warp w takes blocks w, w + warps, ..., x_batch at once
-        values = cuda.local.array(x_batch, float32)
-        for base in range(warp, blocks if quantize else uint32(0), uint32(warps * x_batch)):
-            for j in range(x_batch):
+        # x to q8_1, as quantized_gemv.q8_1_quantize_kernel: warp w takes blocks w, w + warps, ..., _X_BATCH at once
+        values = cuda.local.array(_X_BATCH, float32)
+        for base in range(warp, blocks if quantize else uint32(0), uint32(warps * _X_BATCH)):
+            for j in range(_X_BATCH):
                 b = base + uint32(j * warps)
                 values[j] = x[b * uint32(QK) + lane] if b < blocks else float32(0.0)
-            for j in range(x_batch):
+            for j in range(_X_BATCH):
                 b = base + uint32(j * warps)
                 if b < blocks:                        # the same for the whole warp
                     d, total, word = q8_1_block(values[j], lane)

@@ -117,29 +117,27 @@ def gqa_decode_partition_kernel(group: int):
     memory; tests/test_day07_kernels.py checks the PTX). Groups with the same tiling (9 and 10:
     blocks of 5 heads) share one kernel.
     """
+    return _decode_kernel(group, one_pass=False)
+
+
+def _decode_kernel(group, one_pass: bool):
+    """The kernel of ``gqa_decode_partition_kernel(group)`` or, with ``one_pass``, of
+    ``gqa_decode_one_pass_kernel(group)``: compiled on first use and kept."""
     if isinstance(group, bool) or not isinstance(group, (int, np.integer)):
         raise TypeError(f"group must be an int, got {type(group).__name__}")
     if group < 1:
         raise ValueError(f"group must be >= 1, got {group}")
     _, heads_per_block, tokens = decode_tiling(int(group))
-    key = (heads_per_block, tokens)
+    key = (heads_per_block, tokens, one_pass)
     if key not in _DECODE_KERNELS:
-        _DECODE_KERNELS[key] = _build_decode_kernel(heads_per_block, tokens)
+        _DECODE_KERNELS[key] = _build_decode_kernel(heads_per_block, tokens, one_pass=one_pass)
     return _DECODE_KERNELS[key]
 
 
 def gqa_decode_one_pass_kernel(group: int):
     """``gqa_decode_partition_kernel(group)`` with the merge at its end (``merge_if_last``): two more arguments,
     ``tickets`` (num_seqs, grid x) int32, zero between launches, and ``out``. Compiled on first use and kept."""
-    if isinstance(group, bool) or not isinstance(group, (int, np.integer)):
-        raise TypeError(f"group must be an int, got {type(group).__name__}")
-    if group < 1:
-        raise ValueError(f"group must be >= 1, got {group}")
-    _, heads_per_block, tokens = decode_tiling(int(group))
-    key = (heads_per_block, tokens, "one pass")
-    if key not in _DECODE_KERNELS:
-        _DECODE_KERNELS[key] = _build_decode_kernel(heads_per_block, tokens, one_pass=True)
-    return _DECODE_KERNELS[key]
+    return _decode_kernel(group, one_pass=True)
 
 
 @cuda.jit(device=True, inline=True)
