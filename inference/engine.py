@@ -18,7 +18,8 @@ With ``fused=True`` a block is 6 kernels instead of 17 (``kernels.fused_llama``)
 and V projections (one launch over their concatenated rows, which also turns q and k by RoPE and writes k and v to
 the cache) and into gate and up, which also apply SwiGLU, and the residual adds in the epilogues of Wo and Wdown.
 Those are the quarters rungs (four lanes a block, a pass of one token when the step has one), and the output head
-is ``kernels.token_gemv``'s: at one token a step every launch is latency, and they keep more lanes busy. Attention
+is ``kernels.token_gemv``'s wide rung on the embedding repacked at load time (16-byte loads, eight rows a warp): at
+one token a step every launch is latency, and these keep more lanes busy and more bytes in flight. Attention
 runs in partitions of ``FUSED_PARTITION`` positions, which spread a short context over several blocks a KV head.
 
 With ``graphs=True`` (a GPU only) each decode step (one token of each of at most ``GRAPH_MAX_TOKENS`` sequences; any
@@ -29,7 +30,8 @@ one call runs every kernel of the step. The first step of each shape runs eagerl
 computed for every token of a graph's step.
 
 Then the final norm and the output head (the Q8_0 embedding, ``q8_0_gemv_warp_per_row``, or the tokens rung for
-several) for the tokens whose logits are asked for. Attention reads the paged cache for every token, so a prompt's token t is a query over the
+several; the fused engine's ``q8_0_gemm_tokens_wide`` reads a copy repacked once, with 16-byte loads) for the
+tokens whose logits are asked for. Attention reads the paged cache for every token, so a prompt's token t is a query over the
 t + 1 positions written so far (causal by construction), and a prompt whose first full blocks another sequence
 already holds (``kernels.block_manager``'s prefix sharing) computes only the tokens after them.
 
@@ -56,8 +58,8 @@ from kernels.kv_cache import kv_cache_write
 from kernels.probes import BUSY_MICROSECONDS, busy_wait_kernel
 from kernels.quantized_gemv import q4_1_gemv_warp_per_row, q8_0_gemv_warp_per_row
 from kernels.reference import rope_table
-from kernels.token_gemv import (q4_1_gemm_tokens_warp_per_row, q8_0_gemm_tokens_quarters,
-                                q8_0_gemm_tokens_warp_per_row)
+from kernels.quantized_gemv_wide import q8_0_repack
+from kernels.token_gemv import q4_1_gemm_tokens_warp_per_row, q8_0_gemm_tokens_warp_per_row, q8_0_gemm_tokens_wide
 
 __all__ = ["KernelModel", "KERNELS_PER_LAUNCH", "GRAPH_CONTEXT_STEP", "GRAPH_MAX_TOKENS", "FUSED_PARTITION"]
 
@@ -114,6 +116,8 @@ class KernelModel(PagedModel):
                 self.weights[-1]["attn_qkv"] = cuda.to_device(np.ascontiguousarray(np.concatenate(
                     [gguf_file.tensor(names[short]) for short in ("attn_q", "attn_k", "attn_v")])))
         self.embedding = self._to_device(gguf_file, "token_embd.weight")
+        # The fused engine's head reads the embedding repacked once (codes on 16-byte boundaries, scales apart)
+        self.head = q8_0_repack(self.embedding) if self.fused else None
         self.output_norm = self._to_device(gguf_file, "output_norm.weight")
         head = gguf_file.tensors["token_embd.weight"].ggml_type.name
         if head != "Q8_0" or any(f not in _GEMV for f in self._formats.values()):
@@ -273,11 +277,16 @@ class KernelModel(PagedModel):
             for n, index in enumerate(wanted):
                 rows[n].copy_to_device(x[index])
             self._call(layers.rmsnorm_block_per_row, rows, self.output_norm, eps=c.eps, out=rows)
+        self._head(rows, logits)
+        return logits
+
+    def _head(self, rows, logits) -> None:
+        """logits = rows E^T, E the Q8_0 embedding: the fused engine's ``q8_0_gemm_tokens_wide`` on its repacked
+        copy, the plain engine's day 9 GEMV (one token) or ``q8_0_gemm_tokens_warp_per_row`` on the GGUF bytes."""
         if self.fused:
-            self._call(q8_0_gemm_tokens_quarters, self.embedding, rows, out=logits)
+            self._call(q8_0_gemm_tokens_wide, self.head, rows, out=logits)
         else:
             self._gemv("output", self.embedding, rows, logits, fmt="Q8_0")
-        return logits
 
     # ------------------------------------------------------------------ the step as a CUDA graph
 

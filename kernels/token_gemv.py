@@ -12,6 +12,9 @@ reference is ``x @ reference.dequantize_<fmt>(w.reshape(N, -1)).T``. The rungs, 
 - ``q8_0_gemm_tokens_quarters``: Q8_0, a warp per row, four lanes a block: every lane busy and its loads issued
   before their arithmetic.
 - ``q4_1_gemm_tokens_quarters``: Q4_1 the same way, a block's quarter (one word of codes) a lane.
+- ``q8_0_gemm_tokens_wide``: Q8_0 repacked once at load time (day 9's ``q8_0_repack``: a block's 32 codes on a
+  16-byte boundary, the scales apart), read with 16-byte loads, four lanes a row and eight rows a warp, nine
+  chunks of 16 codes in flight per lane; the codes stay in registers while every token of the step is multiplied.
 
 Each token's sum is made as day 9's warp-per-row rung makes it (a lane per block, the block's products summed in
 the same order, scaled once by d, m times the block's sum of x, the lanes added by the same butterfly), so on the
@@ -32,6 +35,19 @@ arithmetic. They sum in another order than the warp-per-row rungs (a unit's 8 pr
 the butterfly), so they agree with them within float32's rounding, not bit for bit. The same recording (``day10_decode_timing``, fused
 engine) has the Q8_0 quarters rung's head at 47 us: 0.64 TB/s, faster, and still far from the copy bandwidth.
 
+The ``_wide`` rung is for that head (49,152 rows of 576: 30 MB, about a tenth of a step's time at 47 us). A quarters
+warp owns one row of 612 bytes, loads it as 16-bit words, about 600 bytes in flight, and then pays its butterfly and
+its store: 49,152 such warps. Q8_0's 34-byte blocks leave the codes 2-byte aligned in the GGUF bytes, so the rung
+reads ``q8_0_repack``'s copy, made once when the engine loads the model: a lane's 16-byte load takes half a block's
+codes, a lane has nine of them (144 bytes) out before its first product, a warp 4.6 KB for 8 rows, and a row's four
+lanes need two shuffles. What it predicts: the head streams its 30 MB near the copy bandwidth, about 10 us on an
+H100 plus a few of launch and tail, so a decode step some 30 us shorter. Measured (an H100, Nsight's kernel time,
+caches flushed, 2026-12-06): 20.7 us against the quarters rung's 46.9 at one token (1.45 TB/s, half the copy
+bandwidth: the prediction held in direction, not in size), 83 us against 259 at eight; the fused graph step on
+SmolLM2's shapes (random weights) replayed in 0.954 and 0.960 ms against 0.975 and 0.976, same tokens: 16 to 21 us
+shorter. Its 80 registers a thread leave 24 warps an SM, so its 6,144 warps run in two waves, and a warp multiplies
+only after its loads are back.
+
 Each rung is a ``<rung>_kernel`` plus the launcher ``<rung>(w, x, *, out=None, kernel=<rung>_kernel)``, which
 validates the arguments, launches one warp per row in blocks of ``GEMV_WARPS`` warps and returns y. A quarters
 rung's ``<rung>_kernel`` is a function of the tokens a pass that returns the kernel (``tokens_per_pass``: 1 for a
@@ -45,19 +61,25 @@ import functools
 import numpy as np
 from numba import cuda, float32, int32, uint32
 
-from kernels.intrinsics import unpack_halves
-from kernels.launching import WARP, cdiv, output_array, require_array, require_float32, require_same_kind
+from kernels.intrinsics import bits_float, load_u32x4, unpack_halves
+from kernels.launching import (FULL_MASK, WARP, cdiv, is_device_array, output_array, require_array, require_float32,
+                               require_same_kind)
 from kernels.quantized_gemv import BLOCK_BYTES, GEMV_WARPS, QK, half_from_bytes, warp_sum
+from kernels.quantized_gemv_wide import Q8_0Repacked, half_scale_weights, q8_0_repack
 from kernels.registry import Rung, ladder
 
 __all__ = ["TOKENS_PER_PASS", "UNITS_AHEAD", "RUNGS", "q8_0_gemm_tokens_warp_per_row_kernel",
            "q8_0_gemm_tokens_warp_per_row", "q4_1_tokens_pass", "q4_1_gemm_tokens_warp_per_row_kernel",
            "q4_1_gemm_tokens_warp_per_row", "tokens_per_pass", "q4_1_quarters_pass",
            "q8_0_gemm_tokens_quarters_kernel", "q8_0_gemm_tokens_quarters", "q4_1_gemm_tokens_quarters_kernel",
-           "q4_1_gemm_tokens_quarters"]
+           "q4_1_gemm_tokens_quarters", "WIDE_ROWS_PER_WARP", "WIDE_CHUNKS_AHEAD", "q8_0_gemm_tokens_wide_kernel",
+           "q8_0_gemm_tokens_wide"]
 
 TOKENS_PER_PASS = 8         # tokens a lane keeps a running sum for while it reads a block of W
 UNITS_AHEAD = 4             # units (quarters of a block) whose words a lane loads before their arithmetic
+WIDE_ROWS_PER_WARP = 8      # the wide rung's rows a warp: four lanes a row
+WIDE_CHUNKS_AHEAD = 9       # the wide rung's 16-byte chunks of codes a lane loads before their arithmetic
+_LANES_PER_ROW = WARP // WIDE_ROWS_PER_WARP
 
 
 def _tokens_shape(w, x, out, fmt: str) -> tuple[int, int, int]:
@@ -336,6 +358,88 @@ def q4_1_gemm_tokens_quarters(w, x, *, out=None, kernel=q4_1_gemm_tokens_quarter
     return _launch(kernel, w, x, out, "q4_1", words=np.uint32)
 
 
+# ----------------------------------------------------------------------------------------------
+# 16-byte loads over repacked codes: the _wide rung (the output head)
+# ----------------------------------------------------------------------------------------------
+
+@cuda.jit(device=True, inline=True)
+def _row_sum(value):
+    """The sum of ``value`` over the ``_LANES_PER_ROW`` lanes of a row (lanes 4 i ... 4 i + 3), in each of them."""
+    value += cuda.shfl_xor_sync(FULL_MASK, value, 1)
+    return value + cuda.shfl_xor_sync(FULL_MASK, value, 2)
+
+
+@cuda.jit(device=True, inline=True)
+def _wide_chunk(x_words, t, c, scale, w0, w1, w2, w3):
+    """d times the dot of chunk ``c``'s 16 int8 codes (the words w0 ... w3, first code in w0's low byte) with x[t,
+    16 c ... 16 c + 15], read as four 16-byte loads of its bits; the products summed in order."""
+    d, _ = unpack_halves(uint32(scale))
+    dot = float32(0.0)
+    for i in range(4):
+        word = w0 if i == 0 else (w1 if i == 1 else (w2 if i == 2 else w3))
+        a0, a1, a2, a3 = load_u32x4(x_words, t, 16 * c + 4 * i)
+        for j in range(4):
+            activation = bits_float(a0 if j == 0 else (a1 if j == 1 else (a2 if j == 2 else a3)))
+            code = float32(int32((word >> uint32(8 * j)) & uint32(0xFF) ^ uint32(0x80)) - 0x80)
+            dot += code * activation
+    return d * dot
+
+
+@cuda.jit
+def q8_0_gemm_tokens_wide_kernel(codes, scales, x_words, y):
+    """Over ``q8_0_repack``'s layout: codes (N, blocks x 8) uint32 (a block's 32 int8 codes on a 16-byte boundary),
+    scales (N, blocks) uint16 (d's bits), x as uint32 words (T, K) (its float32 bits), y (T, N). Warp w computes rows
+    8 w ... 8 w + 7, four lanes a row: lane l takes row 8 w + l // 4 and the row's 16-byte chunks (16 codes, half a
+    block) l % 4, l % 4 + 4, ...; it loads ``WIDE_CHUNKS_AHEAD`` chunks and their scales, a chunk in one
+    ``ld.global.nc.v4.u32``, before their arithmetic, then for each token in turn multiplies them (the 16
+    activations of a chunk in four such loads, from L1: the warp's 8 rows share them): a chunk's 16 products summed
+    in order and scaled by its block's d, the lane's chunks added, two shuffles adding the row's four lanes. The
+    codes stay in registers for all the tokens, so W is read once whatever T. A row of more than 4 x
+    ``WIDE_CHUNKS_AHEAD`` chunks (K > 576) takes several rounds, each adding its sums to y's."""
+    lane = cuda.threadIdx.x % WARP
+    first = (cuda.blockIdx.x * GEMV_WARPS + cuda.threadIdx.x // WARP) * WIDE_ROWS_PER_WARP
+    n = codes.shape[0]
+    if first < n:                         # the same for the whole warp: its shuffles see all 32 lanes
+        row = first + lane // _LANES_PER_ROW
+        part = lane % _LANES_PER_ROW
+        r = min(row, n - 1)               # a row past N loads row N - 1's bytes and stores nothing
+        chunks = codes.shape[1] // 4
+        words = cuda.local.array((WIDE_CHUNKS_AHEAD, 4), uint32)
+        held = cuda.local.array(WIDE_CHUNKS_AHEAD, uint32)
+        for c0 in range(0, max(chunks, 1), _LANES_PER_ROW * WIDE_CHUNKS_AHEAD):
+            for a in range(WIDE_CHUNKS_AHEAD):           # the loads first: a lane's chunks in flight at once
+                c = min(c0 + part + _LANES_PER_ROW * a, chunks - 1)
+                if c >= 0:
+                    words[a, 0], words[a, 1], words[a, 2], words[a, 3] = load_u32x4(codes, r, 4 * c)
+                    held[a] = uint32(scales[r, c >> 1])
+            for t in range(x_words.shape[0]):
+                total = float32(0.0)
+                for a in range(WIDE_CHUNKS_AHEAD):
+                    c = c0 + part + _LANES_PER_ROW * a
+                    if c < chunks:
+                        total += _wide_chunk(x_words, t, c, held[a], words[a, 0], words[a, 1], words[a, 2],
+                                             words[a, 3])
+                total = _row_sum(total)
+                if part == 0 and row < n:
+                    y[t, row] = total if c0 == 0 else y[t, row] + total
+
+
+def q8_0_gemm_tokens_wide(w, x, *, out=None, kernel=q8_0_gemm_tokens_wide_kernel):
+    """y (T, N) = x W^T for Q8_0 weights and x (T, K): w is the GGUF bytes (N, blocks, 34), repacked on the host at
+    each call (a check's one call), or ``q8_0_repack(w)``'s ``Q8_0Repacked``, which a model keeps: then the call is
+    one launch, ceil(N / 32) blocks of ``GEMV_WARPS`` warps."""
+    w, n, blocks = half_scale_weights(w, x, "q8_0", Q8_0Repacked, q8_0_repack)
+    t, _ = require_float32("x", x, (None, blocks * QK), dims=("T", "K"))
+    if out is not None:
+        require_float32("out", out, (t, n), dims=("T", "rows"))
+    out = output_array("out", out, (t, n), like=x)
+    if t and n:
+        x_words = x.view(np.uint32) if is_device_array(x) else np.ascontiguousarray(x).view(np.uint32)
+        kernel[cdiv(n, GEMV_WARPS * WIDE_ROWS_PER_WARP), GEMV_WARPS * WARP](
+            w.codes.reshape(n, blocks * 8), w.scales, x_words, out)
+    return out
+
+
 RUNGS = ladder(
     Rung("q8_0_gemm_tokens_warp_per_row", q8_0_gemm_tokens_warp_per_row,
          "Q8_0 for a step's tokens: each code byte loaded once for 8 tokens, a running sum per token"),
@@ -345,4 +449,6 @@ RUNGS = ladder(
          "Q8_0, four lanes a block: every lane of the warp busy, a lane's loads issued before their arithmetic"),
     Rung("q4_1_gemm_tokens_quarters", q4_1_gemm_tokens_quarters,
          "Q4_1, four lanes a block (a word of codes each), the loads first"),
+    Rung("q8_0_gemm_tokens_wide", q8_0_gemm_tokens_wide,
+         "Q8_0 repacked at load time: 16-byte loads, four lanes a row, 8 rows a warp, 9 chunks a lane in flight"),
 )

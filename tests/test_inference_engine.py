@@ -262,6 +262,30 @@ def test_a_step_s_tokens_in_one_launch_equal_one_launch_per_token(fmt):
         assert np.array_equal(together, np.stack([one(w, x[t]) for t in range(tokens)])), (tokens, rows, k)
 
 
+def test_the_wide_head_rung_takes_any_rows_tokens_and_width():
+    """kernels.token_gemv.q8_0_gemm_tokens_wide (the fused engine's head): rows not a multiple of a warp's 8, tokens
+    from 1 to 20, K of one round (576: nine chunks a lane), of two (1,280) and of less than a lane's share (64);
+    the GGUF bytes and ``q8_0_repack``'s copy give the same bits. A test of the test: the scales of each row's
+    blocks shifted by one (a layout read wrong) fail the check."""
+    from course.checking import CheckFailure, check
+    from kernels import reference, token_gemv
+    from kernels.quantized_gemv_wide import Q8_0Repacked, q8_0_repack
+
+    rng = np.random.default_rng(11)
+    for tokens, rows, k in ((1, 70, 576), (3, 9, 1280), (20, 17, 64)):
+        w = reference.quantize_q8_0(rng.standard_normal((rows, k))).reshape(rows, k // 32, 34)
+        x = rng.standard_normal((tokens, k)).astype(np.float32)
+        want = x.astype(np.float64) @ reference.dequantize_q8_0(w.reshape(rows, -1)).T
+        got = token_gemv.q8_0_gemm_tokens_wide(w, x)
+        check(got, want, name=f"wide head {tokens} x {rows} x {k}")
+        packed = q8_0_repack(w)
+        assert np.array_equal(token_gemv.q8_0_gemm_tokens_wide(packed, x), got)
+        shifted = Q8_0Repacked(packed.codes, np.ascontiguousarray(np.roll(packed.scales, 1, axis=1)))
+        if k > 32:
+            with pytest.raises(CheckFailure):
+                check(token_gemv.q8_0_gemm_tokens_wide(shifted, x), want, name="scales shifted")
+
+
 def test_the_fused_engine_launches_6_kernels_a_block_and_decodes_the_numpy_model_s_tokens(models):
     """``fused=True`` (kernels.fused_llama): the same logits as the NumPy model within float32's error, the same greedy
     tokens, 6 kernels a block where the plain engine launches 17; one step for two requests launches as many; a
