@@ -302,7 +302,7 @@ from kernels.intrinsics import four_halves
 def k(x, words):
     a, b, c, d = four_halves(words[0])
     x[0] = a
-""", "four_halves", "kernels/intrinsics.py"),
+""", "four_halves", "kernels/intrinsics/numbers.py"),
     "a constant of a course module": ("""
 @cuda.jit
 def k(x):

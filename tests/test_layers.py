@@ -225,7 +225,7 @@ def kernels_violations(found: list[Import]) -> list[str]:
         if layer_of(module_of(imp.path)) == "kernels" and layer_of(imp.module) in ("course", "grader"):
             out.append(f"{imp.where()}\n    kernels/ imports {imp.module} from {layer_of(imp.module)}/: kernels "
                        f"stand alone (rule a). What a kernel module needs belongs in kernels/ (a helper of "
-                       f"kernels, e.g. kernels/intrinsics.py or kernels/launching.py); {layer_of(imp.module)}/ "
+                       f"kernels, e.g. kernels/intrinsics/ or kernels/launching.py); {layer_of(imp.module)}/ "
                        f"may import it from there, not the other way round.")
     return out
 
@@ -431,7 +431,7 @@ def test_the_checker_finds_what_breaks_each_rule():
         "kernels/gemm.py:5: from ..course import plots",
         "kernels/gemm.py:6: return importlib.import_module('course.traffic')",
     ]
-    assert "rule a" in kernels[0] and "kernels/intrinsics.py" in kernels[0]
+    assert "rule a" in kernels[0] and "kernels/intrinsics/" in kernels[0]
 
     course = course_violations(found)
     assert [v.split("\n")[0] for v in course] == [
