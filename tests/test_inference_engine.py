@@ -265,8 +265,8 @@ def test_a_step_s_tokens_in_one_launch_equal_one_launch_per_token(fmt):
 def test_the_wide_head_rung_takes_any_rows_tokens_and_width():
     """kernels.token_gemv.q8_0_gemm_tokens_wide (the fused engine's head): rows not a multiple of a warp's 8, tokens
     from 1 to 20, K of one round (576: nine chunks a lane), of two (1,280) and of less than a lane's share (64);
-    the GGUF bytes and ``q8_0_repack``'s copy give the same bits. A test of the test: the scales of each row's
-    blocks shifted by one (a layout read wrong) fail the check."""
+    the GGUF bytes and ``q8_0_repack``'s copy give the same bits; every int8 code, -128 included, exactly. A test of
+    the test: the scales of each row's blocks shifted by one (a layout read wrong) fail the check."""
     from course.checking import CheckFailure, check
     from kernels import reference, token_gemv
     from kernels.quantized_gemv_wide import Q8_0Repacked, q8_0_repack
@@ -284,6 +284,25 @@ def test_the_wide_head_rung_takes_any_rows_tokens_and_width():
         if k > 32:
             with pytest.raises(CheckFailure):
                 check(token_gemv.q8_0_gemm_tokens_wide(shifted, x), want, name="scales shifted")
+    # Every int8 code, -128 (which a quantizer never writes but a file may hold) to 127: 8 rows of 32, scale 1
+    codes = np.arange(256, dtype=np.uint8).reshape(8, 1, 32)
+    w = np.concatenate([np.broadcast_to(np.frombuffer(np.float16(1.0).tobytes(), np.uint8), (8, 1, 2)), codes], axis=2)
+    x = np.eye(32, dtype=np.float32)
+    assert np.array_equal(token_gemv.q8_0_gemm_tokens_wide(w, x).T, codes.reshape(8, 32).view(np.int8))
+
+
+def test_the_quarters_rungs_read_every_nibble_exactly():
+    """The Q4_1 quarters rungs turn codes into floats through 2^23's bits (kernels.token_gemv.nibble): every code, 0
+    to 15, at every position of a word, gives its number (d = 1, m = 0, x the identity: y is W itself)."""
+    from kernels import token_gemv
+
+    low = (np.arange(16)[:, None] + np.arange(16)[None, :]) % 16            # row r, byte j: weight j = (r + j) % 16
+    high = np.broadcast_to(np.arange(16)[:, None], (16, 16))               # weight 16 + j = r
+    scales = np.frombuffer(np.array([1.0, 0.0], np.float16).tobytes(), np.uint8)
+    w = np.concatenate([np.broadcast_to(scales, (16, 4)), (low | high << 4).astype(np.uint8)], axis=1)
+    want = np.concatenate([low, high], axis=1).astype(np.float32)
+    got = token_gemv.q4_1_gemm_tokens_quarters(w.reshape(16, 1, 20), np.eye(32, dtype=np.float32))
+    assert np.array_equal(got.T, want)
 
 
 def test_the_fused_engine_launches_6_kernels_a_block_and_decodes_the_numpy_model_s_tokens(models):
