@@ -57,9 +57,10 @@ token (2 us less), 80 to 81 at eight; the graph step, against the tree before th
 (whose codes are still converted): about 16 us a step from the layers' 120 GEMV launches.
 
 Each rung is a ``<rung>_kernel`` plus the launcher ``<rung>(w, x, *, out=None, kernel=<rung>_kernel)``, which
-validates the arguments, launches one warp per row in blocks of ``GEMV_WARPS`` warps and returns y. A quarters
-rung's ``<rung>_kernel`` is a function of the tokens a pass that returns the kernel (``tokens_per_pass``: 1 for a
-step of one token, whose kernel has no loop over empty token slots, else ``TOKENS_PER_PASS``).
+validates the arguments, launches one warp per row (the wide rung: per eight rows) in blocks of ``GEMV_WARPS`` warps
+and returns y. A quarters rung's ``<rung>_kernel`` is a function of the tokens a pass that returns the kernel
+(``tokens_per_pass``: 1 for a step of one token, whose kernel has no loop over empty token slots, else
+``TOKENS_PER_PASS``); the wide rung's is the kernel itself, which loops over the tokens with the codes in registers.
 """
 
 from __future__ import annotations
