@@ -45,7 +45,8 @@ H100 plus a few of launch and tail, so a decode step some 30 us shorter. Measure
 caches flushed, 2026-12-06): 20.7 us against the quarters rung's 46.9 at one token (1.45 TB/s, half the copy
 bandwidth: the prediction held in direction, not in size), 83 us against 259 at eight; the fused graph step on
 SmolLM2's shapes (random weights) replayed in 0.954 and 0.960 ms against 0.975 and 0.976, same tokens: 16 to 21 us
-shorter. Its 80 registers a thread leave 24 warps an SM, so its 6,144 warps run in two waves.
+shorter. Its 80 registers a thread (89 after the change below) leave 24 warps an SM (20), so its 6,144 warps
+run in two waves (and a few warps more).
 
 Then the PTX showed where the rest went: numba turns an integer into float32 through int64 (``cvt.s64.s8`` and
 ``cvt.rn.f32.s64`` for every code: 288 conversions in this kernel's PTX beside its 153 fma), and the GPU issues
@@ -71,7 +72,7 @@ import numpy as np
 from numba import cuda, float32, int32, uint32
 
 from kernels.intrinsics import bits_float, byte_perm, load_u32x4, unpack_halves
-from kernels.launching import (FULL_MASK, WARP, cdiv, is_device_array, output_array, require_array, require_float32,
+from kernels.launching import (FULL_MASK, WARP, cdiv, output_array, require_array, require_float32,
                                require_same_kind)
 from kernels.quantized_gemv import BLOCK_BYTES, GEMV_WARPS, QK, half_from_bytes, warp_sum
 from kernels.quantized_gemv_wide import Q8_0Repacked, half_scale_weights, q8_0_repack
@@ -81,14 +82,14 @@ __all__ = ["TOKENS_PER_PASS", "UNITS_AHEAD", "RUNGS", "q8_0_gemm_tokens_warp_per
            "q8_0_gemm_tokens_warp_per_row", "q4_1_tokens_pass", "nibble", "q4_1_gemm_tokens_warp_per_row_kernel",
            "q4_1_gemm_tokens_warp_per_row", "tokens_per_pass", "q4_1_quarters_pass",
            "q8_0_gemm_tokens_quarters_kernel", "q8_0_gemm_tokens_quarters", "q4_1_gemm_tokens_quarters_kernel",
-           "q4_1_gemm_tokens_quarters", "WIDE_ROWS_PER_WARP", "WIDE_CHUNKS_AHEAD", "q8_0_gemm_tokens_wide_kernel",
-           "q8_0_gemm_tokens_wide"]
+           "q4_1_gemm_tokens_quarters", "TOKENS_WIDE_ROWS_PER_WARP", "TOKENS_WIDE_CHUNKS_AHEAD",
+           "q8_0_gemm_tokens_wide_kernel", "q8_0_gemm_tokens_wide"]
 
 TOKENS_PER_PASS = 8         # tokens a lane keeps a running sum for while it reads a block of W
 UNITS_AHEAD = 4             # units (quarters of a block) whose words a lane loads before their arithmetic
-WIDE_ROWS_PER_WARP = 8      # the wide rung's rows a warp: four lanes a row
-WIDE_CHUNKS_AHEAD = 9       # the wide rung's 16-byte chunks of codes a lane loads before their arithmetic
-_LANES_PER_ROW = WARP // WIDE_ROWS_PER_WARP
+TOKENS_WIDE_ROWS_PER_WARP = 8      # the wide rung's rows a warp: four lanes a row
+TOKENS_WIDE_CHUNKS_AHEAD = 9       # the wide rung's 16-byte chunks of codes a lane loads before their arithmetic
+_LANES_PER_ROW = WARP // TOKENS_WIDE_ROWS_PER_WARP
 
 
 def _tokens_shape(w, x, out, fmt: str) -> tuple[int, int, int]:
@@ -417,31 +418,31 @@ def q8_0_gemm_tokens_wide_kernel(codes, scales, x_words, y):
     """Over ``q8_0_repack``'s layout: codes (N, blocks x 8) uint32 (a block's 32 int8 codes on a 16-byte boundary),
     scales (N, blocks) uint16 (d's bits), x as uint32 words (T, K) (its float32 bits), y (T, N). Warp w computes rows
     8 w ... 8 w + 7, four lanes a row: lane l takes row 8 w + l // 4 and the row's 16-byte chunks (16 codes, half a
-    block) l % 4, l % 4 + 4, ...; it loads ``WIDE_CHUNKS_AHEAD`` chunks and their scales, a chunk in one
+    block) l % 4, l % 4 + 4, ...; it loads ``TOKENS_WIDE_CHUNKS_AHEAD`` chunks and their scales, a chunk in one
     ``ld.global.nc.v4.u32``, before their arithmetic, then for each token in turn multiplies them (the 16
     activations of a chunk in four such loads, from L1: the warp's 8 rows share them): a chunk's 16 products summed
     in order and scaled by its block's d, the lane's chunks added, two shuffles adding the row's four lanes. The
     codes stay in registers for all the tokens, so W is read once whatever T. A row of more than 4 x
-    ``WIDE_CHUNKS_AHEAD`` chunks (K > 576) takes several rounds, each adding its sums to y's."""
+    ``TOKENS_WIDE_CHUNKS_AHEAD`` chunks (K > 576) takes several rounds, each adding its sums to y's."""
     lane = cuda.threadIdx.x % WARP
-    first = (cuda.blockIdx.x * GEMV_WARPS + cuda.threadIdx.x // WARP) * WIDE_ROWS_PER_WARP
+    first = (cuda.blockIdx.x * GEMV_WARPS + cuda.threadIdx.x // WARP) * TOKENS_WIDE_ROWS_PER_WARP
     n = codes.shape[0]
     if first < n:                         # the same for the whole warp: its shuffles see all 32 lanes
         row = first + lane // _LANES_PER_ROW
         part = lane % _LANES_PER_ROW
         r = min(row, n - 1)               # a row past N loads row N - 1's bytes and stores nothing
         chunks = codes.shape[1] // 4
-        words = cuda.local.array((WIDE_CHUNKS_AHEAD, 4), uint32)
-        held = cuda.local.array(WIDE_CHUNKS_AHEAD, uint32)
-        for c0 in range(0, max(chunks, 1), _LANES_PER_ROW * WIDE_CHUNKS_AHEAD):
-            for a in range(WIDE_CHUNKS_AHEAD):           # the loads first: a lane's chunks in flight at once
+        words = cuda.local.array((TOKENS_WIDE_CHUNKS_AHEAD, 4), uint32)
+        held = cuda.local.array(TOKENS_WIDE_CHUNKS_AHEAD, uint32)
+        for c0 in range(0, max(chunks, 1), _LANES_PER_ROW * TOKENS_WIDE_CHUNKS_AHEAD):
+            for a in range(TOKENS_WIDE_CHUNKS_AHEAD):           # the loads first: a lane's chunks in flight at once
                 c = min(c0 + part + _LANES_PER_ROW * a, chunks - 1)
                 if c >= 0:
                     words[a, 0], words[a, 1], words[a, 2], words[a, 3] = load_u32x4(codes, r, 4 * c)
                     held[a] = uint32(scales[r, c >> 1])
             for t in range(x_words.shape[0]):
                 total = float32(0.0)
-                for a in range(WIDE_CHUNKS_AHEAD):
+                for a in range(TOKENS_WIDE_CHUNKS_AHEAD):
                     c = c0 + part + _LANES_PER_ROW * a
                     if c < chunks:
                         total += _wide_chunk(x_words, t, c, held[a], words[a, 0], words[a, 1], words[a, 2],
@@ -461,8 +462,8 @@ def q8_0_gemm_tokens_wide(w, x, *, out=None, kernel=q8_0_gemm_tokens_wide_kernel
         require_float32("out", out, (t, n), dims=("T", "rows"))
     out = output_array("out", out, (t, n), like=x)
     if t and n:
-        x_words = x.view(np.uint32) if is_device_array(x) else np.ascontiguousarray(x).view(np.uint32)
-        kernel[cdiv(n, GEMV_WARPS * WIDE_ROWS_PER_WARP), GEMV_WARPS * WARP](
+        x_words = x.view(np.uint32)           # the float32 bits, which load_u32x4 reads (x is C-contiguous)
+        kernel[cdiv(n, GEMV_WARPS * TOKENS_WIDE_ROWS_PER_WARP), GEMV_WARPS * WARP](
             w.codes.reshape(n, blocks * 8), w.scales, x_words, out)
     return out
 
