@@ -268,3 +268,30 @@ def default_scale(head_dim: int, scale) -> np.float32:
     if not math.isfinite(scale):
         raise ValueError(f"scale must be finite, got {scale}")
     return np.float32(scale)
+
+
+# Shared memory a block may take without asking: static arrays in all, and dynamic up to this unless the kernel
+# was allowed more (``launch_with_shared``).
+STATIC_SHARED_LIMIT = 48 * 1024
+_SHARED_ALLOWED: dict = {}
+
+
+def launch_with_shared(kernel, grid, threads, shared_bytes: int, *args) -> None:
+    """Launch ``kernel[grid, threads, 0, shared_bytes](*args)``: ``shared_bytes`` of dynamic shared memory (the
+    kernel's ``cuda.shared.array(0, dtype)``). Above ``STATIC_SHARED_LIMIT`` a GPU launches a kernel only after it
+    was allowed that much (the driver's ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``, which ``cuda.jit``
+    does not set): the first launch of each compiled kernel on a device sets it, once. The simulator has no such
+    limit."""
+    from numba import config, cuda
+
+    if not config.ENABLE_CUDASIM and shared_bytes > STATIC_SHARED_LIMIT:
+        compiled = kernel.compile(tuple(kernel.typeof_pyval(a) for a in args))
+        function = compiled._codelibrary.get_cufunc()
+        key = (id(compiled), function.device.id)
+        if _SHARED_ALLOWED.get(key, 0) < shared_bytes:
+            from numba.cuda.cudadrv.driver import binding, driver
+
+            attribute = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            driver.cuKernelSetAttribute(attribute, shared_bytes, function.handle, function.device.id)
+            _SHARED_ALLOWED[key] = shared_bytes
+    kernel[grid, threads, 0, shared_bytes](*args)

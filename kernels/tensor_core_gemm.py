@@ -21,6 +21,7 @@ The rungs, in ladder order, one line each (how each works follows):
 - ``tc_gemm_v5_large_tiles``: 128 x 128 tiles of C, 8 warps of 64 x 32 (16 mmas per 16 of K), v4's swizzled ring.
 - ``tc_gemm_v6_wide_warps``: v5's tiles and ring, 4 warps of 64 x 64 (32 mmas per 8 ldmatrix, v5: 16 per 6).
 - ``tc_gemm_v7_tuned``: v4's loop at the tile and warp shape (``TILES``) that its first launch timed fastest.
+- ``tc_gemm_v8_deep_steps``: v6's tiles and warps on steps of 64 of K in 96 KB of dynamic shared memory.
 
 v1 and v2 stage the same bytes: a block of 4 warps takes a 64 x 64 tile of C and steps through K 32 numbers at a
 time; its threads copy the step's 64 rows of A and 64 rows of w into shared memory (``a_tile``, ``w_tile``: 64
@@ -114,6 +115,22 @@ registers from the first step to the last; lane 4 g + t stores rows g, g + 8 and
   0.03 ms), so the choice there is noise. The 2-warp tile won nowhere it mattered: at 4,096 it ran 0.68 ms to v6's
   tile's 0.51 (Nsight: 12 warps an SM, tensor pipe busy 33% of cycles). The first half of the prediction held,
   the second did not.
+- v8: v6's 128 x 128 tiles and 4 warps of 64 x 64, stepping through K 64 numbers at a time instead of 32: each
+  barrier and wait is followed by 128 mmas a warp (4 slices of 16 of K) instead of 64, and half as many meet the
+  block along K. A step's tiles are rows of 128 bytes (8 chunks of 16), swizzled as chunk q ^ (row & 7)
+  (``ring_swizzle(8)``: a 128-byte row spans all 32 banks, so the 8 rows of an ldmatrix phase at one chunk fall in
+  8 different groups of 4 banks). Three such steps are 3 x (128 + 128) x 128 bytes = 96 KB, twice what a block may
+  declare statically: the ring lives in dynamic shared memory (``cuda.shared.array(0, uint32)`` seen as A's and
+  w's tiles through ``kernels.intrinsics.shared_view``), and the launcher asks the driver once per compiled kernel
+  to allow that much (``kernels.launching.launch_with_shared``). Two blocks still fit an SM (192 KB of the H100's
+  228 KB; 240 registers a thread for sm_90 with CUDA 13.0's ptxas, no spills), 8 warps as v6. Its loop is
+  ``ring_mainloop``, v4-v6's ring written for any tile and step; it runs every mma of a step, past K too (zeros,
+  which add nothing), where v3-v7 skip the slices of 16 past K, so v8 computes v1's bits. Before it became a rung,
+  a probe on an H100 (each kernel alone between CUDA events, the median of 20 launches, v6 and torch in the same
+  run) measured it at 1.08 and 1.05 times v6's rate at N = 4,096 and 8,192; variants in the same probe that also
+  loaded the next slice's fragments while the current slice's mmas ran were slower (ptxas then needs more than
+  255 registers and spills), and a ring of 4 steps (128 KB, one block an SM) was the slowest. Predicted for the
+  recording: about 1.05 times v6, short of 0.4 of cuBLAS.
 
 Predictions made before the first GPU run (the recording ``course/data/day08_tc_gemm_timing.json`` measured
 v1 to v5 on an H100 since; day 8's lesson shows it): v1 and v2 spend more
@@ -147,9 +164,9 @@ fragments hold the same bytes of the same rows.
 Each rung is a kernel built per format, ``<rung>_kernel(fmt)`` (``fmt`` "float16" or "bfloat16", compiled on
 first use and kept), plus the launcher ``<rung>(a, w, *, out=None, kernel=<rung>_kernel)``, which validates the
 arguments, launches a grid of ceil(N / 64) x ceil(M / 64) blocks of 128 threads (v5: ceil(N / 128) x ceil(M /
-128) blocks of 256, v6 of 128; v7 its tile's grid and warps) and returns c (v3's and v4's shared rings are 24 KB a block, v5's and v6's 48 KB,
-v1's and v2's tiles 8 KB). Launchers accept NumPy arrays or numba device arrays
-(``kernels.launching``).
+128) blocks of 256, v6 and v8 of 128; v7 its tile's grid and warps) and returns c (v3's and v4's shared rings are
+24 KB a block, v5's and v6's 48 KB, v8's 96 KB, v1's and v2's tiles 8 KB). Launchers accept NumPy arrays or numba
+device arrays (``kernels.launching``).
 """
 
 from __future__ import annotations
@@ -158,9 +175,9 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from kernels.intrinsics import (cp_async_16, cp_async_commit_group, cp_async_wait_group, ldmatrix_x4, mma_m16n8k16,
-                                mma_m16n8k16_bf16)
-from kernels.launching import (WARP, cdiv, largest_filling, output_array, require_array, require_dtype,
-                               require_float32, require_same_kind)
+                                mma_m16n8k16_bf16, shared_view)
+from kernels.launching import (WARP, cdiv, largest_filling, launch_with_shared, output_array, require_array,
+                               require_dtype, require_float32, require_same_kind)
 from kernels.registry import Rung, ladder
 from kernels.tuning import Tuner
 
@@ -173,7 +190,8 @@ __all__ = ["FORMATS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "K_WORDS", "WARPS_M", "WA
            "tc_gemm_v5_large_tiles", "WIDE_WARPS_M", "WIDE_WARPS_N", "WIDE_WARP_TILE_M", "WIDE_WARP_TILE_N",
            "WIDE_THREADS", "tc_gemm_v6_wide_warps_kernel", "tc_gemm_v6_wide_warps", "TILES", "BLOCKS_TO_FILL",
            "tile_threads", "tc_gemm_v7_tuned_kernel", "untuned_tile", "tile_for", "tuned", "tc_gemm_v7_tuned",
-           "swizzled_mainloop"]
+           "swizzled_mainloop", "DEEP_K", "DEEP_STAGES", "ring_swizzle", "ring_mainloop", "ring_bytes",
+           "tc_gemm_v8_deep_steps_kernel", "tc_gemm_v8_deep_steps"]
 
 # The storage formats of a and w, by dtype name (bfloat16: ml_dtypes'), and the mma that multiplies each.
 FORMATS = ("float16", "bfloat16")
@@ -824,6 +842,179 @@ def tc_gemm_v7_tuned(a, w, *, out=None, tile=None, kernel=tc_gemm_v7_tuned_kerne
     return out
 
 
+# ----------------------------------------------------------------------------------------------
+# v8: larger steps of K per barrier in dynamic shared memory (more than the 48 KB a block may declare statically)
+# ----------------------------------------------------------------------------------------------
+
+# v8: steps of 64 numbers of K (rows of 128 bytes, 8 chunks), a ring of 3 of them: 3 x (128 + 128) rows x 128 bytes
+# = 96 KB, in dynamic shared memory.
+DEEP_K = 64
+DEEP_STAGES = 3
+
+
+def ring_swizzle(chunks: int):
+    """``swizzled(row, chunk)``: the word where chunk ``chunk`` (16 bytes) of row ``row`` of a tile with rows of
+    ``chunks`` chunks starts, at chunk position chunk ^ ((row // (8 // chunks)) % chunks): 4 chunks a row is v4's
+    ``_swizzled``, 8 (rows of 128 bytes) XORs by the row's low 3 bits. Either way the 8 rows of an ldmatrix phase
+    (8 consecutive rows from a multiple of 8, one chunk) lie in 8 different groups of 4 banks."""
+    per_line = 8 // chunks
+    mask = chunks - 1
+
+    @cuda.jit(device=True, inline=True)
+    def swizzled(row, chunk):
+        return 4 * (chunk ^ ((row // per_line) & mask))
+
+    return swizzled
+
+
+def ring_mainloop(mma, block_m: int, block_n: int, warps_n: int, mmas_m: int, mmas_n: int, block_k: int,
+                  stages: int):
+    """``mainloop(a, w, acc)``: v4-v6's swizzled cp.async ring for any tile (block_m x block_n of C in warps of 16
+    mmas_m x 8 mmas_n, warps_n of them across), steps of ``block_k`` numbers of K (32 or 64) and a ring of
+    ``stages`` steps, in dynamic shared memory (the launch gives ``ring_bytes(block_m, block_n, block_k, stages)``):
+    A's slots first, then w's, each a (block rows, block_k / 2 words) tile seen through ``shared_view``. Per step
+    one wait (``cp.async.wait_group stages - 2``) and one barrier, then the copies of step + stages - 1 start and the
+    step's block_k / 16 slices of 16 are computed: per slice a warp loads w's fragments (one ldmatrix.x4 per pair of
+    mma columns), then per mma row A's (one ldmatrix.x4) and its mmas. Unlike v3-v7 it runs every mma, past K too:
+    the copies write zeros there, and products of zeros add nothing to a sum."""
+    warp_tile_m, warp_tile_n = mmas_m * MMA_M, mmas_n * MMA_N
+    if warps_n * warp_tile_n != block_n:
+        raise ValueError(f"{warps_n} warps of {warp_tile_n} columns do not make a tile of {block_n}")
+    threads = (block_m // warp_tile_m) * warps_n * WARP
+    words = block_k // 2
+    chunks = block_k // CHUNK
+    k_steps = block_k // MMA_K
+    a_copies = block_m * chunks // threads
+    w_copies = block_n * chunks // threads
+    swizzled = ring_swizzle(chunks)
+    in_flight = stages - 2
+
+    @cuda.jit(device=True, inline=True)
+    def copy_step(tile, x, first, k0, thread, copies):
+        """Rows first ... of x, numbers k0 ... k0 + block_k - 1, into ``tile``: consecutive threads on consecutive
+        16-byte chunks, ``copies`` a thread; past x's rows or past K the copy reads nothing and writes zeros."""
+        rows = x.shape[0]
+        k = x.shape[1]
+        for i in range(copies):
+            chunk = thread + i * threads
+            r = chunk // chunks
+            q = chunk - r * chunks
+            row = first + r
+            col = k0 + CHUNK * q
+            valid = row < rows and col < k
+            cp_async_16(tile, r, swizzled(r, q), x, row if valid else 0, col if valid else 0, valid)
+
+    @cuda.jit(device=True, inline=True)
+    def mainloop(a, w, acc):
+        flat = cuda.shared.array(0, uint32)
+        a_tiles = shared_view(flat, (stages, block_m, words))
+        w_tiles = shared_view(flat[stages * block_m * words:], (stages, block_n, words))
+        b_frag = cuda.local.array((mmas_n, 2), uint32)
+        thread = cuda.threadIdx.x
+        warp = thread // WARP
+        lane = thread % WARP
+        warp_row = (warp // warps_n) * warp_tile_m
+        warp_col = (warp % warps_n) * warp_tile_n
+        a_row = lane % 16
+        a_chunk = lane // 16
+        w_row = lane % 8 + 8 * (lane // 16)
+        w_chunk = (lane // 8) % 2
+        row0 = cuda.blockIdx.y * block_m
+        col0 = cuda.blockIdx.x * block_n
+        k = a.shape[1]
+        steps = (k + block_k - 1) // block_k
+        for s in range(stages - 1):                 # the first steps in flight, a group each (empty past K)
+            if s < steps:
+                copy_step(a_tiles[s], a, row0, s * block_k, thread, a_copies)
+                copy_step(w_tiles[s], w, col0, s * block_k, thread, w_copies)
+            cp_async_commit_group()
+        for step in range(steps):
+            cp_async_wait_group(in_flight)          # this thread's copies of this step have landed
+            cuda.syncthreads()                      # everyone's have, and nobody still reads step - 1's slot
+            ahead = step + stages - 1
+            if ahead < steps:
+                copy_step(a_tiles[ahead % stages], a, row0, ahead * block_k, thread, a_copies)
+                copy_step(w_tiles[ahead % stages], w, col0, ahead * block_k, thread, w_copies)
+            cp_async_commit_group()
+            a_tile = a_tiles[step % stages]
+            w_tile = w_tiles[step % stages]
+            for ks in range(k_steps):
+                q = ks * MMA_CHUNKS
+                for nj in range(mmas_n // 2):
+                    r = warp_col + 2 * nj * MMA_N + w_row
+                    b_frag[2 * nj, 0], b_frag[2 * nj, 1], b_frag[2 * nj + 1, 0], b_frag[2 * nj + 1, 1] = \
+                        ldmatrix_x4(w_tile, r, swizzled(r, q + w_chunk))
+                for mi in range(mmas_m):
+                    r = warp_row + mi * MMA_M + a_row
+                    a0, a1, a2, a3 = ldmatrix_x4(a_tile, r, swizzled(r, q + a_chunk))
+                    for ni in range(mmas_n):
+                        acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3] = mma(
+                            a0, a1, a2, a3, b_frag[ni, 0], b_frag[ni, 1],
+                            acc[mi, ni, 0], acc[mi, ni, 1], acc[mi, ni, 2], acc[mi, ni, 3])
+        cp_async_wait_group(0)                      # no copy left in flight when the block ends
+
+    return mainloop
+
+
+def ring_bytes(block_m: int, block_n: int, block_k: int, stages: int) -> int:
+    """The dynamic shared memory of ``ring_mainloop``: ``stages`` steps of block_m + block_n rows of block_k
+    16-bit numbers."""
+    return stages * (block_m + block_n) * block_k * 2
+
+
+def _build_ring(fmt: str, block_m: int, block_n: int, warps_n: int, mmas_m: int, mmas_n: int, block_k: int,
+                stages: int, name: str = "tc_gemm_ring_kernel"):
+    """The kernel of ``ring_mainloop``'s shapes: accumulators cleared, the loop, each lane's accumulators stored
+    into c (as ``_build_swizzled``'s), named ``name``."""
+    mainloop = ring_mainloop(_MMA[fmt], block_m, block_n, warps_n, mmas_m, mmas_n, block_k, stages)
+    clear, store = _accumulators(mmas_m, mmas_n)
+    warp_tile_m, warp_tile_n = mmas_m * MMA_M, mmas_n * MMA_N
+
+    def tc_gemm_ring_kernel(a, w, c):
+        acc = cuda.local.array((mmas_m, mmas_n, 4), float32)
+        clear(acc)
+        mainloop(a, w, acc)
+        warp = cuda.threadIdx.x // WARP
+        lane = cuda.threadIdx.x % WARP
+        store(c, acc, cuda.blockIdx.y * block_m + (warp // warps_n) * warp_tile_m,
+              cuda.blockIdx.x * block_n + (warp % warps_n) * warp_tile_n, lane // 4, lane % 4)
+
+    tc_gemm_ring_kernel.__name__ = tc_gemm_ring_kernel.__qualname__ = name
+    tc_gemm_ring_kernel.__doc__ = ring_mainloop.__doc__
+    return cuda.jit(tc_gemm_ring_kernel)
+
+
+def _launch_ring(kernel, a, w, out, *, block_m: int, block_n: int, threads: int, block_k: int, stages: int,
+                 rung: str):
+    """Validate, then launch ceil(N / block_n) x ceil(M / block_m) blocks of ``threads`` with the ring's dynamic
+    shared memory (``ring_bytes``; ``launch_with_shared`` allows a kernel more than 48 KB on its first launch)."""
+    m, n, k, fmt = gemm_shape(a, w, out, block_m=block_m)
+    _require_chunked(k, rung)
+    out = output_array("out", out, (m, n), like=a)
+    if m and n:
+        launch_with_shared(kernel(fmt), (cdiv(n, block_n), cdiv(m, block_m)), threads,
+                           ring_bytes(block_m, block_n, block_k, stages), a.view(np.uint16), w.view(np.uint16), out)
+    return out
+
+
+def _build_v8(fmt: str):
+    return _build_ring(fmt, LARGE_BLOCK_M, LARGE_BLOCK_N, WIDE_WARPS_N, WIDE_MMAS_M, WIDE_MMAS_N, DEEP_K,
+                       DEEP_STAGES, name="tc_gemm_v8_deep_steps_kernel")
+
+
+def tc_gemm_v8_deep_steps_kernel(fmt: str = "float16"):
+    """v8's kernel for a and w stored in ``fmt`` ("float16" or "bfloat16"), compiled on first use and kept."""
+    return _kernel_for(_build_v8, "v8", fmt)
+
+
+def tc_gemm_v8_deep_steps(a, w, *, out=None, kernel=tc_gemm_v8_deep_steps_kernel):
+    """c = a w^T (M, N) float32 on tensor cores, v6's 128 x 128 tiles and 4 warps of 64 x 64 on a ring of 3 steps of
+    64 numbers of K (96 KB of dynamic shared memory): one barrier per 64 of K, 128 mmas a warp between barriers; K
+    must be a multiple of 8, M at most LARGE_MAX_M. Grid (ceil(N/128), ceil(M/128)) of 128 threads. ``kernel`` is a
+    function of the format that returns the kernel."""
+    return _launch_ring(kernel, a, w, out, block_m=LARGE_BLOCK_M, block_n=LARGE_BLOCK_N, threads=WIDE_THREADS,
+                        block_k=DEEP_K, stages=DEEP_STAGES, rung="tc_gemm_v8_deep_steps")
+
 RUNGS = ladder(
     Rung("tc_gemm_v1_mma_shared", tc_gemm_v1_mma_shared,
          "64 x 64 tiles of C staged in shared memory, a warp's 32 x 32 as 8 mma.sync m16n8k16 on 32-bit loads"),
@@ -839,4 +1030,6 @@ RUNGS = ladder(
          "v5's tiles and ring with 4 warps of 64 x 64: 32 mmas per 8 ldmatrix, 128 accumulators a lane"),
     Rung("tc_gemm_v7_tuned", tc_gemm_v7_tuned,
          "the tile and warp shape (v6's, v5's, 64 x 64 in 2 warps, v4's) timed per GPU and problem; the fastest kept"),
+    Rung("tc_gemm_v8_deep_steps", tc_gemm_v8_deep_steps,
+         "v6's tiles and warps on steps of 64 of K in 96 KB of dynamic shared memory: 1 barrier per 128 mmas a warp"),
 )

@@ -730,6 +730,11 @@ def tc_gemm_claims(shown: str, rec) -> None:
     assert (said[1] if said else None) == (", ".join(
         f"{rec.one(rung=v6, N=n)['tflops'] / rec.one(rung=v5, N=n)['tflops']:.2f} at N = {n:,}" for n in judged)
         if rec.where(rung=v6) else None), said and said[0]
+    v8 = "tc_gemm_v8_deep_steps"
+    said = re.search(rf"{v8} over {v6}: (.*) \(predicted a little above 1\)", shown)
+    assert (said[1] if said else None) == (", ".join(
+        f"{rec.one(rung=v8, N=n)['tflops'] / rec.one(rung=v6, N=n)['tflops']:.2f} at N = {n:,}" for n in judged)
+        if rec.where(rung=v8) and rec.where(rung=v6) else None), said and said[0]
     tuned = [r for r in rec.where(rung="tc_gemm_v7_tuned") if r.get("tile")]
     said = re.search(r"tc_gemm_v7_tuned chose the tile \(block:warp tile\) ([^\n]*)\.", shown)
     assert (said[1] if said else "") == ", ".join(f"{r['tile']} at N = {r['N']:,}" for r in tuned), said and said[0]
@@ -852,7 +857,8 @@ def test_the_tensor_core_cells_follow_their_recordings(tmp_path, monkeypatch, ca
     try:
         seen = set()
         # the fastest rung under the goal at both sizes, at one, at neither; a recording older than the last rung
-        for scale, without in ((0.5, ()), (1.0, ()), (2.0, ()), (1.0, ("tc_gemm_v6_wide_warps", "tc_gemm_v7_tuned"))):
+        for scale, without in ((0.5, ()), (1.0, ()), (2.0, ()), (1.0, ("tc_gemm_v8_deep_steps",)),
+                               (1.0, ("tc_gemm_v6_wide_warps", "tc_gemm_v7_tuned", "tc_gemm_v8_deep_steps"))):
             rec = fake_tc_gemm_timing(scale, without)
             rec.save(tmp_path / "day08_tc_gemm_timing.json")
             shown, figures, problems = run("tc-gemm-recorded")

@@ -47,16 +47,18 @@ from course.traffic import count_traffic
 from kernels import reference
 from kernels import tensor_core_gemm as tg
 from kernels.intrinsics import (cp_async_16, cp_async_commit_group, cp_async_wait_group, ldmatrix_x4, mma_m16n8k16,
-                                mma_m16n8k16_bf16)
+                                mma_m16n8k16_bf16, shared_view)
+from kernels.launching import launch_with_shared
 
 BF16 = ml_dtypes.bfloat16
 DTYPES = {"float16": np.float16, "bfloat16": BF16}
 RUNGS = list(tg.RUNGS)
 # The rungs that fill a ring of shared tiles with cp.async (K a multiple of 8).
 RING_RUNGS = ["tc_gemm_v3_cp_async", "tc_gemm_v4_swizzled", "tc_gemm_v5_large_tiles", "tc_gemm_v6_wide_warps",
-              "tc_gemm_v7_tuned"]
+              "tc_gemm_v7_tuned", "tc_gemm_v8_deep_steps"]
 # The rungs with 128 x 128 tiles of C, and each one's mma and ldmatrix instructions in its PTX (2 steps of 16).
-LARGE_RUNGS = {"tc_gemm_v5_large_tiles": (32, 12), "tc_gemm_v6_wide_warps": (64, 16)}
+# v8's steps of 64 hold 4 of 16, which NVVM leaves as a loop: one 16-wide step's mmas and ldmatrix in its PTX.
+LARGE_RUNGS = {"tc_gemm_v5_large_tiles": (32, 12), "tc_gemm_v6_wide_warps": (64, 16), "tc_gemm_v8_deep_steps": (32, 8)}
 # (M, N, K): partial tiles every way (one block, a step of 32 and one of 16); exactly one tile and one step; one
 # row of one mma column of one 16-wide step; two block rows (the second with 6 rows) and a last step of 8 numbers.
 SHAPES = [(37, 45, 48), (64, 64, 32), (1, 8, 16), (70, 9, 40)]
@@ -353,6 +355,31 @@ def test_cp_async_twin_refuses_misaligned_copies():
         misaligned[1, 32](np.zeros((16, 16), np.uint16))
 
 
+@cuda.jit
+def shared_view_probe(out):
+    """Each thread writes its index into a (2, 4, 8) view of the dynamic shared memory at [t // 32, (t // 8) % 4,
+    t % 8], then, after a barrier, reads word t of the flat array: the view's C order puts word t there."""
+    flat = cuda.shared.array(0, uint32)
+    view = shared_view(flat, (2, 4, 8))
+    t = cuda.threadIdx.x
+    view[t // 32, (t // 8) % 4, t % 8] = uint32(t + 1)
+    cuda.syncthreads()
+    out[t] = flat[t]
+
+
+def test_shared_view_is_the_dynamic_shared_memory_in_c_order():
+    out = np.zeros(64, np.uint32)
+    launch_with_shared(shared_view_probe, 1, 64, 64 * 4, out)
+    np.testing.assert_array_equal(out, np.arange(1, 65, dtype=np.uint32))
+
+
+@pytest.mark.skipif(not course.on_simulator(), reason="tests the simulator twin's refusal")
+def test_shared_view_twin_refuses_a_view_larger_than_the_launch_gave():
+    with pytest.raises(ValueError, match=r"a view of shape \(2, 4, 8\) needs 256 bytes of dynamic shared memory, "
+                                         r"the launch gave 128"):
+        launch_with_shared(shared_view_probe, 1, 64, 128, np.zeros(64, np.uint32))
+
+
 # ------------------------------------------------------------------------------------------------
 # The rungs against the float64 reference
 # ------------------------------------------------------------------------------------------------
@@ -546,6 +573,54 @@ def test_the_swizzle_is_the_models_and_spreads_each_phase_over_8_bank_groups():
         assert len({group(r, swizzled(r, q)) for r in (first, first + 1) for q in range(tg.CHUNKS)}) == 8
 
 
+def test_v8s_swizzle_spreads_each_phase_and_each_quarter_warps_copies_over_8_bank_groups():
+    """v8's rows are 32 words (128 bytes, all 8 groups of 4 banks): chunk q of row r at position q ^ (r & 7) puts
+    the 8 rows of an ldmatrix phase (from a multiple of 8, one chunk) in 8 groups, and a quarter warp's 8 copies (one
+    row's 8 chunks) too; unswizzled, a phase's 8 rows would share one group: 8-way conflicts."""
+    deep = tg.ring_swizzle(8)
+    swizzled = getattr(deep, "py_func", None) or deep.fn
+
+    def group(r, word):
+        return (r * 32 + word) // 4 % 8
+
+    for r in range(tg.LARGE_BLOCK_M):
+        assert sorted(swizzled(r, q) for q in range(8)) == list(range(0, 32, 4))
+        assert len({group(r, swizzled(r, q)) for q in range(8)}) == 8
+    for first in range(0, tg.LARGE_BLOCK_M, 8):
+        for q in range(8):
+            assert len({group(r, swizzled(r, q)) for r in range(first, first + 8)}) == 8, (first, q)
+            assert len({group(r, 4 * q) for r in range(first, first + 8)}) == 1
+    v4 = tg.ring_swizzle(4)
+    v4_py = getattr(v4, "py_func", None) or v4.fn
+    assert all(v4_py(r, q) == model.swizzled_word(r, q) for r in range(tg.LARGE_BLOCK_M) for q in range(4))
+
+
+def test_v8_asks_for_its_96_kb_ring_and_fails_with_less(monkeypatch, rng_seed):
+    """v8's launcher gives its kernel ring_bytes of dynamic shared memory, 96 KB (more than a block may declare
+    statically, so a GPU must allow it first: ``launch_with_shared``); on the simulator a launch that gives less is
+    refused by ``shared_view``'s twin, naming both sizes."""
+    from kernels import launching
+
+    given = []
+
+    def spy(kernel, grid, threads, shared_bytes, *args):
+        given.append((grid, threads, shared_bytes))
+        launching.launch_with_shared(kernel, grid, threads, shared_bytes, *args)
+
+    monkeypatch.setattr(tg, "launch_with_shared", spy)
+    rng, seed = rng_seed
+    a, w = numbers(rng, np.float16, 130, 64), numbers(rng, np.float16, 20, 64)
+    check_gemm(run("tc_gemm_v8_deep_steps", a, w), a, w, "tc_gemm_v8_deep_steps", seed)
+    assert given == [((1, 2), tg.WIDE_THREADS, 96 * 1024)] and tg.ring_bytes(128, 128, 64, 3) == 96 * 1024
+    if course.on_simulator():
+        def short(kernel, grid, threads, shared_bytes, *args):
+            launching.launch_with_shared(kernel, grid, threads, shared_bytes // 2, *args)
+
+        monkeypatch.setattr(tg, "launch_with_shared", short)
+        with pytest.raises(ValueError, match="needs 49152 bytes of dynamic shared memory, the launch gave 0"):
+            run("tc_gemm_v8_deep_steps", a, w)
+
+
 @pytest.mark.skipif(not course.on_simulator(), reason="a ring that computes on copies still in flight is a race")
 @pytest.mark.parametrize("mistake", ["one group too many in flight", "no wait"])
 @pytest.mark.parametrize("rung", RING_RUNGS)
@@ -558,8 +633,8 @@ def test_a_ring_without_its_wait_fails_on_the_simulator(rung, mistake, monkeypat
 
     if mistake == "no wait":
         monkeypatch.setattr(tg, "cp_async_wait_group", lambda n: None)
-    else:
-        monkeypatch.setattr(tg, "IN_FLIGHT", tg.STAGES - 1)
+    else:                                           # a ring of 3 computing with 2 groups still in flight
+        monkeypatch.setattr(tg, "cp_async_wait_group", lambda n, wait=tg.cp_async_wait_group: wait(n + 1))
     rng, seed = rng_seed
     a, w = numbers(rng, np.float16, 20, 136), numbers(rng, np.float16, 24, 136)
     with pytest.raises(CheckFailure):
@@ -609,14 +684,26 @@ def test_the_model_keeps_the_kernels_tiles_and_predicts_the_bank_conflicts():
     # where v1 issues 16, for the same 64 shared passes per 16-wide step. v4's swizzle: 1 pass a phase, 16 for
     # its 4 ldmatrix; v5: 24 for its 6, which feed 16 mmas.
     # v7 untuned on no shape is v4's tile.
-    assert [model.shared_passes_per_mma_step(rung) for rung in RUNGS] == [64, 64, 64, 16, 24, 32, 16]
-    assert [model.warp_mmas_per_step(rung) for rung in RUNGS] == [8, 8, 8, 8, 16, 32, 8]
+    # v8: v6's 8 ldmatrix on rows of 128 bytes, swizzled by their low 3 bits: 32 passes for 32 mmas too.
+    assert [model.shared_passes_per_mma_step(rung) for rung in RUNGS] == [64, 64, 64, 16, 24, 32, 16, 32]
+    assert [model.warp_mmas_per_step(rung) for rung in RUNGS] == [8, 8, 8, 8, 16, 32, 8, 32]
     # v6 moves v5's global bytes; its 4 warps of 64 x 64 load 32 words a lane per 16 of K for 32 mmas, where v5's 8
     # warps load 24 for 16: two thirds of v5's shared loads.
     assert model.traffic("tc_gemm_v6_wide_warps", 200, 300, 64) == model.traffic("tc_gemm_v5_large_tiles", 200, 300, 64)
     loads6, stores6 = model.shared_words(256, 256, 64, "tc_gemm_v6_wide_warps")
     loads5, stores5 = model.shared_words(256, 256, 64, "tc_gemm_v5_large_tiles")
     assert 3 * loads6 == 2 * loads5 and stores6 == stores5
+    # v8 moves v6's global bytes and, where 64 divides K, loads and stores v6's shared words; past K it loads
+    # fragments of zeros to the end of its step of 64, where v6 skips the 16-wide steps past K.
+    assert model.traffic("tc_gemm_v8_deep_steps", 200, 300, 72) == model.traffic("tc_gemm_v6_wide_warps", 200, 300, 72)
+    assert model.shared_words(256, 256, 128, "tc_gemm_v8_deep_steps") == model.shared_words(256, 256, 128,
+                                                                                             "tc_gemm_v6_wide_warps")
+    loads8, stores8 = model.shared_words(128, 128, 72, "tc_gemm_v8_deep_steps")
+    assert (loads8, stores8) == (4 * 32 * 4 * 8 * 8, 2 * 128 * 32 * 2)
+    rows = range(tg.LARGE_BLOCK_M)
+    deep = tg.ring_swizzle(8)
+    deep_py = getattr(deep, "py_func", None) or deep.fn
+    assert all(deep_py(r, q) == model.deep_swizzled_word(r, q) for r in rows for q in range(8))
     with pytest.raises(ValueError, match="rung must be one of"):
         model.traffic("tc_gemm_v9", 1, 1, 1)
 
@@ -678,7 +765,8 @@ def records_of(compiled):
 # Static shared memory of each rung's kernel, bytes: v1's and v2's tiles, v3's and v4's ring of 3, v5's ring of 3
 # steps of 128 rows, exactly the 48 KB a block may declare statically.
 SHARED_BYTES = {"tc_gemm_v1_mma_shared": 8192, "tc_gemm_v2_ldmatrix": 8192, "tc_gemm_v3_cp_async": 24576,
-                "tc_gemm_v4_swizzled": 24576, "tc_gemm_v5_large_tiles": 48 * 1024, "tc_gemm_v6_wide_warps": 48 * 1024}
+                "tc_gemm_v4_swizzled": 24576, "tc_gemm_v5_large_tiles": 48 * 1024, "tc_gemm_v6_wide_warps": 48 * 1024,
+                "tc_gemm_v8_deep_steps": 0}       # v8's ring is dynamic shared memory (test_v8_asks_for_its_ring)
 
 
 def expected_instructions(record) -> tuple[int, int, int]:

@@ -562,22 +562,29 @@ def tc_gemm_resources():
                                                                    seed=5)[:2])
     a, w = a.reshape(TC_RESOURCE_SIZE, TC_RESOURCE_SIZE), w.reshape(TC_RESOURCE_SIZE, TC_RESOURCE_SIZE)
     out = cuda.device_array((TC_RESOURCE_SIZE, TC_RESOURCE_SIZE), np.float32)
-    threads = {"tc_gemm_v5_large_tiles": tc.LARGE_THREADS, "tc_gemm_v6_wide_warps": tc.WIDE_THREADS}
+    threads = {"tc_gemm_v5_large_tiles": tc.LARGE_THREADS, "tc_gemm_v6_wide_warps": tc.WIDE_THREADS,
+               "tc_gemm_v8_deep_steps": tc.WIDE_THREADS}
+    # The dynamic shared memory each launch gives (v8's ring); the compiler reports static shared memory only.
+    dynamic = {"tc_gemm_v8_deep_steps": tc.ring_bytes(tc.LARGE_BLOCK_M, tc.LARGE_BLOCK_N, tc.DEEP_K, tc.DEEP_STAGES)}
     rec = new_recording("day08_tc_gemm_resources")
     rec.notes = ("registers, local memory (bytes per thread) and static shared memory per block the compiler gave each "
                  "kernel of kernels.tensor_core_gemm for fp16 (tc_gemm_v7_tuned's at each tile, block:warp_tile_m x "
-                 "warp_tile_n), the ld.local / st.local instructions of its PTX, and its threads a block.")
+                 "warp_tile_n), the ld.local / st.local instructions of its PTX, and its threads a block; "
+                 "shared_bytes includes the dynamic shared memory its launches give (dynamic_shared_bytes: "
+                 "tc_gemm_v8_deep_steps' ring).")
     for name, rung in tc.RUNGS.items():
         if name == TUNED_TC_GEMM:
             for tile in tc.TILES:
                 rung(a, w, out=out, tile=tile)
                 for row in harness.compiled_resources({name: tc.tc_gemm_v7_tuned_kernel("float16", tile)}, key="rung",
                                                       ptx_locals=True, tile="%d:%dx%d" % tile):
-                    rec.add(**row, threads=tc.tile_threads(tile))
+                    rec.add(**row, dynamic_shared_bytes=0, threads=tc.tile_threads(tile))
             continue
         rung(a, w, out=out)
         for row in harness.compiled_resources({name: rung.kernels["kernel"]("float16")}, key="rung", ptx_locals=True,
                                               tile=""):
+            row["dynamic_shared_bytes"] = dynamic.get(name, 0)
+            row["shared_bytes"] += row["dynamic_shared_bytes"]
             rec.add(**row, threads=threads.get(name, tc.THREADS))
     return rec
 

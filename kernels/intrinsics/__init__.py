@@ -69,7 +69,11 @@ helpers:
   which the twin checks as the GPU would fault;
 - ``load_f32_l2(array, index)``: PTX's ``ld.global.cg.f32``, one float32 of a global array read from L2, past the
   SM's L1 (which is not coherent between SMs): how a block reads what other blocks of the same launch wrote and
-  fenced (day 10's one-pass decode attention, whose last block merges the others' partials).
+  fenced (day 10's one-pass decode attention, whose last block merges the others' partials);
+- ``shared_view(flat, shape)``: dynamic shared memory (numba's ``cuda.shared.array(0, dtype)``, 1-dimensional)
+  seen as a C-contiguous array of ``shape``, built in place (no instruction, and none of the run-time size check
+  numba's ``reshape`` calls a helper for): the rings of more than the 48 KB a block may declare statically, which
+  ``kernels.launching.launch_with_shared`` lets a kernel launch with.
 
 Day 9 adds the integer instructions of int8 kernels here: ``dp4a`` (above: a dot product of 4 int8 pairs
 into an int32), the int8 mma ``m16n8k32`` and the 16-byte loads of ``load_u32x4``.
@@ -81,7 +85,7 @@ simulator can read them before numba is imported).
 from __future__ import annotations
 
 from kernels.intrinsics.memory import (cp_async_16, cp_async_commit_group, cp_async_wait_group, load_f32_l2,
-                                       load_u32x4)
+                                       load_u32x4, shared_view)
 from kernels.intrinsics.numbers import (bfloat16_bits, bfloat16_value, bits_float, byte_perm, dp4a, e4m3_pairs,
                                         eight_codes, float_bits, four_halves, pack_bfloat16s, pack_halves,
                                         two_floats, unpack_halves)
@@ -91,4 +95,4 @@ from kernels.intrinsics.tensor_cores import (ldmatrix_x4, ldmatrix_x4_trans, mma
 __all__ = ["four_halves", "two_floats", "unpack_halves", "eight_codes", "e4m3_pairs", "byte_perm", "pack_halves",
            "bfloat16_bits", "bfloat16_value", "float_bits", "bits_float", "pack_bfloat16s", "dp4a", "mma_m16n8k16",
            "mma_m16n8k16_bf16", "ldmatrix_x4", "ldmatrix_x4_trans", "cp_async_16", "cp_async_commit_group",
-           "cp_async_wait_group", "mma_m16n8k32_s8", "load_u32x4", "load_f32_l2"]
+           "cp_async_wait_group", "mma_m16n8k32_s8", "load_u32x4", "load_f32_l2", "shared_view"]

@@ -215,3 +215,47 @@ def cp_async_wait_group(typingctx, n):
                                   side_effect=True), [])
         return context.get_dummy_value()
     return types.void(n), codegen
+
+
+# ----------------------------------------------------------------------------------------------
+# Dynamic shared memory seen as an array of any shape (numba's dynamic shared arrays are 1-dimensional)
+# ----------------------------------------------------------------------------------------------
+
+def _shared_view_simulated(flat, shape):
+    """The first ``prod(shape)`` elements of the 1-dimensional array ``flat``, as a C-contiguous array of ``shape``
+    sharing its memory; the launch must have given at least that many."""
+    shape = tuple(int(n) for n in shape)
+    count = int(np.prod(shape))
+    if len(flat.shape) != 1:
+        raise TypeError(f"shared_view: flat must be 1-dimensional (cuda.shared.array(0, dtype)), got "
+                        f"{len(flat.shape)} dimensions")
+    if count > flat.shape[0]:
+        raise ValueError(f"shared_view: a view of shape {shape} needs {count * flat.dtype.itemsize} bytes of dynamic "
+                         f"shared memory, the launch gave {flat.shape[0] * flat.dtype.itemsize}")
+    return flat[:count].reshape(shape)
+
+
+@_twin(_shared_view_simulated)
+def shared_view(typingctx, flat, shape):
+    """The dynamic shared memory ``flat`` (``cuda.shared.array(0, dtype)``, 1-dimensional) seen as a C-contiguous
+    array of ``shape`` (a tuple of integers, constants of the kernel), starting at its first byte: no instruction
+    but the address arithmetic of its indices. numba's ``reshape`` would do the same at the cost of a call to a
+    helper of numba's, which checks at run time that the sizes agree exactly; here the launch must give at least
+    the view's bytes (``kernels.launching.launch_with_shared``), which the simulator's twin checks."""
+    if not (isinstance(flat, types.Array) and flat.ndim == 1 and isinstance(shape, types.BaseTuple)
+            and len(shape) >= 1 and all(isinstance(n, types.Integer) for n in shape)):
+        return None
+    view_type = types.Array(flat.dtype, len(shape), "C")
+
+    def codegen(context, builder, signature, args):
+        source = context.make_array(signature.args[0])(context, builder, args[0])
+        view = context.make_array(view_type)(context, builder)
+        dims = [context.cast(builder, builder.extract_value(args[1], i), kind, types.intp)
+                for i, kind in enumerate(signature.args[1])]
+        itemsize = context.get_constant(types.intp, context.get_abi_sizeof(context.get_data_type(flat.dtype)))
+        strides = [itemsize]
+        for n in reversed(dims[1:]):
+            strides.insert(0, builder.mul(strides[0], n))
+        context.populate_array(view, data=source.data, shape=dims, strides=strides, itemsize=itemsize, meminfo=None)
+        return view._getvalue()
+    return view_type(flat, shape), codegen
