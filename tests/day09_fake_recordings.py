@@ -4,6 +4,8 @@ Made-up numbers of a plausible size, labelled "Fake GPU", so that the lesson's c
 ``day09_gemv_timing`` and ``day09_batched_timing`` runs in tests before a GPU has made them (and with other numbers
 after): at 28,672 × 8,192 the wide Q4_1 rung meets every batch-1 goal and the Q8_0 one does not; at 8,192 × 8,192
 none is met, and the wide rung is slower than the repacked one; the batched rung is faster than torch's fp16 matmul up to T = 4.
+``other_gpu_timing`` is the same sweep on a second GPU with 1.4 times the copy bandwidth, where every rung reads a
+smaller fraction of it.
 """
 
 from course.models import quantized as model
@@ -23,9 +25,12 @@ BATCH_US = {1: 40.0, 2: 42.0, 4: 48.0, 8: 70.0, 16: 120.0}     # the batched run
 TORCH_BATCH_US = 130.0                        # torch's fp16 matmul, about flat in T
 
 
-def gemv_timing():
-    rec = new_recording("day09_gemv_timing", ceilings=CEILINGS, notes="synthetic", device="Fake GPU", driver="0")
-    copy = CEILINGS["copy_gbps"]
+def gemv_timing(name="day09_gemv_timing", ceilings=CEILINGS, device="Fake GPU", slower=1.0):
+    """``day09_gemv_timing`` (or, named ``day09_gemv_timing_other_gpu``, its second GPU's): every rung's kernel time
+    from FRACTION of ``ceilings``' copy bandwidth, each time ``slower`` times that (a second GPU whose rungs keep
+    too few bytes in flight for its memory)."""
+    rec = new_recording(name, ceilings=ceilings, notes="synthetic", device=device, driver="0")
+    copy = ceilings["copy_gbps"]
     for n, k in SHAPES:
         scale = SMALL if n == 8192 else 1.0
         fp16_ms = 2 * n * k / (TORCH_FP16 * scale * copy * 1e6)
@@ -36,7 +41,7 @@ def gemv_timing():
             fraction = SMALL_OVERRIDE.get(rung, fraction) if n == 8192 else fraction
             fmt = model.RUNG_FORMATS[rung]
             moved = model.compulsory_bytes(rung, n, k)
-            rows.append((rung, fmt, moved, moved / (fraction * scale * copy * 1e6)))
+            rows.append((rung, fmt, moved, slower * moved / (fraction * scale * copy * 1e6)))
         rows.append(("torch_mv_fp16", "float16", 2 * n * k + 2 * k + 2 * n, fp16_ms))
         rows.append(("torch_weight_int4pack_mm", "int4", int4_bytes, int4_ms))
         for rung, fmt, moved, ms in rows:
@@ -68,6 +73,16 @@ def batched_timing():
     return rec
 
 
-def write(out_dir):
+# The second GPU: 1.4 times the copy bandwidth, where the rungs lose an eighth of their fraction of it.
+OTHER_CEILINGS = {"copy_gbps": 5600.0, "fp32_tflops": 50.0}
+OTHER_SLOWER = 8 / 7
+
+
+def other_gpu_timing():
+    return gemv_timing("day09_gemv_timing_other_gpu", OTHER_CEILINGS, "Second Fake GPU", OTHER_SLOWER)
+
+
+def write(out_dir, other_gpu=True):
     return [gemv_timing().save(out_dir / "day09_gemv_timing.json"),
-            batched_timing().save(out_dir / "day09_batched_timing.json")]
+            batched_timing().save(out_dir / "day09_batched_timing.json")] + (
+        [other_gpu_timing().save(out_dir / "day09_gemv_timing_other_gpu.json")] if other_gpu else [])

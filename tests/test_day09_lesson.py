@@ -196,6 +196,7 @@ def test_lesson_runs_and_its_prose_holds(tmp_path):
                          'hierarchy = live_else_recorded("day01_memory_hierarchy")',
                          'gemm_timing = live_else_recorded("day09_gemm_timing")',
                          'gemv_timing = live_else_recorded("day09_gemv_timing")',
+                         'other_gemv = live_else_recorded("day09_gemv_timing_other_gpu")',
                          'nsight = live_else_recorded("day09_dram_bytes")'], run.rerun
     assert "the recording day09_gemm_timing is missing" in run.fake_text
     assert "the day 1 recording day01_memory_hierarchy is missing" in run.fake_text
@@ -219,7 +220,41 @@ def test_lesson_runs_and_its_prose_holds(tmp_path):
         assert "the recording day09_gemv_timing is missing" in shipped
     gemv_timing_claims(run.fake_text, load_recording(tmp_path / "day09_gemv_timing.json"),
                        load_recording(tmp_path / "day09_batched_timing.json"))
+    if "day09_gemv_timing_other_gpu" in recorded_names():
+        other_gpu_claims(shipped, load_recording("day09_gemv_timing_other_gpu"), load_recording("day09_gemv_timing"))
+    else:
+        assert "the recording day09_gemv_timing_other_gpu is missing" in shipped
+    other_gpu_claims(run.fake_text, load_recording(tmp_path / "day09_gemv_timing_other_gpu.json"),
+                     load_recording(tmp_path / "day09_gemv_timing.json"))
     nsight_claims(shipped)
+
+
+def other_gpu_claims(shown: str, other, first) -> None:
+    """The second GPU's table is its recording's, its goal verdicts are that recording's, and each kernel's speed-up
+    from the first GPU to the second is the ratio of their recorded kernel times."""
+    copy = other.ceilings["copy_gbps"]
+    tables = _tables(shown, "rung | format | N × K | kernel µs")
+    assert len(tables) == 2, len(tables)
+    rows = tables[1]
+    assert [(row[0].strip("`"), row[3], row[4]) for row in rows] == [
+        (r["rung"], f"{r['kernel_ms'] * 1e3:,.1f}", f"{r['kernel_gbps'] / copy:.2f}") for r in other.rows]
+    goals = {"4-bit of copy": 0.8, "Q8_0 of copy": 0.85}
+    for n, k in sorted({(r["N"], r["K"]) for r in other.rows}):
+        line = re.search(rf"^on {re.escape(other.device)}, {n:,} × {k:,}, the best rung for each goal: (.*)$", shown,
+                         re.M)
+        assert line, (n, k)
+        for name, formats in (("4-bit of copy", ("q4_0", "q4_1")), ("Q8_0 of copy", ("q8_0",))):
+            best = max((r for r in other.rows if (r["N"], r["K"]) == (n, k) and r["fmt"] in formats
+                        and not r["rung"].startswith("torch")), key=lambda r: r["kernel_gbps"])
+            said = re.search(rf"{name} ([\d.]+) \((\w+); goal {goals[name]}: (met|not met)\)", line.group(1))
+            assert said and said.group(2) == best["rung"] and float(said.group(1)) == round(best["kernel_gbps"] / copy, 2)
+            assert (said.group(3) == "met") == (best["kernel_gbps"] / copy >= goals[name])
+        line = re.search(rf"^{n:,} × {k:,}, each kernel's speed on {re.escape(other.device)} over "
+                         rf"{re.escape(first.device)} \(copy bandwidth ([\d.]+) times\): (.*)$", shown, re.M)
+        assert line and float(line.group(1)) == round(copy / first.ceilings["copy_gbps"], 2), (n, k)
+        before = {r["rung"]: r["kernel_ms"] for r in first.rows if (r["N"], r["K"]) == (n, k)}
+        assert line.group(2) == ", ".join(f"{r['rung']} {before[r['rung']] / r['kernel_ms']:.2f}" for r in other.rows
+                                          if (r["N"], r["K"]) == (n, k) and r["rung"] in before)
 
 
 def nsight_claims(shown: str) -> None:
@@ -324,6 +359,15 @@ def _table(shown: str, header: str) -> list[list[str]]:
             break
         rows.append([cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip().strip("|"))])
     return rows
+
+
+def _tables(shown: str, header: str) -> list[list[list[str]]]:
+    """The rows of every Markdown table in ``shown`` whose header row starts with ``| header``, in order."""
+    tables, rest = [], shown
+    while f"| {header}" in rest:
+        tables.append(_table(rest, header))
+        rest = rest[rest.index(f"| {header}") + len(header):]
+    return tables
 
 
 def _number(text: str) -> float:
