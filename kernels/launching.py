@@ -31,7 +31,7 @@ __all__ = [
     "WARP", "FULL_MASK", "cdiv", "is_device_array", "require_array", "require_float32", "require_int32",
     "require_dtype", "require_values_in", "require_bool", "require_int", "require_positive_int",
     "require_non_negative_int", "require_scalar", "require_kv_heads", "require_same_kind", "output_array",
-    "default_scale", "FLOAT_DTYPES", "largest_filling",
+    "default_scale", "FLOAT_DTYPES", "largest_filling", "STATIC_SHARED_LIMIT", "launch_with_shared",
 ]
 
 # The storage dtypes of the mixed-precision kernels, by name: bfloat16 comes from ml_dtypes, which
@@ -281,10 +281,10 @@ def launch_with_shared(kernel, grid, threads, shared_bytes: int, *args) -> None:
     kernel's ``cuda.shared.array(0, dtype)``). Above ``STATIC_SHARED_LIMIT`` a GPU launches a kernel only after it
     was allowed that much (the driver's ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``, which ``cuda.jit``
     does not set): the first launch of each compiled kernel on a device sets it, once. The simulator has no such
-    limit."""
-    from numba import config, cuda
+    limit, and a stand-in for a kernel (a test's, which records or compiles a launch) is launched as it is."""
+    from numba import config
 
-    if not config.ENABLE_CUDASIM and shared_bytes > STATIC_SHARED_LIMIT:
+    if not config.ENABLE_CUDASIM and shared_bytes > STATIC_SHARED_LIMIT and _is_dispatcher(kernel):
         compiled = kernel.compile(tuple(kernel.typeof_pyval(a) for a in args))
         function = compiled._codelibrary.get_cufunc()
         key = (id(compiled), function.device.id)
@@ -295,3 +295,10 @@ def launch_with_shared(kernel, grid, threads, shared_bytes: int, *args) -> None:
             driver.cuKernelSetAttribute(attribute, shared_bytes, function.handle, function.device.id)
             _SHARED_ALLOWED[key] = shared_bytes
     kernel[grid, threads, 0, shared_bytes](*args)
+
+
+def _is_dispatcher(kernel) -> bool:
+    """A kernel numba-cuda compiled (``cuda.jit``), not a stand-in that records or compiles launches for a test."""
+    from numba.cuda.dispatcher import CUDADispatcher
+
+    return isinstance(kernel, CUDADispatcher)
