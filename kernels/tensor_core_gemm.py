@@ -963,7 +963,7 @@ def ring_bytes(block_m: int, block_n: int, block_k: int, stages: int) -> int:
 
 
 def _build_ring(fmt: str, block_m: int, block_n: int, warps_n: int, mmas_m: int, mmas_n: int, block_k: int,
-                stages: int, name: str = "tc_gemm_ring_kernel"):
+                stages: int, name: str):
     """The kernel of ``ring_mainloop``'s shapes: accumulators cleared, the loop, each lane's accumulators stored
     into c (as ``_build_swizzled``'s), named ``name``."""
     mainloop = ring_mainloop(_MMA[fmt], block_m, block_n, warps_n, mmas_m, mmas_n, block_k, stages)

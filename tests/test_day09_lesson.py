@@ -214,18 +214,13 @@ def test_lesson_runs_and_its_prose_holds(tmp_path):
     real_model_claims(shipped)
     ladder_claims(shipped)
     beyond_claims(shipped)
-    if "day09_gemv_timing" in recorded_names():
-        gemv_timing_claims(shipped, load_recording("day09_gemv_timing"), load_recording("day09_batched_timing"))
-    else:
-        assert "the recording day09_gemv_timing is missing" in shipped
-    gemv_timing_claims(run.fake_text, load_recording(tmp_path / "day09_gemv_timing.json"),
-                       load_recording(tmp_path / "day09_batched_timing.json"))
-    if "day09_gemv_timing_other_gpu" in recorded_names():
-        other_gpu_claims(shipped, load_recording("day09_gemv_timing_other_gpu"), load_recording("day09_gemv_timing"))
-    else:
-        assert "the recording day09_gemv_timing_other_gpu is missing" in shipped
-    other_gpu_claims(run.fake_text, load_recording(tmp_path / "day09_gemv_timing_other_gpu.json"),
-                     load_recording(tmp_path / "day09_gemv_timing.json"))
+    for claims, name, also in ((gemv_timing_claims, "day09_gemv_timing", "day09_batched_timing"),
+                               (other_gpu_claims, "day09_gemv_timing_other_gpu", "day09_gemv_timing")):
+        if name in recorded_names():            # the shipped recording, else the lesson says it is missing
+            claims(shipped, load_recording(name), load_recording(also))
+        else:
+            assert f"the recording {name} is missing" in shipped
+        claims(run.fake_text, load_recording(tmp_path / f"{name}.json"), load_recording(tmp_path / f"{also}.json"))
     nsight_claims(shipped)
 
 
