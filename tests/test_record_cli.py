@@ -381,6 +381,56 @@ def test_ncu_stalls_flag_runs_the_stall_recorder_on_each_days_cases(monkeypatch,
     assert ran == [("stalls", "day05", 4), ("dram", "day05", 4)]
 
 
+def test_ncu_shared_measures_a_days_shared_cases_which_ncu_case_also_runs(monkeypatch, tmp_path):
+    from numba import cuda
+
+    ran = []
+    day = _fake_day(ran)
+    day.ncu_shared_cases = lambda: [NcuCase("tc_v4", 4096, lambda: ran.append("tc_v4"), {"fmt": "float16"})]
+    monkeypatch.setattr(course.record, "day_module", lambda name: day)
+    monkeypatch.setattr(harness, "measure_shared_memory",
+                        lambda name, cases, out: ran.append(("shared", name, [c.label for c in cases])) or out / "z")
+    assert record_main.main(["day08", "--ncu-shared", "--out", str(tmp_path)]) == 0
+    assert ran == [("shared", "day08", ["tc_v4"])]
+    ran.clear()
+    monkeypatch.setattr(cuda, "profile_start", lambda: ran.append("start"), raising=False)
+    monkeypatch.setattr(cuda, "profile_stop", lambda: ran.append("stop"), raising=False)
+    assert record_main.main(["--ncu-case", "day08", "tc_v4:fmt=float16", "4096"]) == 0
+    assert ran == ["tc_v4", "start", "tc_v4", "stop"]
+
+
+def test_shared_memory_recording_reads_wavefronts_conflicts_the_tensor_pipe_and_warp_states(tmp_path):
+    shared = {"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": 67_200_000.0,
+              "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": 80_000.0,
+              "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": 41.5,
+              "gpu__time_duration.sum": 700_000.0}
+    text = _stall_csv([("0", "tensor_core_gemm::tc_gemm_v4_swizzled_kernel[v1](Array<half, 2, C>)",
+                        {**_stall_values(3.0), **shared})])
+    launch, = harness.parse_ncu_shared(text)
+    assert launch["kernel"] == "tensor_core_gemm::tc_gemm_v4_swizzled_kernel"
+    assert (launch["shared_load_wavefronts"], launch["shared_load_conflicts"], launch["tensor_pipe_percent"],
+            launch["duration_ns"]) == (67_200_000.0, 80_000.0, 41.5, 700_000.0)
+    assert launch["stall_long_scoreboard"] == 3.0 and launch["cycles_per_issue"] > 3.0
+    # a GPU whose ncu does not know the tensor-pipe metric: the error names what is missing
+    del shared["sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"]
+    with pytest.raises(ValueError, match="ncu reported no tensor_pipe_percent for k"):
+        harness.parse_ncu_shared(_stall_csv([("0", "k", {**_stall_values(1.0), **shared})]))
+    path = harness.measure_shared_memory("day99", [NcuCase("tc_v4", 4096, None, {"fmt": "float16"})], tmp_path,
+                                         profile=lambda day, name, n: [launch])
+    rec = load_recording(path)
+    assert path.name == "day99_shared_memory.json" and rec.rows[0]["fmt"] == "float16"
+    assert rec.rows[0]["shared_load_conflicts"] == 80_000.0 and "bank conflicts" in rec.notes
+
+
+def test_day08_profiles_every_rung_of_the_tensor_core_gemm_ladder():
+    from course.record import day08
+    from kernels import tensor_core_gemm as tc
+
+    cases = day08.ncu_shared_cases()
+    assert [c.label for c in cases] == list(tc.RUNGS) and {c.N for c in cases} == {day08.TC_NCU_N}
+    assert len({c.name for c in cases}) == len(cases)
+
+
 # Days whose unit of measure is a whole model's step, not a ladder of rungs: their module has record() and sanitize()
 # but no Recorder of sweeps.
 MODEL_DAYS = ("day10",)

@@ -15,7 +15,10 @@ Modes:
 - ``--ncu``: run every case of the days under Nsight Compute and save the DRAM bytes it measured as
   the recording ``dayNN_dram_bytes``;
 - ``--ncu-stalls``: the same cases under Nsight Compute's warp-state metrics (where warps wait, per issued
-  instruction, and how often a scheduler issues), saved as ``dayNN_stall_reasons``.
+  instruction, and how often a scheduler issues), saved as ``dayNN_stall_reasons``;
+- ``--ncu-shared``: the cases of a day's ``ncu_shared_cases()`` (day 8: the tensor-core GEMM ladder) under
+  Nsight Compute's shared-memory wavefronts and bank conflicts, the tensor pipe's busy cycles and the warp
+  states, saved as ``dayNN_shared_memory``.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ def main(argv=None) -> int:
     parser.add_argument("--ncu-case", nargs=3, metavar=("DAY", "NAME", "N"), help="run one Nsight case")
     parser.add_argument("--ncu", action="store_true", help="measure DRAM bytes of every case with ncu")
     parser.add_argument("--ncu-stalls", action="store_true", help="measure the stall reasons of every case with ncu")
+    parser.add_argument("--ncu-shared", action="store_true",
+                        help="measure shared-memory wavefronts, bank conflicts and the tensor pipe with ncu")
     parser.add_argument("--other-gpu", action="store_true",
                         help="record what a lesson compares across GPUs, on the second GPU (days that have it)")
     args = parser.parse_args(argv)
@@ -54,7 +59,8 @@ def main(argv=None) -> int:
     if args.ncu_case:
         day, name, n = args.ncu_case
         try:
-            harness.run_ncu_case(day_module(day).ncu_cases(), name, int(n))
+            module = day_module(day)
+            harness.run_ncu_case([*module.ncu_cases(), *getattr(module, "ncu_shared_cases", list)()], name, int(n))
         except ValueError as exc:
             parser.error(f"{day}: {exc}")
         return 0
@@ -64,7 +70,13 @@ def main(argv=None) -> int:
     for day in days:
         module = day_module(day)
         try:
-            if args.ncu or args.ncu_stalls:
+            if args.ncu_shared:
+                cases = getattr(module, "ncu_shared_cases", list)()
+                if cases:
+                    args.out.mkdir(parents=True, exist_ok=True)
+                    print(f"== {day}: Nsight Compute, shared memory, {len(cases)} cases", flush=True)
+                    print(f"   wrote {harness.measure_shared_memory(day, cases, args.out)}", flush=True)
+            elif args.ncu or args.ncu_stalls:
                 cases = getattr(module, "ncu_cases", lambda: [])()
                 if cases:
                     args.out.mkdir(parents=True, exist_ok=True)

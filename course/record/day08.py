@@ -612,6 +612,31 @@ def ncu_shape(n: int) -> dict:
     return dict(num_seqs=NCU_SEQS, context=n, **SHAPE)
 
 
+TC_NCU_N = 4096          # the tensor-core GEMM ladder's Nsight launches: M = N = K
+
+
+def _tc_gemm_ncu_launch(rung: str, n: int):
+    from numba import cuda
+
+    from kernels import tensor_core_gemm as tc
+
+    rng = np.random.default_rng(n)
+    a, w = (cuda.to_device(rng.standard_normal((n, n)).astype(np.float16)) for _ in range(2))
+    out = cuda.device_array((n, n), np.float32)
+    def launch():               # v7's first call tunes its tile: the warm-up, before the profiled launch
+        tc.RUNGS[rung](a, w, out=out)
+
+    return launch
+
+
+def ncu_shared_cases() -> list[NcuCase]:
+    """Each rung of the tensor-core GEMM ladder on fp16 matrices of TC_NCU_N^3, for ``--ncu-shared``."""
+    from kernels import tensor_core_gemm as tc
+
+    return [NcuCase(rung, TC_NCU_N, harness.lazy(_tc_gemm_ncu_launch, rung, TC_NCU_N), {"fmt": "float16"})
+            for rung in tc.RUNGS]
+
+
 def sanitize() -> None:
     """Every kernel once, small: partial pages, an empty context, groups of 3 (tiles not divided), each cache
     format and each prefill storage dtype; the tensor-core GEMM ladder on partial tiles in fp16 and bf16."""

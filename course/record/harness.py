@@ -454,13 +454,11 @@ ISSUE_METRICS = {"smsp__issue_active.avg.per_cycle_active": "issue_per_cycle",
                  "smsp__inst_executed.sum": "warp_instructions"}
 
 
-def parse_ncu_stalls(text: str) -> list[dict]:
-    """One dict per launch in ``ncu --csv`` output of ``STALL_METRICS`` and ``ISSUE_METRICS``: ``kernel`` (its name
-    up to the first "(" or "["), the metrics under their short names (``stall_long_scoreboard``, ``issue_per_cycle``
-    ...), and ``cycles_per_issue``, the sum of the stall reasons. A launch missing any metric is an error that names
+def parse_ncu_metrics(text: str, names: dict) -> list[dict]:
+    """One dict per launch in ``ncu --csv`` output: ``kernel`` (its name up to the first "(" or "["), and each metric
+    of ``names`` (Nsight's name: short name) under its short name. A launch missing any of them is an error that names
     it (ncu reports no value for a metric it does not know on this GPU)."""
     lines = [line for line in text.splitlines() if line.startswith('"')]
-    names = {**STALL_METRICS, **ISSUE_METRICS}
     launches = {}
     for row in csv.DictReader(io.StringIO("\n".join(lines))):
         short = names.get(row.get("Metric Name"))
@@ -472,23 +470,36 @@ def parse_ncu_stalls(text: str) -> list[dict]:
         missing = sorted(set(names.values()) - set(launch))
         if missing:
             raise ValueError(f"ncu reported no {', '.join(missing)} for {launch['kernel']}")
-        launch["cycles_per_issue"] = sum(launch[short] for short in STALL_METRICS.values())
     return list(launches.values())
+
+
+def parse_ncu_stalls(text: str) -> list[dict]:
+    """``parse_ncu_metrics`` of ``STALL_METRICS`` and ``ISSUE_METRICS`` (``stall_long_scoreboard``,
+    ``issue_per_cycle`` ...), with ``cycles_per_issue``, the sum of the stall reasons."""
+    launches = parse_ncu_metrics(text, {**STALL_METRICS, **ISSUE_METRICS})
+    for launch in launches:
+        launch["cycles_per_issue"] = sum(launch[short] for short in STALL_METRICS.values())
+    return launches
+
+
+def ncu_profile(day: str, name: str, n: int, metrics, parse=parse_ncu_stalls) -> list[dict]:
+    """Profile one case of ``day`` (``NcuCase.name``) in a child process under ``ncu`` with ``metrics``: ``parse`` of
+    its output, a dict per launch."""
+    cmd = ["ncu", "--clock-control", "none", "--profile-from-start", "off", "--csv", "--print-units", "base",
+           "--metrics", ",".join(metrics), sys.executable, "-m", "course.record", "--ncu-case", day, name, str(n)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
+    if proc.returncode != 0:
+        raise RuntimeError(f"ncu failed for {day} {name} N={n}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    launches = parse(proc.stdout)
+    if not launches:
+        raise RuntimeError(f"ncu measured no kernel for {day} {name} N={n}:\n{proc.stdout[-2000:]}")
+    return launches
 
 
 def ncu_stall_reasons(day: str, name: str, n: int) -> list[dict]:
     """Profile one case of ``day`` (``NcuCase.name``) in a child process under ``ncu``: ``parse_ncu_stalls`` of
     its launches."""
-    cmd = ["ncu", "--clock-control", "none", "--profile-from-start", "off", "--csv",
-           "--metrics", ",".join([*STALL_METRICS, *ISSUE_METRICS]), sys.executable, "-m", "course.record",
-           "--ncu-case", day, name, str(n)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
-    if proc.returncode != 0:
-        raise RuntimeError(f"ncu failed for {day} {name} N={n}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    launches = parse_ncu_stalls(proc.stdout)
-    if not launches:
-        raise RuntimeError(f"ncu measured no kernel for {day} {name} N={n}:\n{proc.stdout[-2000:]}")
-    return launches
+    return ncu_profile(day, name, n, [*STALL_METRICS, *ISSUE_METRICS])
 
 
 def measure_stall_reasons(day: str, cases, out_dir, *, shape=lambda n: {},
@@ -512,6 +523,53 @@ def measure_stall_reasons(day: str, cases, out_dir, *, shape=lambda n: {},
             print(f"   {case.name:<40} N={case.N:<6} {launch['kernel'][:32]:<32} {launch['cycles_per_issue']:6.1f} "
                   f"cycles an issue, most {top[6:]} ({launch[top]:.1f})", flush=True)
     return rec.save(pathlib.Path(out_dir) / f"{day}_stall_reasons.json")
+
+
+# Shared memory and the tensor pipe: the shared-load wavefronts a launch's warps caused (ld.shared and ldmatrix: one
+# wavefront is one pass over the 32 banks) and how many of them bank conflicts added, the share of cycles the SMs'
+# tensor pipes were busy with fp16/bf16 mmas, and the launch's duration; measured with the warp states above.
+SHARED_METRICS = {"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": "shared_load_wavefronts",
+                  "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": "shared_load_conflicts",
+                  "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active": "tensor_pipe_percent",
+                  "gpu__time_duration.sum": "duration_ns"}
+
+
+def parse_ncu_shared(text: str) -> list[dict]:
+    """``parse_ncu_stalls`` with ``SHARED_METRICS`` beside the warp states."""
+    launches = parse_ncu_metrics(text, {**STALL_METRICS, **ISSUE_METRICS, **SHARED_METRICS})
+    for launch in launches:
+        launch["cycles_per_issue"] = sum(launch[short] for short in STALL_METRICS.values())
+    return launches
+
+
+def ncu_shared_memory(day: str, name: str, n: int) -> list[dict]:
+    """Profile one case of ``day`` under ``ncu``: ``parse_ncu_shared`` of its launches."""
+    return ncu_profile(day, name, n, [*STALL_METRICS, *ISSUE_METRICS, *SHARED_METRICS], parse=parse_ncu_shared)
+
+
+def measure_shared_memory(day: str, cases, out_dir, *, shape=lambda n: {},
+                          profile=ncu_shared_memory) -> pathlib.Path:
+    """Profile each case with ``SHARED_METRICS`` and the warp states; save the recording ``<day>_shared_memory`` in
+    ``out_dir``, a row per launch as ``measure_stall_reasons`` writes them, with the shared-memory columns."""
+    from course.records import new_recording
+
+    rec = new_recording(f"{day}_shared_memory")
+    rec.notes = ("Nsight Compute, one launch of each case after a warm-up, --clock-control none: "
+                 "shared_load_wavefronts l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum (ld.shared and "
+                 "ldmatrix), shared_load_conflicts l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum (the "
+                 "wavefronts bank conflicts added), tensor_pipe_percent "
+                 "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active, duration_ns "
+                 "gpu__time_duration.sum (ncu --print-units base: nanoseconds); the warp states as in the "
+                 "stall_reasons recordings (stall_<reason>, cycles_per_issue, issue_per_cycle, warps_per_scheduler, "
+                 "warp_instructions)")
+    for case in map(lambda c: NcuCase(*c), cases):
+        for launch in profile(day, case.name, case.N):
+            rec.add(**{"label": case.label, "N": case.N, **shape(case.N), **(case.columns or {})}, **launch)
+            print(f"   {case.name:<40} N={case.N:<6} {launch['shared_load_wavefronts'] / 1e6:8.1f} M wavefronts "
+                  f"({launch['shared_load_conflicts'] / 1e6:.1f} M conflicts), tensor pipe "
+                  f"{launch['tensor_pipe_percent']:.0f}%, {launch['cycles_per_issue']:.1f} cycles an issue",
+                  flush=True)
+    return rec.save(pathlib.Path(out_dir) / f"{day}_shared_memory.json")
 
 
 # --------------------------------------------------------------------------- compute-sanitizer
