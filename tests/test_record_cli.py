@@ -422,12 +422,13 @@ def test_shared_memory_recording_reads_wavefronts_conflicts_the_tensor_pipe_and_
     assert rec.rows[0]["shared_load_conflicts"] == 80_000.0 and "bank conflicts" in rec.notes
 
 
-def test_day08_profiles_every_rung_of_the_tensor_core_gemm_ladder():
+def test_day08_profiles_every_rung_of_the_tensor_core_gemm_ladder_but_the_tuned_one():
     from course.record import day08
     from kernels import tensor_core_gemm as tc
 
     cases = day08.ncu_shared_cases()
-    assert [c.label for c in cases] == list(tc.RUNGS) and {c.N for c in cases} == {day08.TC_NCU_N}
+    assert [c.label for c in cases] == [rung for rung in tc.RUNGS if rung != "tc_gemm_v7_tuned"]
+    assert {c.N for c in cases} == {day08.TC_NCU_N}
     assert len({c.name for c in cases}) == len(cases)
 
 

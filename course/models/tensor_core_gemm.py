@@ -33,8 +33,9 @@ untimed, ``untuned_tile(M, N)``; its functions take that ``tile`` (default the u
   meet 4-way bank conflicts: 64 passes for v1's 16 loads and for v2's and v3's 4 ldmatrix alike; v4's swizzle
   puts the 8 rows of every phase in 8 different groups of 4 banks: 16 passes for its 4 ldmatrix, 24 for v5's 6
   (16 mmas) and 32 for v6's 8 (32 mmas). v8's rows are 128 bytes long, 8 chunks XOR-swizzled by the row's low 3
-  bits (``deep_swizzled_word``): 32 passes for its 8, as v6. A prediction for Nsight Compute's shared wavefronts,
-  to be measured on a GPU.
+  bits (``deep_swizzled_word``): 32 passes for its 8, as v6. ``shared_load_wavefronts(rung, M, N, K)``: those
+  passes over a whole launch, with the fewest its loads could take, a prediction for Nsight Compute's shared-load
+  wavefronts and bank conflicts (``python -m course.record day08 --ncu-shared`` measures them).
 
 Arguments are ints >= 0. The tile sizes are ``kernels.tensor_core_gemm``'s (a test keeps the two in step; this
 module imports no numba).
@@ -56,7 +57,7 @@ __all__ = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "K_WORDS", "LARGE_BLOCK_M", "LARGE_B
            "traffic_tc_gemm_v7_tuned", "bytes_tc_gemm_v7_tuned", "traffic", "intensity", "shared_words",
            "swizzled_word", "fragment_loads", "fragment_loads_per_step", "warp_mmas_per_step",
            "shared_passes_per_mma_step", "DEEP_K", "DEEP_K_WORDS", "traffic_tc_gemm_v8_deep_steps",
-           "bytes_tc_gemm_v8_deep_steps", "deep_swizzled_word"]
+           "bytes_tc_gemm_v8_deep_steps", "deep_swizzled_word", "shared_load_wavefronts"]
 
 BLOCK_M = 64
 BLOCK_N = 64
@@ -337,3 +338,20 @@ def shared_passes_per_mma_step(rung: str, tile=None) -> int:
     ``bank_conflict_degree``)."""
     passes = sum(bank_conflict_degree(words) for words in fragment_loads(rung))
     return fragment_loads_per_step(rung, tile) * passes
+
+
+def shared_load_wavefronts(rung: str, M: int, N: int, K: int, tile=None) -> tuple[int, int]:
+    """The shared-load wavefronts of one launch, as Nsight Compute counts them
+    (``l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld``), and the fewest those loads could take without a bank
+    conflict: ``(blocks warps steps shared_passes_per_mma_step, blocks warps steps loads groups)`` for the 16-wide
+    steps along K a warp loads fragments for (v8: every 16 of each step of 64, past K too) and ``groups`` lanes'
+    groups a load is served in (v1's 32-bit load: 1; ldmatrix.x4: its 4 matrices). The fragments are a rung's only
+    shared loads (v1's and v2's staging stores and v3-v8's copies write shared memory, which this count leaves out).
+    Their difference is what bank conflicts add (``l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld``)."""
+    _check(M=M, N=N, K=K)
+    block, warp_tile_m, warp_tile_n = _rung_tile(rung, M, N, tile)
+    launch_warps = cdiv(N, block) * cdiv(M, block) * (block // warp_tile_m) * (block // warp_tile_n)
+    steps = cdiv(K, DEEP_K) * (DEEP_K // 16) if rung == "tc_gemm_v8_deep_steps" else cdiv(K, 16)
+    groups = len(fragment_loads(rung))
+    return (launch_warps * steps * shared_passes_per_mma_step(rung, tile),
+            launch_warps * steps * fragment_loads_per_step(rung, tile) * groups)
