@@ -24,8 +24,8 @@ import nbformat
 import pytest
 
 from course.records import fraction_of_copy_on_gpu, load_recording, recorded_names
-from day08_fake_recordings import (fake_prefill_timing, fake_recordings, fake_tc_gemm_timing,
-                                   fake_tensor_prefill_shapes)
+from day08_fake_recordings import (fake_prefill_timing, fake_recordings, fake_tc_gemm_shared_memory,
+                                   fake_tc_gemm_timing, fake_tensor_prefill_shapes)
 from grader import markers
 from kernels import low_precision_attention as lp
 from test_lesson_figures import run_lesson
@@ -506,6 +506,10 @@ def test_lesson_runs_with_the_shipped_and_fake_recordings(tmp_path):
         tc_gemm_claims(shipped, load_recording("day08_tc_gemm_timing"))
     else:
         assert TC_GEMM_MISSING in shipped
+    if "day08_shared_memory" in recorded_names():
+        tc_shared_claims(shipped, load_recording("day08_shared_memory"))
+    else:
+        assert TC_SHARED_MISSING in shipped
     if "day08_prefill_timing" in recorded_names() and load_recording("day08_prefill_timing").where(rung=TENSOR_PREFILL):
         tensor_prefill_claims(shipped, load_recording("day08_prefill_timing"))
     else:
@@ -523,6 +527,7 @@ def test_lesson_runs_with_the_shipped_and_fake_recordings(tmp_path):
     shown = run.fake_text
     assert "recorded on Fake GPU" in shown and "No recording" not in shown
     tc_gemm_claims(shown, fake_tc_gemm_timing())
+    tc_shared_claims(shown, fake_tc_gemm_shared_memory())
     tensor_prefill_claims(shown, fake_prefill_timing())
     prefill_shapes_claims(shown, fake_tensor_prefill_shapes())
     for verdict in ("is met", "is not met"):          # the fakes take both sides of each goal
@@ -761,6 +766,46 @@ def tc_gemm_claims(shown: str, rec) -> None:
     if roof:
         said = re.search(rf"cuBLAS's fp16 product at N = {judged[0]:,} runs ([\d.]+) times the float32 roof", shown)
         assert said and said[1] == f"{rec.one(rung='torch_matmul_fp16', N=judged[0])['tflops'] / roof:.1f}"
+
+
+TC_SHARED_MISSING = "the recording day08_shared_memory is missing"
+
+
+def tc_shared_claims(shown: str, rec) -> None:
+    """The Nsight table of the GEMM ladder is the recording's rows beside the model's predicted wavefronts and
+    conflicts; v4's share of v3's wavefronts, the range of measured over predicted and the busiest rung's tensor pipe
+    and stall reasons are the recording's."""
+    from course.models.tensor_core_gemm import shared_load_wavefronts
+
+    rows = _table(shown, "rung | wavefronts, predicted (M)")
+    expected, measured = [], {}
+    for r in rec.rows:
+        predicted, fewest = shared_load_wavefronts(r["label"], r["N"], r["N"], r["N"])
+        reasons = {k[len("stall_"):]: v for k, v in r.items() if k.startswith("stall_") and k != "stall_selected"}
+        ranked = sorted(reasons, key=reasons.get, reverse=True)
+        measured[r["label"]] = r, predicted, ranked, reasons
+        expected.append([r["label"], f"{predicted / 1e6:.1f}", f"{r['shared_load_wavefronts'] / 1e6:.1f}",
+                         f"{(predicted - fewest) / 1e6:.1f}", f"{r['shared_load_conflicts'] / 1e6:.1f}",
+                         f"{r['tensor_pipe_percent']:.0f}", f"{r['cycles_per_issue']:.1f}",
+                         f"{ranked[0]} ({reasons[ranked[0]]:.1f})", f"{ranked[1]} ({reasons[ranked[1]]:.1f})"])
+    assert rows == expected, rows
+    v3, v4 = measured["tc_gemm_v3_cp_async"][0], measured["tc_gemm_v4_swizzled"][0]
+    said = re.search(r"v4's swizzle: ([\d.]+) of v3's shared-load wavefronts \(predicted ([\d.]+)\); bank conflicts "
+                     r"added (\d+)% of v3's wavefronts and ([\d.]+)% of v4's\.", shown)
+    assert said and said.groups() == (
+        f"{v4['shared_load_wavefronts'] / v3['shared_load_wavefronts']:.2f}",
+        f"{measured['tc_gemm_v4_swizzled'][1] / measured['tc_gemm_v3_cp_async'][1]:.2f}",
+        f"{100 * v3['shared_load_conflicts'] / v3['shared_load_wavefronts']:.0f}",
+        f"{100 * v4['shared_load_conflicts'] / v4['shared_load_wavefronts']:.1f}"), said and said[0]
+    ratio = {label: r["shared_load_wavefronts"] / predicted for label, (r, predicted, *_) in measured.items()}
+    low, high = min(ratio, key=ratio.get), max(ratio, key=ratio.get)
+    assert (f"measured over predicted wavefronts: from {ratio[low]:.3f} ({low}) to {ratio[high]:.3f} ({high})."
+            in shown), shown
+    busiest = max(measured, key=lambda label: measured[label][0]["tensor_pipe_percent"])
+    r, _, ranked, reasons = measured[busiest]
+    assert (f"the tensor pipes are busiest under {busiest}, in {r['tensor_pipe_percent']:.0f}% of their cycles; its "
+            f"warps wait most on {ranked[0]} ({reasons[ranked[0]]:.1f} cycles an issue), then on {ranked[1]}"
+            in shown), shown
 
 
 def tensor_prefill_claims(shown: str, prefill) -> None:
