@@ -485,6 +485,11 @@ def across_gpus(first: Recording, second: Recording, steps, *, time: str = "kern
     return points, rows
 
 
+# The recordings a flag of ``python -m course.record`` makes, by the end of their name: (suffix, where, flag).
+MADE_BY = (("_other_gpu", "on a second GPU", " --other-gpu"), ("_dram_bytes", "on a GPU", " --ncu"),
+           ("_stall_reasons", "on a GPU", " --ncu-stalls"), ("_shared_memory", "on a GPU", " --ncu-shared"))
+
+
 def live_else_recorded(name: str, run=None) -> Recording | None:
     """The numbers a lesson shows: measured live on a GPU, else recorded, else None with a note.
 
@@ -492,8 +497,8 @@ def live_else_recorded(name: str, run=None) -> Recording | None:
         (a measurement that only the recorder makes) the recording is loaded everywhere.
     On a GPU where ``run`` cannot measure (torch missing for the baseline, a RuntimeError such as
     a driver that refuses) the recording is shown instead, and a line says why. Where there is no
-    recording either, a line names the recording and the command that makes it (``--other-gpu`` for a
-    name ending in ``_other_gpu``), and the result is None: the cell skips its figure instead of failing.
+    recording either, a line names the recording and the command that makes it (``MADE_BY``: ``--other-gpu``
+    for a name ending in ``_other_gpu``, ``--ncu-stalls`` for ``_stall_reasons`` ...), and the result is None: the cell skips its figure instead of failing.
     """
     _check_name(name)
     if run is not None and not callable(run):
@@ -509,7 +514,8 @@ def live_else_recorded(name: str, run=None) -> Recording | None:
         return load_recording(name)
     except FileNotFoundError:
         day = name.split("_", 1)[0]
-        where, flag = (("on a second GPU", " --other-gpu") if name.endswith("_other_gpu") else ("on a GPU", ""))
+        where, flag = next(((where, flag) for suffix, where, flag in MADE_BY if name.endswith(suffix)),
+                           ("on a GPU", ""))
         print(f"No recording {name!r} is installed yet, so what needs it is skipped. It is made {where} "
               f"with `python -m course.record {day}{flag} --out DIR` and copied into course/data/.")
         return None

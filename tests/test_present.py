@@ -93,6 +93,9 @@ def test_live_else_recorded_says_what_is_missing(data_dir, capsys):
     assert live_else_recorded("day98_missing_timing_other_gpu") is None
     said = capsys.readouterr().out
     assert "made on a second GPU with `python -m course.record day98 --other-gpu --out DIR`" in said
+    for suffix, flag in (("dram_bytes", "--ncu"), ("stall_reasons", "--ncu-stalls"), ("shared_memory", "--ncu-shared")):
+        assert live_else_recorded(f"day98_{suffix}") is None
+        assert f"made on a GPU with `python -m course.record day98 {flag} --out DIR`" in capsys.readouterr().out
 
 
 def test_live_else_recorded_names_bad_input():
