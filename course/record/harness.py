@@ -473,10 +473,11 @@ def parse_ncu_metrics(text: str, names: dict) -> list[dict]:
     return list(launches.values())
 
 
-def parse_ncu_stalls(text: str) -> list[dict]:
+def parse_ncu_stalls(text: str, also: dict | None = None) -> list[dict]:
     """``parse_ncu_metrics`` of ``STALL_METRICS`` and ``ISSUE_METRICS`` (``stall_long_scoreboard``,
-    ``issue_per_cycle`` ...), with ``cycles_per_issue``, the sum of the stall reasons."""
-    launches = parse_ncu_metrics(text, {**STALL_METRICS, **ISSUE_METRICS})
+    ``issue_per_cycle`` ...) and the metrics ``also`` names, with ``cycles_per_issue``, the sum of the stall
+    reasons."""
+    launches = parse_ncu_metrics(text, {**STALL_METRICS, **ISSUE_METRICS, **(also or {})})
     for launch in launches:
         launch["cycles_per_issue"] = sum(launch[short] for short in STALL_METRICS.values())
     return launches
@@ -516,13 +517,21 @@ def measure_stall_reasons(day: str, cases, out_dir, *, shape=lambda n: {},
                  "instruction took; stall_selected is the issue itself), cycles_per_issue their sum; "
                  "issue_per_cycle smsp__issue_active.avg.per_cycle_active, warps_per_scheduler "
                  "smsp__warps_active.avg.per_cycle_active, warp_instructions smsp__inst_executed.sum")
+    def said(launch):
+        top = max(STALL_METRICS.values(), key=lambda short: launch[short] if short != "stall_selected" else -1)
+        return f"{launch['cycles_per_issue']:6.1f} cycles an issue, most {top[6:]} ({launch[top]:.1f})"
+
+    _profile_cases(day, cases, rec, shape, profile, said)
+    return rec.save(pathlib.Path(out_dir) / f"{day}_stall_reasons.json")
+
+
+def _profile_cases(day, cases, rec, shape, profile, said) -> None:
+    """Add to ``rec`` a row per launch ``profile`` measured of each case (its label, N, ``shape(N)``, its columns and
+    the launch's metrics), printing ``said(launch)`` for each."""
     for case in map(lambda c: NcuCase(*c), cases):
         for launch in profile(day, case.name, case.N):
             rec.add(**{"label": case.label, "N": case.N, **shape(case.N), **(case.columns or {})}, **launch)
-            top = max(STALL_METRICS.values(), key=lambda short: launch[short] if short != "stall_selected" else -1)
-            print(f"   {case.name:<40} N={case.N:<6} {launch['kernel'][:32]:<32} {launch['cycles_per_issue']:6.1f} "
-                  f"cycles an issue, most {top[6:]} ({launch[top]:.1f})", flush=True)
-    return rec.save(pathlib.Path(out_dir) / f"{day}_stall_reasons.json")
+            print(f"   {case.name:<40} N={case.N:<6} {launch['kernel'][:32]:<32} {said(launch)}", flush=True)
 
 
 # Shared memory and the tensor pipe: the shared-load wavefronts a launch's warps caused (ld.shared and ldmatrix: one
@@ -536,10 +545,7 @@ SHARED_METRICS = {"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": "share
 
 def parse_ncu_shared(text: str) -> list[dict]:
     """``parse_ncu_stalls`` with ``SHARED_METRICS`` beside the warp states."""
-    launches = parse_ncu_metrics(text, {**STALL_METRICS, **ISSUE_METRICS, **SHARED_METRICS})
-    for launch in launches:
-        launch["cycles_per_issue"] = sum(launch[short] for short in STALL_METRICS.values())
-    return launches
+    return parse_ncu_stalls(text, SHARED_METRICS)
 
 
 def ncu_shared_memory(day: str, name: str, n: int) -> list[dict]:
@@ -562,13 +568,12 @@ def measure_shared_memory(day: str, cases, out_dir, *, shape=lambda n: {},
                  "gpu__time_duration.sum (ncu --print-units base: nanoseconds); the warp states as in the "
                  "stall_reasons recordings (stall_<reason>, cycles_per_issue, issue_per_cycle, warps_per_scheduler, "
                  "warp_instructions)")
-    for case in map(lambda c: NcuCase(*c), cases):
-        for launch in profile(day, case.name, case.N):
-            rec.add(**{"label": case.label, "N": case.N, **shape(case.N), **(case.columns or {})}, **launch)
-            print(f"   {case.name:<40} N={case.N:<6} {launch['shared_load_wavefronts'] / 1e6:8.1f} M wavefronts "
-                  f"({launch['shared_load_conflicts'] / 1e6:.1f} M conflicts), tensor pipe "
-                  f"{launch['tensor_pipe_percent']:.0f}%, {launch['cycles_per_issue']:.1f} cycles an issue",
-                  flush=True)
+    def said(launch):
+        return (f"{launch['shared_load_wavefronts'] / 1e6:8.1f} M wavefronts ({launch['shared_load_conflicts'] / 1e6:.1f}"
+                f" M conflicts), tensor pipe {launch['tensor_pipe_percent']:.0f}%, {launch['cycles_per_issue']:.1f} "
+                "cycles an issue")
+
+    _profile_cases(day, cases, rec, shape, profile, said)
     return rec.save(pathlib.Path(out_dir) / f"{day}_shared_memory.json")
 
 
