@@ -296,31 +296,31 @@ def fake_stall_reasons():
 
 
 # Per rung of the ladder profiled by --ncu-shared: (measured over the model's shared-load wavefronts, tensor pipe busy %,
-# its two largest stall reasons in warp cycles an issue).
-TC_SHARED = {"tc_gemm_v1_mma_shared": (1.001, 4.0, {"barrier": 6.0, "long_scoreboard": 3.0}),
-             "tc_gemm_v2_ldmatrix": (1.001, 5.0, {"barrier": 5.5, "long_scoreboard": 3.5}),
-             "tc_gemm_v3_cp_async": (1.0, 24.0, {"short_scoreboard": 4.0, "mio_throttle": 2.0}),
-             "tc_gemm_v4_swizzled": (1.002, 46.0, {"math_pipe_throttle": 2.0, "barrier": 1.2}),
-             "tc_gemm_v5_large_tiles": (1.002, 55.0, {"math_pipe_throttle": 2.5, "barrier": 1.0}),
-             "tc_gemm_v6_wide_warps": (1.003, 58.0, {"math_pipe_throttle": 3.0, "wait": 1.5}),
-             "tc_gemm_v8_deep_steps": (1.003, 63.0, {"math_pipe_throttle": 3.2, "long_scoreboard": 1.1})}
+# warps a scheduler, its two largest stall reasons in warp cycles an issue), as the lesson reads the H100's recording.
+TC_SHARED = {"tc_gemm_v1_mma_shared": (1.001, 4.0, 4.0, {"long_scoreboard": 4.0, "wait": 1.5}),
+             "tc_gemm_v2_ldmatrix": (1.001, 5.0, 4.5, {"long_scoreboard": 4.2, "wait": 1.4}),
+             "tc_gemm_v3_cp_async": (1.0, 18.0, 4.0, {"short_scoreboard": 2.2, "wait": 1.9}),
+             "tc_gemm_v4_swizzled": (1.002, 33.0, 4.8, {"not_selected": 1.6, "wait": 1.2}),
+             "tc_gemm_v5_large_tiles": (1.002, 41.0, 3.8, {"wait": 1.8, "not_selected": 1.0}),
+             "tc_gemm_v6_wide_warps": (1.003, 44.0, 2.0, {"wait": 2.1, "dispatch_stall": 0.5}),
+             "tc_gemm_v8_deep_steps": (1.003, 48.0, 2.0, {"wait": 1.7, "long_scoreboard": 0.4})}
 
 
 def fake_tc_gemm_shared_memory():
     """``day08_shared_memory`` as ``--ncu-shared`` writes it: one launch of each rung but v7 at 4,096^3, its shared-load
-    wavefronts within a few tenths of a percent of the model's, v1-v3's conflicts three quarters of them, v4's on (a
-    few thousandths), the tensor pipes busiest under v8."""
+    wavefronts within a few tenths of a percent of the model's, v1-v3's conflicts three quarters of them, v4's a
+    few thousandths, the tensor pipes busiest under v8, the stall reasons the lesson reads."""
     from course.models import tensor_core_gemm as model
 
     rec = _recording("day08_shared_memory", ceilings={})
     n = 4096
-    for rung, (over, busy, main) in TC_SHARED.items():
+    for rung, (over, busy, warps, main) in TC_SHARED.items():
         predicted, fewest = model.shared_load_wavefronts(rung, n, n, n)
         wavefronts = predicted * over
         reasons = {f"stall_{name}": main.get(name, 0.1) for name in STALL_REASONS}
         reasons["stall_selected"] = 1.0
         rec.add(label=rung, N=n, fmt="float16", kernel=f"tensor_core_gemm::{rung}_kernel", **reasons,
-                warp_instructions=1e9, issue_per_cycle=0.3, warps_per_scheduler=2.0,
+                warp_instructions=1e9, issue_per_cycle=0.3, warps_per_scheduler=warps,
                 cycles_per_issue=sum(reasons.values()), shared_load_wavefronts=wavefronts,
                 shared_load_conflicts=wavefronts - fewest, tensor_pipe_percent=busy, duration_ns=5e5)
     return rec

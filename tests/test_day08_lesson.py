@@ -293,6 +293,10 @@ def claims(recordings: dict) -> None:
     - Nsight: DRAM moves the modelled bytes (within 15%), fp32 > fp16 > fp8, nothing read twice; the tensor-core
       fp8 step's schedulers issue in under half of their cycles ("well under half"), and its warps' two largest
       stall reasons are long_scoreboard and wait ("waiting on loads and on the latency of the instructions");
+    - Nsight on the GEMM ladder ("Read down the table"): v1's and v2's largest stall reason is long_scoreboard,
+      v3's short_scoreboard, and from v5 on wait; "the wide warps leave it few others": v6 and v8 hold fewer warps
+      a scheduler than v5; the fastest rung keeps the tensor pipes busy in under half of their cycles (the
+      distance to cuBLAS the prose explains);
     - prefill: fp16 storage does not speed our kernel up, which stays well under the float32 roof that
       torch's float32 kernel gets much closer to; the tensor-core roof is an order of magnitude above the
       float32 one, and torch's fp16 kernel gets most of the way there.
@@ -307,6 +311,21 @@ def claims(recordings: dict) -> None:
             reasons = {k: v for k, v in r.items() if k.startswith("stall_") and k != "stall_selected"}
             assert r["issue_per_cycle"] < 0.4, r["issue_per_cycle"]
             assert set(sorted(reasons, key=reasons.get)[-2:]) == {"stall_long_scoreboard", "stall_wait"}, reasons
+    shared = recordings.get("day08_shared_memory")
+    if shared is not None:
+        def largest(rung):
+            r = shared.one(label=rung)
+            reasons = {k[len("stall_"):]: v for k, v in r.items() if k.startswith("stall_") and k != "stall_selected"}
+            return max(reasons, key=reasons.get)
+
+        assert largest("tc_gemm_v1_mma_shared") == largest("tc_gemm_v2_ldmatrix") == "long_scoreboard"
+        assert largest("tc_gemm_v3_cp_async") == "short_scoreboard"
+        assert all(largest(rung) == "wait" for rung in ("tc_gemm_v5_large_tiles", "tc_gemm_v6_wide_warps",
+                                                        "tc_gemm_v8_deep_steps"))
+        v5 = shared.one(label="tc_gemm_v5_large_tiles")["warps_per_scheduler"]
+        assert all(shared.one(label=rung)["warps_per_scheduler"] < v5
+                   for rung in ("tc_gemm_v6_wide_warps", "tc_gemm_v8_deep_steps"))
+        assert max(r["tensor_pipe_percent"] for r in shared.rows) < 50
     decode = recordings.get("day08_decode_timing")
     if decode is not None:
         def best(rung, fmt):
