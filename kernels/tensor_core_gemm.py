@@ -133,7 +133,9 @@ registers from the first step to the last; lane 4 g + t stores rows g, g + 8 and
   recording: about 1.05 times v6, short of 0.4 of cuBLAS. The recording (H100) measured 1.08 and 1.11 times v6
   (calls' medians): 0.39 of cuBLAS at N = 4,096 by either witness, and at 8,192 0.42 by the GPU's time alone
   (0.50 by the calls' medians, where cuBLAS's calls ran slower than its kernel alone). The first half held; the
-  goal is met at 8,192 and missed at 4,096.
+  goal is met at 8,192 and missed at 4,096. Nsight Compute (``day08_shared_memory``, 4,096^3): its tensor pipes
+  busy in 47% of cycles (v6's 43%), its warps, 2 a scheduler, waiting most on fixed latencies (``wait``: an mma
+  on the fragments an ldmatrix just loaded, or on the mma before it), as v6's.
 
 Predictions made before the first GPU run (the recording ``course/data/day08_tc_gemm_timing.json`` measured
 v1 to v5 on an H100 since; day 8's lesson shows it): v1 and v2 spend more
