@@ -704,6 +704,19 @@ def test_the_model_keeps_the_kernels_tiles_and_predicts_the_bank_conflicts():
     deep = tg.ring_swizzle(8)
     deep_py = getattr(deep, "py_func", None) or deep.fn
     assert all(deep_py(r, q) == model.deep_swizzled_word(r, q) for r in rows for q in range(8))
+    # A launch's shared-load wavefronts (Nsight's count) are its warps' passes over its 16-wide steps along K: v1-v3
+    # four times the fewest their loads could take, v4 the fewest; the fewest are a wavefront per phase of each load
+    # (16 32-bit loads a step for v1, 4 ldmatrix.x4 of 4 phases for v2-v4). v8 counts every 16 of each step of 64.
+    counts = {rung: model.shared_load_wavefronts(rung, 256, 192, 80) for rung in RUNGS if rung != "tc_gemm_v7_tuned"}
+    launch_warps = 4 * 3 * 4                    # 64 x 64 tiles of C: 4 x 3 blocks of 4 warps
+    assert counts["tc_gemm_v1_mma_shared"] == (launch_warps * 5 * 64, launch_warps * 5 * 16)
+    assert counts["tc_gemm_v2_ldmatrix"] == counts["tc_gemm_v3_cp_async"] == counts["tc_gemm_v1_mma_shared"]
+    assert counts["tc_gemm_v4_swizzled"] == (launch_warps * 5 * 16,) * 2
+    wide_warps = 2 * 2 * 4                      # 128 x 128 tiles: 2 x 2 blocks of 4 warps of 64 x 64
+    assert counts["tc_gemm_v6_wide_warps"] == (wide_warps * 5 * 32,) * 2
+    assert counts["tc_gemm_v8_deep_steps"] == (wide_warps * 8 * 32,) * 2        # 2 steps of 64: 8 of 16
+    assert model.shared_load_wavefronts("tc_gemm_v7_tuned", 256, 192, 80, tile=(128, 64, 64)) == counts[
+        "tc_gemm_v6_wide_warps"]
     with pytest.raises(ValueError, match="rung must be one of"):
         model.traffic("tc_gemm_v9", 1, 1, 1)
 
