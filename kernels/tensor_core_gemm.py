@@ -90,8 +90,9 @@ registers from the first step to the last; lane 4 g + t stores rows g, g + 8 and
   runs 16 warps. Predicted before it ran on a GPU: if fragment loads and their wavefronts are what v5's warps wait
   on, v6 is faster on large matrices (by up to the third its fewer loads save); if v5 needs its 16 warps an SM to
   keep the tensor cores fed across each step's barrier, v6's 8 lose, and v6 is slower. Its bits are v1's.
-  Measured since on an H100 (day 8's recording): 1.06 and 1.08 times v5's rate at N = 4,096 and 8,192 (265 and
-  255 TFLOP/s, 0.36 and 0.35 of cuBLAS's), so the fragment loads were holding v5 back. Nsight Compute on that GPU
+  Measured since on an H100 (day 8's recording as made with v6 and v7): 1.06 and 1.08 times v5's rate at N = 4,096
+  and 8,192 (265 and 255 TFLOP/s, 0.36 and 0.35 of cuBLAS's; 1.09 and 1.14 in the recording remade with v8), so the
+  fragment loads were holding v5 back. Nsight Compute on that GPU
   (one launch at 4,096^3 after a warm-up) counted 33.6 M shared-load wavefronts for v6 and 50.4 M for v5, the
   model's two thirds (``course.models.tensor_core_gemm.shared_words``), and the tensor pipe busy 43.5% of v6's
   active cycles against 40.5% of v5's; v6's warps issue on 44% of cycles, and the reason they most often wait is a
