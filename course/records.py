@@ -498,7 +498,8 @@ def live_else_recorded(name: str, run=None) -> Recording | None:
     On a GPU where ``run`` cannot measure (torch missing for the baseline, a RuntimeError such as
     a driver that refuses) the recording is shown instead, and a line says why. Where there is no
     recording either, a line names the recording and the command that makes it (``MADE_BY``: ``--other-gpu``
-    for a name ending in ``_other_gpu``, ``--ncu-stalls`` for ``_stall_reasons`` ...), and the result is None: the cell skips its figure instead of failing.
+    for a name ending in ``_other_gpu``, ``--ncu-stalls`` for ``_stall_reasons`` ...), and the result is None:
+    the cell skips its figure instead of failing.
     """
     _check_name(name)
     if run is not None and not callable(run):

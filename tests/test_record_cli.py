@@ -406,7 +406,7 @@ def test_shared_memory_recording_reads_wavefronts_conflicts_the_tensor_pipe_and_
               "gpu__time_duration.sum": 700_000.0}
     text = _stall_csv([("0", "tensor_core_gemm::tc_gemm_v4_swizzled_kernel[v1](Array<half, 2, C>)",
                         {**_stall_values(3.0), **shared})])
-    launch, = harness.parse_ncu_shared(text)
+    launch, = harness.parse_ncu_stalls(text, harness.SHARED_METRICS)
     assert launch["kernel"] == "tensor_core_gemm::tc_gemm_v4_swizzled_kernel"
     assert (launch["shared_load_wavefronts"], launch["shared_load_conflicts"], launch["tensor_pipe_percent"],
             launch["duration_ns"]) == (67_200_000.0, 80_000.0, 41.5, 700_000.0)
@@ -414,7 +414,7 @@ def test_shared_memory_recording_reads_wavefronts_conflicts_the_tensor_pipe_and_
     # a GPU whose ncu does not know the tensor-pipe metric: the error names what is missing
     del shared["sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"]
     with pytest.raises(ValueError, match="ncu reported no tensor_pipe_percent for k"):
-        harness.parse_ncu_shared(_stall_csv([("0", "k", {**_stall_values(1.0), **shared})]))
+        harness.parse_ncu_stalls(_stall_csv([("0", "k", {**_stall_values(1.0), **shared})]), harness.SHARED_METRICS)
     path = harness.measure_shared_memory("day99", [NcuCase("tc_v4", 4096, None, {"fmt": "float16"})], tmp_path,
                                          profile=lambda day, name, n: [launch])
     rec = load_recording(path)

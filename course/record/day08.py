@@ -623,6 +623,7 @@ def _tc_gemm_ncu_launch(rung: str, n: int):
     rng = np.random.default_rng(n)
     a, w = (cuda.to_device(rng.standard_normal((n, n)).astype(np.float16)) for _ in range(2))
     out = cuda.device_array((n, n), np.float32)
+
     def launch():
         tc.RUNGS[rung](a, w, out=out)
 

@@ -483,15 +483,16 @@ def parse_ncu_stalls(text: str, also: dict | None = None) -> list[dict]:
     return launches
 
 
-def ncu_profile(day: str, name: str, n: int, metrics, parse=parse_ncu_stalls) -> list[dict]:
-    """Profile one case of ``day`` (``NcuCase.name``) in a child process under ``ncu`` with ``metrics``: ``parse`` of
-    its output, a dict per launch."""
+def ncu_profile(day: str, name: str, n: int, also: dict | None = None) -> list[dict]:
+    """Profile one case of ``day`` (``NcuCase.name``) in a child process under ``ncu`` with the warp states and the
+    metrics ``also`` names: ``parse_ncu_stalls`` of its output, a dict per launch."""
+    metrics = [*STALL_METRICS, *ISSUE_METRICS, *(also or {})]
     cmd = ["ncu", "--clock-control", "none", "--profile-from-start", "off", "--csv", "--print-units", "base",
            "--metrics", ",".join(metrics), sys.executable, "-m", "course.record", "--ncu-case", day, name, str(n)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
     if proc.returncode != 0:
         raise RuntimeError(f"ncu failed for {day} {name} N={n}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    launches = parse(proc.stdout)
+    launches = parse_ncu_stalls(proc.stdout, also)
     if not launches:
         raise RuntimeError(f"ncu measured no kernel for {day} {name} N={n}:\n{proc.stdout[-2000:]}")
     return launches
@@ -500,7 +501,7 @@ def ncu_profile(day: str, name: str, n: int, metrics, parse=parse_ncu_stalls) ->
 def ncu_stall_reasons(day: str, name: str, n: int) -> list[dict]:
     """Profile one case of ``day`` (``NcuCase.name``) in a child process under ``ncu``: ``parse_ncu_stalls`` of
     its launches."""
-    return ncu_profile(day, name, n, [*STALL_METRICS, *ISSUE_METRICS])
+    return ncu_profile(day, name, n)
 
 
 def measure_stall_reasons(day: str, cases, out_dir, *, shape=lambda n: {},
@@ -517,6 +518,7 @@ def measure_stall_reasons(day: str, cases, out_dir, *, shape=lambda n: {},
                  "instruction took; stall_selected is the issue itself), cycles_per_issue their sum; "
                  "issue_per_cycle smsp__issue_active.avg.per_cycle_active, warps_per_scheduler "
                  "smsp__warps_active.avg.per_cycle_active, warp_instructions smsp__inst_executed.sum")
+
     def said(launch):
         top = max(STALL_METRICS.values(), key=lambda short: launch[short] if short != "stall_selected" else -1)
         return f"{launch['cycles_per_issue']:6.1f} cycles an issue, most {top[6:]} ({launch[top]:.1f})"
@@ -543,14 +545,9 @@ SHARED_METRICS = {"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": "share
                   "gpu__time_duration.sum": "duration_ns"}
 
 
-def parse_ncu_shared(text: str) -> list[dict]:
-    """``parse_ncu_stalls`` with ``SHARED_METRICS`` beside the warp states."""
-    return parse_ncu_stalls(text, SHARED_METRICS)
-
-
 def ncu_shared_memory(day: str, name: str, n: int) -> list[dict]:
-    """Profile one case of ``day`` under ``ncu``: ``parse_ncu_shared`` of its launches."""
-    return ncu_profile(day, name, n, [*STALL_METRICS, *ISSUE_METRICS, *SHARED_METRICS], parse=parse_ncu_shared)
+    """Profile one case of ``day`` under ``ncu``: ``SHARED_METRICS`` and the warp states of its launches."""
+    return ncu_profile(day, name, n, SHARED_METRICS)
 
 
 def measure_shared_memory(day: str, cases, out_dir, *, shape=lambda n: {},
@@ -568,6 +565,7 @@ def measure_shared_memory(day: str, cases, out_dir, *, shape=lambda n: {},
                  "gpu__time_duration.sum (ncu --print-units base: nanoseconds); the warp states as in the "
                  "stall_reasons recordings (stall_<reason>, cycles_per_issue, issue_per_cycle, warps_per_scheduler, "
                  "warp_instructions)")
+
     def said(launch):
         return (f"{launch['shared_load_wavefronts'] / 1e6:8.1f} M wavefronts ({launch['shared_load_conflicts'] / 1e6:.1f}"
                 f" M conflicts), tensor pipe {launch['tensor_pipe_percent']:.0f}%, {launch['cycles_per_issue']:.1f} "
