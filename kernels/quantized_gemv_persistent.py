@@ -1,11 +1,12 @@
 """Quantized GEMV on a persistent grid, x quantized once per resident block, unsigned indices (day 9, continued).
 
 Shapes as in ``kernels.quantized_gemv_wide``: W (N, K) in blocks of 32 weights, x (K,) float32, y (N,) float32,
-K = 32 blocks. Two formats, each from its repacked layout (made once at load time, never timed): Q4_1
+K = 32 blocks. Three formats, each from its repacked layout (made once at load time, never timed): Q4_1
 (``Q4_1Repacked``: 16 bytes of codes and a word of d and m a block) and Q4_0 (``Q4_0Repacked``, made by
 ``q4_0_repack``: the same 16 bytes of codes and d alone, 2 bytes, so a block is 18 bytes: 4.5 bits a
-weight against Q4_1's 5). A Q4_0 weight is d (q - 8): the rung computes it as Q4_1 with m = -8 d, so both
-formats share one kernel and one reference (``q4_1_gemv_q8_1_dp4a``'s, W times x quantized to q8_1 in the codes'
+weight against Q4_1's 5), and int4_g128 (``Int4G128Repacked``, made by ``int4_g128_repack``: Q4_0's codes and one
+d for every 4 blocks, 4.125 bits a weight). A Q4_0 weight is d (q - 8): the rung computes it as Q4_1 with m = -8 d,
+so the formats share one kernel and one reference (``q4_1_gemv_q8_1_dp4a``'s, W times x quantized to q8_1 in the codes'
 product and times the exact block sums of x in the minimum's). On Q4_1, on the simulator, the rung gives that
 rung's bits (each lane sums its blocks l, l + 32, l + 64, ... in that order with the same float expression, and
 the warp's butterfly is the same); on an H100 it came within 2e-7 of them (relative to the largest |y|): the
@@ -26,6 +27,9 @@ The rungs of day 9's whole ladder, ``RUNGS``, in order, one line each (the first
   launched once; each block quantizes x to q8_1 into its shared memory once, then its warps walk their share of
   the rows, every index unsigned (numba checks a signed index for wrap-around before every load).
 - ``q4_0_gemv_q8_1_persistent``: the same for Q4_0 (4.5 bits a weight).
+- ``int4_g128_gemv_q8_1_persistent``: the same for int4 with an fp16 scale per group of 128 (4.125 bits a weight:
+  ``reference.quantize_int4_g128``, GPTQ's and AWQ's kind of format), each group's scale loaded by one lane of 4 and
+  shuffled to the other 3.
 
 Why (the Nsight profile of the two rungs before it, H100, 28672 x 8192): ``q4_1_gemv_q8_1_wide`` and
 ``q4_1_gemv_q8_1_repacked`` issue an instruction on only about a third of their schedulers' cycles, with 16 and
@@ -73,22 +77,32 @@ megabytes, and its path (load x, quantize, barrier) is what the warps wait for. 
 previous kernel (day 10 fuses it into RMSNorm) or by a cheaper prologue (a lane per block of x from a coalesced copy
 in shared memory, instead of twenty shuffles a block).
 
-Launchers ``q4_1_gemv_q8_1_persistent(w, x, *, out=None, grid=None, kernel=...)`` and
-``q4_0_gemv_q8_1_persistent(...)``: ``w`` the GGUF bytes (repacked at each call: what the registry's checks pass)
-or the repacked weights (what a model keeps and the recordings time); ``grid`` blocks of threads (by default
+int4_g128 (not yet timed on a GPU) is Q4_0's kernel with one scale for 4 blocks: a group's 128 codes are stored as 4
+Q4_0 blocks' codes (q + 8, byte j: code j low, code j + 16 high), so the codes' loads and dp4a are Q4_0's, and a
+weight d (q - 8) is again d q + m with m = -8 d. Lanes 4 g ... 4 g + 3 hold one group's 4 blocks (a lane's blocks
+are lane, lane + 32, ... from a multiple of 32), so the first of them loads the group's 2 bytes of d and
+``shfl_sync`` hands it to the others: each byte of W is read once. Its bytes are 8% fewer than Q4_0's and 18%
+fewer than Q4_1's; the prediction where W streams at the copy bandwidth: as much faster than Q4_0, 4.5 / 4.125 =
+1.09 times, at 28672 x 8192, and less at 8192 x 8192, where the prologue weighs more.
+
+Launchers ``q4_1_gemv_q8_1_persistent(w, x, *, out=None, grid=None, kernel=...)``,
+``q4_0_gemv_q8_1_persistent(...)`` and ``int4_g128_gemv_q8_1_persistent(...)``: ``w`` the GGUF bytes (repacked at each call: what the registry's checks pass)
+or the repacked weights (what a model keeps and the recordings time; int4_g128: the bytes of
+``reference.quantize_int4_g128`` or ``int4_g128_repack``'s); ``grid`` blocks of threads (by default
 ``PERSISTENT_BLOCKS_PER_SM`` per SM of the GPU; 2 for NumPy arrays and on the simulator) of ``PERSISTENT_WARPS``
-x 32 threads, 40 bytes of dynamic shared memory per block of x; any N, K any multiple of 32 up to
-``PERSISTENT_MAX_K`` (K = 0 gives zeros). NumPy arrays or numba device arrays (``kernels.launching``).
+x 32 threads, 40 bytes of dynamic shared memory per block of x; any N, K any multiple of 32 (of 128 for int4_g128)
+up to ``PERSISTENT_MAX_K`` (K = 0 gives zeros). NumPy arrays or numba device arrays (``kernels.launching``).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
 from numba import cuda, float32, int32, uint32, uint64
 
 from kernels.intrinsics import dp4a, load_u32x4, unpack_halves
-from kernels.launching import WARP, require_positive_int
+from kernels.launching import WARP, is_device_array, require_array, require_positive_int, require_same_kind
 from kernels.paging import sm_count
 from kernels.quantized_gemv import QK, q8_1_block, warp_sum
 from kernels import quantized_gemv_wide
@@ -97,9 +111,10 @@ from kernels.quantized_gemv_wide import half_scale_weights, shared_x_output, spl
 from kernels.registry import Rung, ladder
 
 __all__ = ["PERSISTENT_WARPS", "PERSISTENT_ROWS", "PERSISTENT_BLOCKS_PER_LANE", "PERSISTENT_MAX_K",
-           "Q4_0Repacked", "q4_0_repack", "persistent_grid", "persistent_shared_bytes",
-           "q4_1_gemv_q8_1_persistent_kernel", "q4_0_gemv_q8_1_persistent_kernel",
-           "q4_1_gemv_q8_1_persistent", "q4_0_gemv_q8_1_persistent", "RUNGS"]
+           "Q4_0Repacked", "q4_0_repack", "Int4G128Repacked", "int4_g128_repack", "persistent_grid",
+           "persistent_shared_bytes", "q4_1_gemv_q8_1_persistent_kernel", "q4_0_gemv_q8_1_persistent_kernel",
+           "int4_g128_gemv_q8_1_persistent_kernel", "q4_1_gemv_q8_1_persistent", "q4_0_gemv_q8_1_persistent",
+           "int4_g128_gemv_q8_1_persistent", "INT4_GROUP", "INT4_G128_BLOCK_BYTES", "RUNGS"]
 
 PERSISTENT_WARPS = 32            # warps per block of threads
 PERSISTENT_ROWS = 1              # rows of W a warp multiplies at once, sharing each activation load
@@ -114,6 +129,10 @@ _SHARED_PER_BLOCK = 4 * (_X_WORDS + 2)                # codes, scale and sum of 
 PERSISTENT_MAX_K = _SHARED_LIMIT // _SHARED_PER_BLOCK * QK
 _X_BATCH = 4                                          # blocks of x a warp loads before it quantizes them
 _LOW_NIBBLES = 0x0F0F0F0F
+INT4_GROUP = 128                                      # weights of a group of int4_g128 (one fp16 scale)
+INT4_G128_BLOCK_BYTES = 66                            # its bytes: the scale, then 64 bytes of codes
+_GROUP_BLOCKS = INT4_GROUP // QK                      # blocks of 32 of a group of int4_g128 (one scale)
+_FULL_MASK = 0xFFFFFFFF
 
 
 class Q4_0Repacked(NamedTuple):
@@ -123,6 +142,50 @@ class Q4_0Repacked(NamedTuple):
 
     codes: object
     scales: object
+
+
+class Int4G128Repacked(NamedTuple):
+    """int4_g128 weights laid out for ``int4_g128_gemv_q8_1_persistent``: ``codes`` (N, blocks, 4) uint32, each
+    block of 32 codes' 16 bytes as in Q4_0 (byte j: code j + 8 low, code j + 16 + 8 high), and ``scales`` (N, K /
+    128) uint16, the bits of each group's fp16 d: 4.125 bits a weight."""
+
+    codes: object
+    scales: object
+
+
+def int4_g128_repack(w) -> Int4G128Repacked:
+    """The int4_g128 bytes w (N, K / 128, 66) uint8 (``reference.quantize_int4_g128``: d as fp16, then 64 bytes of
+    codes) split as ``Int4G128Repacked``: a load-time step on the host (a device array is copied to the host and the
+    two arrays back)."""
+    n, groups, _ = require_array("w", w, (None, None, INT4_G128_BLOCK_BYTES), np.uint8,
+                                 dims=("rows", "groups", "int4_g128_block_bytes"))
+    host = w.copy_to_host() if is_device_array(w) else w
+    codes = np.ascontiguousarray(host[..., 2:]).view(np.uint32).reshape(n, groups * _GROUP_BLOCKS, CODE_WORDS)
+    scales = np.ascontiguousarray(host[..., :2]).view(np.uint16).reshape(n, groups)
+    if is_device_array(w):
+        return Int4G128Repacked(cuda.to_device(codes), cuda.to_device(scales))
+    return Int4G128Repacked(codes, scales)
+
+
+def _int4_g128_weights(w, x) -> tuple:
+    """``(repacked w, N, blocks)``: ``Int4G128Repacked`` checked, or the int4_g128 bytes checked and repacked; either
+    of x's kind (NumPy or device)."""
+    if isinstance(w, Int4G128Repacked):
+        n, blocks, _ = require_array("w.codes", w.codes, (None, None, CODE_WORDS), np.uint32,
+                                     dims=("rows", "blocks", "code_words"))
+        if blocks % _GROUP_BLOCKS:
+            raise ValueError(f"w.codes must have a multiple of {_GROUP_BLOCKS} blocks of 32 (groups of {INT4_GROUP}),"
+                             f" got {blocks}")
+        require_array("w.scales", w.scales, (n, blocks // _GROUP_BLOCKS), np.uint16, dims=("rows", "groups"))
+        require_same_kind(**{"w.codes": w.codes, "w.scales": w.scales, "x": x})
+        return w, n, blocks
+    if isinstance(w, tuple):
+        raise TypeError(f"w must be int4_g128 bytes (rows, groups, {INT4_G128_BLOCK_BYTES}) or int4_g128_repack's "
+                        f"Int4G128Repacked, got a {type(w).__name__} of {len(w)}")
+    n, groups, _ = require_array("w", w, (None, None, INT4_G128_BLOCK_BYTES), np.uint8,
+                                 dims=("rows", "groups", "int4_g128_block_bytes"))
+    require_same_kind(w=w, x=x)
+    return int4_g128_repack(w), n, groups * _GROUP_BLOCKS
 
 
 def q4_0_repack(w) -> Q4_0Repacked:
@@ -145,13 +208,15 @@ def persistent_grid(like) -> int:
 def _build(fmt: str, rows: int = PERSISTENT_ROWS, per_lane: int = PERSISTENT_BLOCKS_PER_LANE,
            warps: int = PERSISTENT_WARPS, per_sm: int = PERSISTENT_BLOCKS_PER_SM, quantize: bool = True,
            walk: bool = True, prefetch: bool = False):
-    """The rung's kernel for ``fmt``, "q4_1" (scales: uint32, d low and m high) or "q4_0" (scales: uint16 d,
-    and m = -8 d): ``warps`` warps a block, ``per_sm`` blocks an SM, each warp ``rows`` rows at a time, a lane
+    """The rung's kernel for ``fmt``, "q4_1" (scales: uint32, d low and m high), "q4_0" (scales: uint16 d, and
+    m = -8 d) or "int4_g128" (scales: uint16 d per group of 4 blocks, m = -8 d; the first lane of each 4 loads its
+    group's d and shuffles it to the other 3, so each scale is read once): ``warps`` warps a block, ``per_sm`` blocks an SM, each warp ``rows`` rows at a time, a lane
     ``per_lane`` blocks of each per step. Two switches time the kernel's halves apart and give wrong answers:
     ``quantize=False`` skips x's quantization (the activations are whatever shared memory holds), ``walk=False``
     skips the rows (y is not written). ``prefetch=True`` issues the loads of each warp's first step before x's
     quantization, so that the prologue's latency hides behind them."""
     q4_1 = fmt == "q4_1"
+    grouped = fmt == "int4_g128"
     step_blocks = per_lane * WARP
     threads = warps * WARP
 
@@ -166,11 +231,18 @@ def _build(fmt: str, rows: int = PERSISTENT_ROWS, per_lane: int = PERSISTENT_BLO
                 if row < n and b < blocks:
                     (w_codes[r, u, 0], w_codes[r, u, 1], w_codes[r, u, 2],
                      w_codes[r, u, 3]) = load_u32x4(codes, row, uint32(CODE_WORDS) * b)
-                    w_scales[r, u] = uint32(scales[row, b])
+                    if not grouped:
+                        w_scales[r, u] = uint32(scales[row, b])
                 else:
                     for i in range(CODE_WORDS):
                         w_codes[r, u, i] = uint32(0)
                     w_scales[r, u] = uint32(0)
+                if grouped:         # lanes 4 g ... 4 g + 3 hold one group's 4 blocks (blocks is a multiple of 4)
+                    scale = int32(0)                  # shuffles move 32-bit signed words: the 16 bits fit
+                    if row < n and b < blocks and lane % uint32(_GROUP_BLOCKS) == uint32(0):
+                        scale = int32(scales[row, b // uint32(_GROUP_BLOCKS)])
+                    w_scales[r, u] = uint32(cuda.shfl_sync(_FULL_MASK, scale,
+                                                           int32(lane & uint32(32 - _GROUP_BLOCKS))))
 
     def kernel(codes, scales, x, y):
         x_words = cuda.shared.array(0, uint32)      # x's q8_1 codes, block-major: 8 words (4 uint64) a block ...
@@ -179,7 +251,7 @@ def _build(fmt: str, rows: int = PERSISTENT_ROWS, per_lane: int = PERSISTENT_BLO
         lane = uint32(cuda.threadIdx.x % WARP)
         warp = uint32(cuda.threadIdx.x // WARP)
         n = uint32(scales.shape[0])
-        blocks = uint32(scales.shape[1])
+        blocks = uint32(scales.shape[1] * _GROUP_BLOCKS) if grouped else uint32(scales.shape[1])   # of 32 weights
         w_codes = cuda.local.array((rows, per_lane, CODE_WORDS), uint32)
         w_scales = cuda.local.array((rows, per_lane), uint32)
         acc = cuda.local.array(rows, float32)
@@ -248,7 +320,7 @@ def _build(fmt: str, rows: int = PERSISTENT_ROWS, per_lane: int = PERSISTENT_BLO
     kernel.__doc__ = (f"{per_sm} blocks of {warps} warps per SM: x quantized to q8_1 into shared memory once a block, "
                       f"then each warp walks rows {rows} at a time (tasks warp, warp + all warps, ...), {step_blocks} "
                       f"blocks a step, every load of a step before its arithmetic. W {fmt} repacked (codes (N, blocks "
-                      "* 4) uint32, scales (N, blocks)); x (K,) float32.")
+                      "* 4) uint32, scales (N, blocks), or (N, blocks / 4) for int4_g128); x (K,) float32.")
     compiled = cuda.jit(kernel, launch_bounds=(threads, per_sm))
     compiled.grid_per_sm, compiled.threads = per_sm, threads
     return compiled
@@ -256,6 +328,7 @@ def _build(fmt: str, rows: int = PERSISTENT_ROWS, per_lane: int = PERSISTENT_BLO
 
 q4_1_gemv_q8_1_persistent_kernel = _build("q4_1")
 q4_0_gemv_q8_1_persistent_kernel = _build("q4_0")
+int4_g128_gemv_q8_1_persistent_kernel = _build("int4_g128")
 
 
 def _launch(name, kernel, w, n, blocks, x, out, grid):
@@ -287,10 +360,20 @@ def q4_0_gemv_q8_1_persistent(w, x, *, out=None, grid=None, kernel=q4_0_gemv_q8_
     return _launch("q4_0_gemv_q8_1_persistent", kernel, w, n, blocks, x, out, grid)
 
 
+def int4_g128_gemv_q8_1_persistent(w, x, *, out=None, grid=None, kernel=int4_g128_gemv_q8_1_persistent_kernel):
+    """y = W x for int4_g128 weights ``w`` (the bytes (N, K / 128, 66) of ``reference.quantize_int4_g128``,
+    repacked here, or ``int4_g128_repack(w)``) and x (K,) float32, K a multiple of 128 up to ``PERSISTENT_MAX_K``:
+    as ``q4_0_gemv_q8_1_persistent``, each group's d for its 4 blocks."""
+    w, n, blocks = _int4_g128_weights(w, x)
+    return _launch("int4_g128_gemv_q8_1_persistent", kernel, w, n, blocks, x, out, grid)
+
+
 RUNGS = ladder(
     *quantized_gemv_wide.RUNGS.values(),
     Rung("q4_1_gemv_q8_1_persistent", q4_1_gemv_q8_1_persistent,
          "one block per SM: x quantized once a block, every load of a step before its arithmetic, unsigned indices"),
     Rung("q4_0_gemv_q8_1_persistent", q4_0_gemv_q8_1_persistent,
          "the same for Q4_0 (4.5 bits a weight): m = -8 d"),
+    Rung("int4_g128_gemv_q8_1_persistent", int4_g128_gemv_q8_1_persistent,
+         "the same for int4 with an fp16 scale per 128 (4.125 bits a weight), each scale loaded once and shuffled"),
 )

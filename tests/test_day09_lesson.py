@@ -303,7 +303,8 @@ def gemv_timing_claims(shown: str, gemv, batched) -> None:
         line = re.search(rf"^{n:,} × {k:,}, the best rung for each goal: (.*)$", shown, re.M)
         assert line, (n, k)
         ours = [r for r in gemv.rows if (r["N"], r["K"]) == (n, k) and not r["rung"].startswith("torch")]
-        four, eight = [r for r in ours if r["fmt"] in ("q4_0", "q4_1")], [r for r in ours if r["fmt"] == "q8_0"]
+        four = [r for r in ours if r["fmt"] in ("q4_0", "q4_1", "int4_g128")]
+        eight = [r for r in ours if r["fmt"] == "q8_0"]
         measures = {"4-bit of copy": (four, lambda r: r["kernel_gbps"] / copy),
                     "4-bit over fp16": (four, lambda r: r["kernel_speedup_over_fp16"]),
                     "4-bit over int4": (four, lambda r: r["kernel_speedup_over_int4pack"]),
@@ -326,7 +327,8 @@ def gemv_timing_claims(shown: str, gemv, batched) -> None:
             assert float(ratio) == round(times[before] / times[after], 2)
             assert (verdict == "faster, as predicted") == (times[after] < times[before]), (n, k, after)
     for n, k in sorted({(r["N"], r["K"]) for r in gemv.rows}):     # the fastest 4-bit kernel against its bytes
-        four_bit = [r for r in gemv.rows if (r["N"], r["K"]) == (n, k) and r["fmt"] in ("q4_0", "q4_1", "int4")]
+        four_bit = [r for r in gemv.rows
+                    if (r["N"], r["K"]) == (n, k) and r["fmt"] in ("q4_0", "q4_1", "int4_g128", "int4")]
         fastest = min(four_bit, key=lambda r: r["kernel_ms"])
         floor_us = fastest["bytes"] / copy / 1e3
         line = (f"{n:,} × {k:,}: the fastest 4-bit kernel, {fastest['rung']}, takes {fastest['kernel_ms'] * 1e3:.1f} µs; "
@@ -602,11 +604,13 @@ def beyond_claims(shown: str) -> None:
     # the wide rungs: the dp4a rung's bits, one launch each, x once per block of threads
     assert "q4_1_gemv_q8_1_wide: the same bits as q4_1_gemv_q8_1_dp4a" in shown
     assert re.search(r"^q8_0_gemv_q8_1_wide: OK \(", shown, re.M)
-    assert len(re.findall(r"^  1 launch, [\d,]+ bytes counted, the model agrees", shown, re.M)) == 4
-    # the persistent rungs: Q4_1 with the dp4a rung's bits, Q4_0 against its reference, x once per block of threads
+    assert len(re.findall(r"^  1 launch, [\d,]+ bytes counted, the model agrees", shown, re.M)) == 5
+    # the persistent rungs: Q4_1 with the dp4a rung's bits, Q4_0 and int4_g128 against their reference, x once per
+    # block of threads
     assert "q4_1_gemv_q8_1_persistent: the same bits as q4_1_gemv_q8_1_dp4a" in shown
     assert re.search(r"^q4_0_gemv_q8_1_persistent: OK \(", shown, re.M)
-    assert len(re.findall(rf"once per block of threads \({model.SIMULATOR_GRID} here, one per SM on a GPU", shown)) == 2
+    assert re.search(r"^int4_g128_gemv_q8_1_persistent: OK \(", shown, re.M)
+    assert len(re.findall(rf"once per block of threads \({model.SIMULATOR_GRID} here, one per SM on a GPU", shown)) == 3
     sums = [int(v.replace(",", "")) for v in re.findall(r"\(the sum ([\d,]+) times its scales\)", shown)]
     assert len(sums) == len(quantized_gemm.RUNGS) and min(sums) > 32_767
     recorded = load_recording("day09_gemm_timing")

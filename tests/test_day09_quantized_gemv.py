@@ -37,7 +37,8 @@ from kernels.launching import WARP, cdiv
 
 FORMATS = {"q8_0": (reference.quantize_q8_0, reference.dequantize_q8_0),
            "q4_0": (reference.quantize_q4_0, reference.dequantize_q4_0),
-           "q4_1": (reference.quantize_q4_1, reference.dequantize_q4_1)}
+           "q4_1": (reference.quantize_q4_1, reference.dequantize_q4_1),
+           "int4_g128": (reference.quantize_int4_g128, reference.dequantize_int4_g128)}
 WARP_PER_ROW = {name: name.split("_gemv")[0] for name in qg.RUNGS if name.endswith("_warp_per_row")}
 # (N, K): one row of one block; N not a multiple of GEMV_WARPS; a row of 33 blocks (lane 0 takes blocks 0 and 32).
 SHAPES = [(1, 32), (5, 32), (9, 64), (2, 33 * 32)]
@@ -61,15 +62,16 @@ def gguf_weights(rng, fmt, n, k):
     d = 0); with two rows or more the last row is raw random bytes under random finite scales, so every code
     appears (Q8_0's -128 too, which quantizing never makes)."""
     weights = rng.standard_normal((n, k)) * rng.choice([1e-3, 1.0, 50.0], size=(n, 1))
-    blocks = weights.reshape(-1, 32)
-    specials = [np.zeros(32), np.where(np.arange(32) % 3 == 0, -6.0, 5.25), np.full(32, 0.75)]
+    group = model.FORMAT_BLOCKS[fmt][0]             # 32 weights a block; int4_g128: 128 a group
+    blocks = weights.reshape(-1, group)
+    specials = [np.zeros(group), np.where(np.arange(group) % 3 == 0, -6.0, 5.25), np.full(group, 0.75)]
     for b, block in enumerate(specials[:len(blocks)]):
         blocks[b] = block
-    w = FORMATS[fmt][0](weights.astype(np.float32)).reshape(n, k // 32, -1)
+    w = FORMATS[fmt][0](weights.astype(np.float32)).reshape(n, k // group, -1)
     if n > 1:
         header = 4 if fmt == "q4_1" else 2
         w[-1] = rng.integers(0, 256, w[-1].shape, dtype=np.uint8)
-        w[-1, :, :header] = rng.uniform(-2, 2, (k // 32, header // 2)).astype("<f2").view(np.uint8)
+        w[-1, :, :header] = rng.uniform(-2, 2, (k // group, header // 2)).astype("<f2").view(np.uint8)
     return w
 
 
@@ -115,6 +117,8 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
         ("q8_0_gemv_q8_1_wide", qgw.q8_0_gemv_q8_1_wide_kernel, (u32_2d, numba.uint16[:, ::1], f32, f32)),
         ("q4_1_gemv_q8_1_persistent", qgp.q4_1_gemv_q8_1_persistent_kernel, (u32_2d, u32_2d, f32, f32)),
         ("q4_0_gemv_q8_1_persistent", qgp.q4_0_gemv_q8_1_persistent_kernel, (u32_2d, numba.uint16[:, ::1], f32, f32)),
+        ("int4_g128_gemv_q8_1_persistent", qgp.int4_g128_gemv_q8_1_persistent_kernel,
+         (u32_2d, numba.uint16[:, ::1], f32, f32)),
     ]
     for name, kernel, signature in kernels:
         for (major, minor), ptx in ptx_for_targets(kernel.py_func, signature, COMPUTE_CAPABILITIES).items():
@@ -239,9 +243,8 @@ def test_dp4a_twin_is_a_dot_product_of_signed_bytes_that_wraps_like_int32():
 @pytest.mark.parametrize("rung", list(LADDER))
 def test_empty_shapes(rung, rng_seed):
     """No rows: an empty y, nothing launched. K = 0: zeros."""
-    fmt = model.RUNG_FORMATS[rung]
-    block = qg.BLOCK_BYTES[fmt]
-    assert LADDER[rung](np.zeros((0, 2, block), np.uint8), np.ones(64, np.float32)).shape == (0,)
+    weights, block = model.FORMAT_BLOCKS[model.RUNG_FORMATS[rung]]
+    assert LADDER[rung](np.zeros((0, 2, block), np.uint8), np.ones(2 * weights, np.float32)).shape == (0,)
     y = LADDER[rung](np.zeros((3, 0, block), np.uint8), np.zeros(0, np.float32),
                      out=poison(np.empty(3, np.float32)))
     np.testing.assert_array_equal(y, np.zeros(3, np.float32))
@@ -251,7 +254,8 @@ def test_empty_shapes(rung, rng_seed):
 def test_device_arrays_in_device_array_out(rung, rng_seed):
     rng, _ = rng_seed
     fmt = model.RUNG_FORMATS[rung]
-    w, x = gguf_weights(rng, fmt, 3, 64), activations(rng, 64)
+    k = 2 * model.FORMAT_BLOCKS[fmt][0]
+    w, x = gguf_weights(rng, fmt, 3, k), activations(rng, k)
     y = LADDER[rung](cuda.to_device(w), cuda.to_device(x))
     assert hasattr(y, "copy_to_host")
     np.testing.assert_array_equal(y.copy_to_host(), LADDER[rung](w, x))
@@ -493,6 +497,60 @@ def test_persistent_q4_0_rung_reads_the_nibbles_in_gguf_order():
         assert y[0] == np.float32((p % 32) % 16 - 8), (p, y)
 
 
+# int4_g128: one group, 5 rows of one group, 70 rows of 2 groups, and 3 rows of a step (128 blocks) and a group more.
+INT4_SHAPES = [(1, 128), (5, 128), (70, 256), (3, 33 * 128)]
+
+
+def as_q4_0(w):
+    """int4_g128 bytes (N, groups, 66) as Q4_0 blocks (N, 4 groups, 18): each run of 16 bytes with its group's d."""
+    n, groups, _ = w.shape
+    blocks = np.empty((n, groups, 4, 18), np.uint8)
+    blocks[..., :2] = w[:, :, None, :2]
+    blocks[..., 2:] = w[..., 2:].reshape(n, groups, 4, 16)
+    return blocks.reshape(n, 4 * groups, 18)
+
+
+@pytest.mark.parametrize("shape", INT4_SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
+def test_persistent_int4_g128_rung_matches_w_times_the_quantized_activations(shape, rng_seed):
+    """Every code (the raw bytes of the last row) against the q8_1 x, from the bytes and repacked; and the Q4_0
+    rung's bits on the same codes with each group's d written into its 4 blocks: each group's scale, loaded by one
+    lane and shuffled, reaches the 4 lanes of its blocks."""
+    rng, seed = rng_seed
+    w, x = gguf_weights(rng, "int4_g128", *shape), activations(rng, shape[1])
+    y = qgp.int4_g128_gemv_q8_1_persistent(w, x, out=poison(np.empty(shape[0], np.float32)))
+    check(y, reference.gemv_q8_1(w, x, "int4_g128"), name="int4_g128_gemv_q8_1_persistent", seed=seed)
+    np.testing.assert_array_equal(qgp.int4_g128_gemv_q8_1_persistent(qgp.int4_g128_repack(w), x, grid=3), y)
+    np.testing.assert_array_equal(qgp.q4_0_gemv_q8_1_persistent(as_q4_0(w), x), y)
+
+
+def test_persistent_int4_g128_rung_reads_each_group_s_scale_and_the_nibbles_in_order():
+    """Position-coded: code j of every block of 32 is j % 16, group g's d is 2^g, x one-hot on position p: y is
+    2^(p // 128) ((p % 32) % 16 - 8), so the wrong nibble order or another group's (or block's) scale gives another
+    value."""
+    groups = 3
+    w = np.zeros((1, groups, 66), np.uint8)
+    w[0, :, :2] = (2.0 ** np.arange(groups)).astype("<f2").reshape(groups, 1).view(np.uint8)
+    w[..., 2:] = np.tile((np.arange(16) % 16) | ((np.arange(16, 32) % 16) << 4), 4)
+    for p in (0, 5, 17, 31, 32 + 20, 128 + 3, 128 + 96 + 30, 256 + 64 + 18):
+        x = np.zeros(128 * groups, np.float32)
+        x[p] = 1.0
+        y = qgp.int4_g128_gemv_q8_1_persistent(w, x)
+        assert y[0] == np.float32(2.0 ** (p // 128) * ((p % 32) % 16 - 8)), (p, y)
+
+
+def test_int4_g128_repack_splits_each_group_into_four_blocks_of_codes_and_its_scale(rng_seed):
+    rng, _ = rng_seed
+    w = gguf_weights(rng, "int4_g128", 3, 2 * 128)
+    codes, scales = qgp.int4_g128_repack(w)
+    assert codes.dtype == np.uint32 and scales.dtype == np.uint16 and codes.shape == (3, 8, 4)
+    assert scales.shape == (3, 2) and codes.flags.c_contiguous and scales.flags.c_contiguous
+    np.testing.assert_array_equal(codes.view(np.uint8).reshape(3, 2, 64), w[..., 2:])
+    np.testing.assert_array_equal(scales, w[..., :2].copy().view(np.uint16)[..., 0])
+    on_device = qgp.int4_g128_repack(cuda.to_device(w))
+    assert isinstance(on_device, qgp.Int4G128Repacked)
+    np.testing.assert_array_equal(on_device.scales.copy_to_host(), scales)
+
+
 def test_q4_0_repack_splits_each_block_into_its_codes_and_its_scale(rng_seed):
     rng, _ = rng_seed
     w = gguf_weights(rng, "q4_0", 3, 5 * 32)
@@ -523,6 +581,18 @@ W40 = np.zeros((2, 3, 18), np.uint8)
     (lambda: qgp.q4_1_gemv_q8_1_persistent(W41, X, grid=0), ValueError, "grid must be"),
     (lambda: qgp.q4_0_gemv_q8_1_persistent(W40, X, out=np.zeros(3, np.float32)), ValueError,
      r"out must have shape \(rows=2,\), got \(3,\)"),
+    (lambda: qgp.int4_g128_gemv_q8_1_persistent(W40, X), ValueError,
+     r"w must have shape \(rows=any, groups=any, int4_g128_block_bytes=66\), got \(2, 3, 18\)"),
+    (lambda: qgp.int4_g128_gemv_q8_1_persistent(np.zeros((2, 1, 66), np.uint8), X), ValueError,
+     r"x must have shape \(K=128,\), got \(96,\)"),
+    (lambda: qgp.int4_g128_gemv_q8_1_persistent(qgp.q4_0_repack(W40), X), TypeError,
+     "w must be int4_g128 bytes .* or int4_g128_repack's Int4G128Repacked, got a Q4_0Repacked of 2"),
+    (lambda: qgp.int4_g128_gemv_q8_1_persistent(qgp.Int4G128Repacked(np.zeros((2, 3, 4), np.uint32),
+                                                                      np.zeros((2, 1), np.uint16)), X), ValueError,
+     "w.codes must have a multiple of 4 blocks of 32 .groups of 128., got 3"),
+    (lambda: qgp.int4_g128_gemv_q8_1_persistent(qgp.Int4G128Repacked(np.zeros((2, 4, 4), np.uint32),
+                                                                      np.zeros((2, 4), np.uint16)), X), ValueError,
+     r"w.scales must have shape \(rows=2, groups=1\), got \(2, 4\)"),
 ])
 def test_bad_arguments_of_the_persistent_rungs_are_named(call, error, words):
     with pytest.raises(error, match=words):
@@ -536,7 +606,7 @@ def test_bad_arguments_of_the_persistent_rungs_are_named(call, error, words):
 @pytest.mark.parametrize("rung", list(LADDER))
 def test_counted_traffic_equals_the_model(rung, rng_seed):
     rng, _ = rng_seed
-    n, k = 5, 64
+    n, k = 5, 2 * model.FORMAT_BLOCKS[model.RUNG_FORMATS[rung]][0]      # two blocks (int4_g128: two groups)
     w, x = gguf_weights(rng, model.RUNG_FORMATS[rung], n, k), activations(rng, k)
     with count_traffic() as t:
         LADDER[rung](w, x)
@@ -562,7 +632,11 @@ def test_counted_traffic_of_a_batch_equals_the_model(n, k, tokens, rng_seed):
 
 def test_byte_model_numbers():
     assert qg.BLOCK_BYTES == model.BLOCK_BYTES and qg.QK == model.QK
-    assert [float(model.bits_per_weight(f)) for f in ("q8_0", "q4_0", "q4_1")] == [8.5, 4.5, 5.0]
+    assert [float(model.bits_per_weight(f)) for f in ("q8_0", "q4_0", "q4_1", "int4_g128")] == [8.5, 4.5, 5.0, 4.125]
+    assert model.FORMAT_BLOCKS["int4_g128"] == (qgp.INT4_GROUP, qgp.INT4_G128_BLOCK_BYTES)
+    assert (qgp.INT4_GROUP, qgp.INT4_G128_BLOCK_BYTES) == (reference.INT4_GROUP, reference.INT4_G128_BLOCK_BYTES)
+    # int4_g128: 16 bytes of codes per 32 weights and 2 of scale per 128, read once; x once per block of threads
+    assert model.bytes_int4_g128_gemv_q8_1_persistent(5, 256, grid=2) == 5 * 2 * 66 + 2 * 256 * 4 + 5 * 4
     assert model.weight_bytes("q4_0", 4096, 4096) == 4096 * 128 * 18
     # At decode W is nearly all of it: a 4096 x 4096 Q4_0 GEMV moves W, then 16 KiB of x and of y.
     assert model.compulsory_bytes("q4_0_gemv_warp_per_row", 4096, 4096) == 4096 * 128 * 18 + 2 * 4096 * 4
@@ -592,6 +666,7 @@ def test_byte_model_numbers():
     assert set(model.RUNG_FORMATS) == set(LADDER) and model.BATCHED_RUNGS == ("q4_1_gemv_q8_1_small_batch",)
     for call, error in [(lambda: model.weight_bytes("q5_0", 1, 32), ValueError),
                         (lambda: model.weight_bytes("q4_0", 1, 48), ValueError),
+                        (lambda: model.weight_bytes("int4_g128", 1, 96), ValueError),
                         (lambda: model.flops(-1, 32), ValueError), (lambda: model.flops(1.0, 32), TypeError),
                         (lambda: model.traffic("q4_1_gemv", 1, 32), ValueError),
                         (lambda: model.compulsory_bytes("gemv", 1, 32), ValueError),
@@ -646,4 +721,4 @@ WIDE = {"q4_1_gemv_q8_1_wide": {"dp4a": 64, "loads_16_bytes": 16},
 # 16-byte load.
 PERSISTENT = {name: {"dp4a": 8 * qgp.PERSISTENT_ROWS * qgp.PERSISTENT_BLOCKS_PER_LANE,
                      "loads_16_bytes": qgp.PERSISTENT_ROWS * qgp.PERSISTENT_BLOCKS_PER_LANE}
-              for name in ("q4_1_gemv_q8_1_persistent", "q4_0_gemv_q8_1_persistent")}
+              for name in ("q4_1_gemv_q8_1_persistent", "q4_0_gemv_q8_1_persistent", "int4_g128_gemv_q8_1_persistent")}

@@ -305,6 +305,15 @@ def _quantized_gemv_inputs(rng, rung):
     return (w, _floats(rng, 96)), {"out": _nan(7)}
 
 
+def _int4_g128_gemv_inputs(rng, rung):
+    """7 rows (two blocks of 4 warps, the second with 3) of K = 256 (two groups of 128), the second row all zeros."""
+    from kernels import reference
+
+    weights = _floats(rng, 7, 256)
+    weights[1] = 0.0
+    return (reference.quantize_int4_g128(weights).reshape(7, 2, -1), _floats(rng, 256)), {"out": _nan(7)}
+
+
 def _quantized_gemv_reference(fmt):
     """W x in float64, W the GGUF bytes w (N, blocks, block_bytes) of format ``fmt`` dequantized."""
     def reference_of(w, x, **_):
@@ -531,6 +540,7 @@ OPERATIONS = {
     "q4_1_gemv_q8_1": Operation(_quantized_gemv_inputs, _times_q8_1_reference("q4_1")),   # dp4a, repacked, wide
     "q8_0_gemv_q8_1": Operation(_quantized_gemv_inputs, _times_q8_1_reference("q8_0")),   # q8_0_gemv_q8_1_wide
     "q4_0_gemv_q8_1": Operation(_quantized_gemv_inputs, _times_q8_1_reference("q4_0")),   # q4_0_gemv_q8_1_persistent
+    "int4_g128_gemv_q8_1": Operation(_int4_g128_gemv_inputs, _times_q8_1_reference("int4_g128")),
     "q4_1_gemv_q8_1_small": Operation(_small_batch_inputs, _times_q8_1_reference("q4_1")),    # the batched rung
     "w8a8_gemm": Operation(_w8a8_gemm_inputs, _w8a8_gemm_reference),
     "embedding_q8_0": Operation(_embedding_inputs, _embedding_reference),

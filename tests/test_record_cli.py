@@ -578,7 +578,8 @@ def test_day09_declares_every_rung_of_its_ladder_at_llama_shapes():
     assert list(day09.FORMATS) == list(quantized_gemv_persistent.RUNGS) and day09.FORMATS == model.RUNG_FORMATS
     assert list(day09.FORMATS)[:len(quantized_gemv.RUNGS)] == list(quantized_gemv.RUNGS)
     assert day09.REPACKED == ("q4_1_gemv_q8_1_repacked", "q4_1_gemv_q8_1_small_batch", "q4_1_gemv_q8_1_wide",
-                              "q8_0_gemv_q8_1_wide", "q4_1_gemv_q8_1_persistent", "q4_0_gemv_q8_1_persistent")
+                              "q8_0_gemv_q8_1_wide", "q4_1_gemv_q8_1_persistent", "q4_0_gemv_q8_1_persistent",
+                              "int4_g128_gemv_q8_1_persistent")
     assert [c.label for c in day09.ncu_cases()] == list(quantized_gemv_persistent.RUNGS)
     assert {(c.N, day09.ncu_shape(c.N)["K"]) for c in day09.ncu_cases()} == {(8192, 8192)}
     sweep = day09.gemv_sweep()
@@ -637,14 +638,14 @@ def test_day09_finish_compares_every_row_with_torch():
 
 
 def test_day09_checks_every_rung_on_the_simulator():
-    """Day 9's full-size checks at a simulator's size (two shapes: 3 blocks a row, and 33 so lane 0 takes two; the
-    batched rung on 3 tokens): every rung against its float64 reference, each row naming its rung, format, shape
-    and tokens; the quantization's own error is Q8_0's smallest."""
+    """Day 9's full-size checks at a simulator's size (two shapes: 4 blocks a row, and 36 so lane 0 takes two; K a
+    multiple of 128 for int4_g128; the batched rung on 3 tokens): every rung against its float64 reference, each
+    row naming its rung, format, shape and tokens; the quantization's own error is Q8_0's smallest."""
     from course.record import day09
 
-    rows = harness.run_checks(day09.checks(shapes=((9, 96), (6, 33 * 32)), tokens=3))
+    rows = harness.run_checks(day09.checks(shapes=((9, 128), (6, 36 * 32)), tokens=3))
     assert [(r["rung"], r["N"], r["K"], r["T"]) for r in rows] == [
-        (rung, n, k, 3 if rung == day09.BATCHED else 1) for n, k in ((9, 96), (6, 1056)) for rung in day09.FORMATS]
+        (rung, n, k, 3 if rung == day09.BATCHED else 1) for n, k in ((9, 128), (6, 1152)) for rung in day09.FORMATS]
     assert all(r["rel_err"] < 1e-6 and r["fmt"] == day09.FORMATS[r["rung"]] for r in rows)
     for n in (9, 6):
         errors = {r["rung"]: r["quantization_rel_err"] for r in rows if r["N"] == n}
@@ -657,10 +658,11 @@ def test_day09_reference_is_the_same_in_chunks_of_rows():
     from course.record import day09
     from test_kernels_pattern import operation_of
 
-    n, k = day09.CHUNK_ROWS + 37, 64
+    n, k = day09.CHUNK_ROWS + 37, 128
     for rung, fmt in day09.FORMATS.items():
         w = day09.gguf_weights(fmt, n, k)
-        assert w.shape == (n, k // 32, day09.model.BLOCK_BYTES[fmt]) and w.dtype == np.uint8
+        weights, size = day09.model.FORMAT_BLOCKS[fmt]
+        assert w.shape == (n, k // weights, size) and w.dtype == np.uint8
         x = day09.batch_activations(k, 2) if rung == day09.BATCHED else day09.activations(k)
         operation = operation_of(day09.LADDER[rung])
         np.testing.assert_allclose(day09.reference_gemv(rung, w, x), operation.reference(w, x), rtol=1e-12, atol=1e-12)

@@ -634,8 +634,54 @@ def test_gemv_q8_1_is_the_codes_times_the_q8_1_values_plus_the_minimum_times_the
                 want[t, n] += d * (q @ x_hat[b]) + m * sums[b]
     np.testing.assert_allclose(ref.gemv_q8_1(w, x, fmt), want, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(ref.gemv_q8_1(w, x[1], fmt), want[1], rtol=1e-12, atol=1e-12)
-    with pytest.raises(ValueError, match="fmt must be one of 'q8_0', 'q4_0', 'q4_1', got 'q5_0'"):
+    with pytest.raises(ValueError, match="fmt must be one of 'q8_0', 'q4_0', 'q4_1', 'int4_g128', got 'q5_0'"):
         ref.gemv_q8_1(w, x, "q5_0")
+
+
+def test_int4_g128_is_int4_groups_of_128_with_the_scale_in_fp16_laid_out_as_q4_0_blocks():
+    """Per group of 128: d = amax / 7 stored in fp16, then 4 runs of 16 bytes, run r holding values 32 r ... 32 r +
+    31 as Q4_0 holds a block (q + 8, byte j: value j low, value j + 16 high); the values d q within half a step of x
+    (d the stored scale), the same codes as quantize_int4_groups' wherever the fp16 d rounds to the float32 one; a
+    group of zeros gives d = 0 and codes 8."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((3, 256)).astype(np.float32)
+    x[1, :128] = 0.0
+    x[2, 128:] = np.arange(128) - 64.0                    # amax 64: d = 64 / 7, q = rint(v / d)
+    w = ref.quantize_int4_g128(x)
+    assert w.dtype == np.uint8 and w.shape == (3, 2 * ref.INT4_G128_BLOCK_BYTES)
+    groups = w.reshape(3, 2, 66)
+    d = groups[..., :2].copy().view("<f2")[..., 0].astype(np.float64)
+    np.testing.assert_array_equal(d, (np.abs(x.reshape(3, 2, 128)).max(axis=2) / np.float32(7)).astype("<f2"))
+    runs = groups[..., 2:].reshape(3, 2, 4, 16)
+    codes = np.concatenate([runs & 15, runs >> 4], axis=3).reshape(3, 256).astype(np.int64)   # value order
+    q = np.clip(np.rint(x.reshape(3, 2, 128) / np.where(d > 0, d, 1)[..., None]), -8, 7).reshape(3, 256)
+    np.testing.assert_array_equal(codes - 8, np.where(np.repeat(d, 128, axis=1) > 0, q, 0))
+    assert d[1, 0] == 0 and np.all(codes[1, :128] == 8)
+    values = ref.dequantize_int4_g128(w)
+    assert values.dtype == np.float64 and values.shape == x.shape
+    np.testing.assert_array_equal(values, (codes - 8) * np.repeat(d, 128, axis=1))
+    assert np.all(np.abs(values - x) <= np.repeat(d, 128, axis=1) / 2 * (1 + 1e-12))
+    packed, scales = ref.quantize_int4_groups(x, 128)     # the same codes where fp16 keeps the float32 scale
+    same = np.repeat(scales.astype("<f2").astype(np.float32) == scales, 128, axis=1)
+    np.testing.assert_array_equal((codes - 8)[same], ref.unpack_int4(packed)[same])
+    with pytest.raises(ValueError, match="multiple of 128"):
+        ref.quantize_int4_g128(np.zeros((2, 96), np.float32))
+    with pytest.raises(ValueError, match="does not fit in fp16"):
+        ref.quantize_int4_g128(np.full(128, 1e6, np.float32))
+    with pytest.raises(ValueError, match=r"multiple of 66 \(int4_g128 block size\)"):
+        ref.dequantize_int4_g128(np.zeros(64, np.uint8))
+
+
+def test_gemv_q8_1_of_int4_g128_takes_each_group_s_scale_for_its_four_blocks():
+    """int4_g128 against the same codes stored as Q4_0 blocks, each carrying its group's d: the same product."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 256)).astype(np.float32)
+    w = ref.quantize_int4_g128(rng.standard_normal((3, 256)).astype(np.float32)).reshape(3, 2, 66)
+    q4_0 = np.empty((3, 2, 4, 18), np.uint8)
+    q4_0[..., :2] = w[:, :, None, :2]
+    q4_0[..., 2:] = w[..., 2:].reshape(3, 2, 4, 16)
+    np.testing.assert_allclose(ref.gemv_q8_1(w, x, "int4_g128"), ref.gemv_q8_1(q4_0.reshape(3, 8, 18), x, "q4_0"),
+                               rtol=1e-12, atol=1e-12)
 
 
 def test_q4_0_layout_puts_element_j_plus_16_in_the_high_nibble():

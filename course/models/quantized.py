@@ -4,7 +4,9 @@
 weights of a row (``QK``); its bytes, by format (``BLOCK_BYTES``): Q8_0 34 (an fp16 scale and 32 int8
 codes: 8.5 bits per weight), Q4_0 18 (an fp16 scale and 32 nibbles: 4.5 bits), Q4_1 20 (an fp16 scale, an
 fp16 minimum and 32 nibbles: 5 bits). Next to float32 weights (32 bits) a GEMV reads 3.8, 7.1 or 6.4 times
-fewer bytes of W, and at decode W is nearly all of the traffic.
+fewer bytes of W, and at decode W is nearly all of the traffic. The course's int4_g128
+(``reference.quantize_int4_g128``) keeps one fp16 scale per group of 128 weights: 66 bytes a group, 4.125 bits a
+weight (``FORMAT_BLOCKS`` gives every format's weights and bytes a block).
 
 - ``weight_bytes(fmt, N, K)``: the bytes of W in format ``fmt``; ``bits_per_weight(fmt)``.
 - ``traffic_<rung>(N, K)``: ``{argument: (bytes loaded, bytes stored)}`` of the rung's kernels, by kernel
@@ -21,9 +23,9 @@ fewer bytes of W, and at decode W is nearly all of the traffic.
   whatever T, quantizes x per token (T K floats read, T q8_1 rows written) and its ceil(N / 4) warps
   (``BATCH_ROWS_PER_WARP``) each read all T tokens' q8_1 blocks once: T ceil(N / 4) (K + 8 K / 32) bytes,
   served by L1 and L2, then write T N floats of y.
-  The persistent rungs (``traffic_q4_1_gemv_q8_1_persistent(N, K, grid)`` and its Q4_0 twin) read W's codes and
-  scales once and x once per block of threads of their grid (``SIMULATOR_GRID`` on the simulator, one per SM on a
-  GPU), whatever N, and write y.
+  The persistent rungs (``traffic_q4_1_gemv_q8_1_persistent(N, K, grid)``, its Q4_0 and int4_g128 twins) read W's
+  codes and scales once (int4_g128: a scale per group of 128, each read by one lane) and x once per block of
+  threads of their grid (``SIMULATOR_GRID`` on the simulator, one per SM on a GPU), whatever N, and write y.
 - ``bytes_<rung>(N, K)``: the total of ``traffic_<rung>`` (``bytes_q4_1_gemv_q8_1_small_batch(N, K, T)``).
 - ``compulsory_bytes(rung, N, K, T=1)``: what must cross DRAM at least: W once, x and y once per token, and for
   the q8_1 rungs their q8_1 blocks written once and read once per token. Timings divide these by the time.
@@ -39,16 +41,17 @@ gives the T past which the dp4a (and the instructions around them) take longer t
 GEMM reads 2 bytes per weight, 3.2 times Q4_1's, and its tensor cores keep it memory bound to T of a few hundred:
 past the T where the batched GEMV's instruction time exceeds the fp16 GEMM's streaming time, the GEMM wins.
 
-Arguments are ints >= 0 (T >= 1 where a rung takes it); K a multiple of 32.
+Arguments are ints >= 0 (T >= 1 where a rung takes it); K a multiple of 32 (of 128 for int4_g128).
 """
 
 from __future__ import annotations
 
 from fractions import Fraction
 
-from kernels.reference import GGUF_BLOCK_SIZE, Q4_0_BLOCK_BYTES, Q4_1_BLOCK_BYTES, Q8_0_BLOCK_BYTES
+from kernels.reference import (GGUF_BLOCK_SIZE, INT4_G128_BLOCK_BYTES, INT4_GROUP, Q4_0_BLOCK_BYTES, Q4_1_BLOCK_BYTES,
+                               Q8_0_BLOCK_BYTES)
 
-__all__ = ["QK", "BLOCK_BYTES", "RUNG_FORMATS", "BATCHED_RUNGS", "ROWS_PER_WARP", "BATCH_ROWS_PER_WARP",
+__all__ = ["QK", "BLOCK_BYTES", "FORMAT_BLOCKS", "RUNG_FORMATS", "BATCHED_RUNGS", "ROWS_PER_WARP", "BATCH_ROWS_PER_WARP",
            "bits_per_weight", "weight_bytes", "flops", "dp4a_count",
            "traffic_q8_0_gemv_warp_per_row", "traffic_q4_0_gemv_warp_per_row", "traffic_q4_1_gemv_warp_per_row",
            "traffic_q4_1_gemv_q8_1_dp4a", "traffic_q4_1_gemv_q8_1_repacked", "traffic_q4_1_gemv_q8_1_small_batch",
@@ -57,16 +60,21 @@ __all__ = ["QK", "BLOCK_BYTES", "RUNG_FORMATS", "BATCHED_RUNGS", "ROWS_PER_WARP"
            "WIDE_ROWS_PER_BLOCK", "traffic_q4_1_gemv_q8_1_wide", "traffic_q8_0_gemv_q8_1_wide",
            "bytes_q4_1_gemv_q8_1_wide", "bytes_q8_0_gemv_q8_1_wide", "SIMULATOR_GRID",
            "traffic_q4_1_gemv_q8_1_persistent", "traffic_q4_0_gemv_q8_1_persistent",
-           "bytes_q4_1_gemv_q8_1_persistent", "bytes_q4_0_gemv_q8_1_persistent", "traffic",
+           "bytes_q4_1_gemv_q8_1_persistent", "bytes_q4_0_gemv_q8_1_persistent",
+           "traffic_int4_g128_gemv_q8_1_persistent", "bytes_int4_g128_gemv_q8_1_persistent", "traffic",
            "compulsory_bytes"]
 
 QK = GGUF_BLOCK_SIZE
-BLOCK_BYTES = {"q8_0": Q8_0_BLOCK_BYTES, "q4_0": Q4_0_BLOCK_BYTES, "q4_1": Q4_1_BLOCK_BYTES}
+BLOCK_BYTES = {"q8_0": Q8_0_BLOCK_BYTES, "q4_0": Q4_0_BLOCK_BYTES, "q4_1": Q4_1_BLOCK_BYTES}    # GGUF's, 32 weights
+# Every format's block: (weights, bytes), GGUF's and the course's int4 with a scale per group of 128.
+FORMAT_BLOCKS = {**{fmt: (QK, size) for fmt, size in BLOCK_BYTES.items()},
+                 "int4_g128": (INT4_GROUP, INT4_G128_BLOCK_BYTES)}
 # The weight format each rung of kernels.quantized_gemv_repacked (day 9's whole ladder) reads.
 RUNG_FORMATS = {"q8_0_gemv_warp_per_row": "q8_0", "q4_0_gemv_warp_per_row": "q4_0",
                 "q4_1_gemv_warp_per_row": "q4_1", "q4_1_gemv_q8_1_dp4a": "q4_1", "q4_1_gemv_q8_1_repacked": "q4_1",
                 "q4_1_gemv_q8_1_small_batch": "q4_1", "q4_1_gemv_q8_1_wide": "q4_1", "q8_0_gemv_q8_1_wide": "q8_0",
-                "q4_1_gemv_q8_1_persistent": "q4_1", "q4_0_gemv_q8_1_persistent": "q4_0"}
+                "q4_1_gemv_q8_1_persistent": "q4_1", "q4_0_gemv_q8_1_persistent": "q4_0",
+                "int4_g128_gemv_q8_1_persistent": "int4_g128"}
 BATCHED_RUNGS = ("q4_1_gemv_q8_1_small_batch",)      # the rungs that take T tokens at once
 ROWS_PER_WARP = 2              # rows per warp of q4_1_gemv_q8_1_repacked: its warps read the q8_1 blocks
 BATCH_ROWS_PER_WARP = 4        # rows per warp of q4_1_gemv_q8_1_small_batch
@@ -88,21 +96,25 @@ def _check(**sizes) -> None:
         raise ValueError(f"K must be a multiple of {QK} (a GGUF block), got {sizes['K']}")
 
 
-def _block_bytes(fmt: str) -> int:
-    if fmt not in BLOCK_BYTES:
-        raise ValueError(f"fmt must be one of {sorted(BLOCK_BYTES)}, got {fmt!r}")
-    return BLOCK_BYTES[fmt]
+def _format_block(fmt: str) -> tuple[int, int]:
+    if fmt not in FORMAT_BLOCKS:
+        raise ValueError(f"fmt must be one of {sorted(FORMAT_BLOCKS)}, got {fmt!r}")
+    return FORMAT_BLOCKS[fmt]
 
 
 def bits_per_weight(fmt: str) -> Fraction:
-    """Bits of storage per weight in format ``fmt``, its scale (and minimum) included: 17/2, 9/2 or 5."""
-    return Fraction(8 * _block_bytes(fmt), QK)
+    """Bits of storage per weight in format ``fmt``, its scale (and minimum) included: 17/2, 9/2, 5 or 33/8."""
+    weights, size = _format_block(fmt)
+    return Fraction(8 * size, weights)
 
 
 def weight_bytes(fmt: str, N: int, K: int) -> int:
-    """Bytes of W (N, K) in format ``fmt``: N K / 32 blocks."""
+    """Bytes of W (N, K) in format ``fmt``: N K / 32 blocks (int4_g128: N K / 128 groups)."""
     _check(N=N, K=K)
-    return N * (K // QK) * _block_bytes(fmt)
+    weights, size = _format_block(fmt)
+    if K % weights:
+        raise ValueError(f"K must be a multiple of {weights} for {fmt}, got {K}")
+    return N * (K // weights) * size
 
 
 def flops(N: int, K: int, T: int = 1) -> int:
@@ -207,10 +219,10 @@ def _persistent(fmt: str, N: int, K: int, grid: int) -> dict:
     """One kernel on ``grid`` blocks of threads: W's codes and scales once, x once per block of threads (each
     quantizes all of x into its shared memory, whatever its share of the rows), y written."""
     _check(N=N, K=K, grid=grid)
-    blocks = K // QK
-    scale = SCALE_BYTES[fmt]
-    return {"codes": (N * blocks * (BLOCK_BYTES[fmt] - scale), 0), "scales": (N * blocks * scale, 0),
-            "x": (grid * K * FLOAT32 if N else 0, 0), "y": (0, N * FLOAT32)}
+    size = weight_bytes(fmt, N, K)
+    codes = N * K // 2 if fmt != "q8_0" else N * K           # a nibble a weight (Q8_0: a byte)
+    return {"codes": (codes, 0), "scales": (size - codes, 0), "x": (grid * K * FLOAT32 if N else 0, 0),
+            "y": (0, N * FLOAT32)}
 
 
 def traffic_q4_1_gemv_q8_1_persistent(N: int, K: int, grid: int = SIMULATOR_GRID) -> dict:
@@ -223,6 +235,12 @@ def traffic_q4_1_gemv_q8_1_persistent(N: int, K: int, grid: int = SIMULATOR_GRID
 def traffic_q4_0_gemv_q8_1_persistent(N: int, K: int, grid: int = SIMULATOR_GRID) -> dict:
     """W's 16 bytes of codes and 2 of scale per block once; x once per block of threads; y written."""
     return _persistent("q4_0", N, K, grid)
+
+
+def traffic_int4_g128_gemv_q8_1_persistent(N: int, K: int, grid: int = SIMULATOR_GRID) -> dict:
+    """W's 16 bytes of codes per block of 32 and 2 of scale per group of 128 once (one lane of 4 loads each scale);
+    x once per block of threads; y written."""
+    return _persistent("int4_g128", N, K, grid)
 
 
 def _total(traffic: dict) -> int:
@@ -279,6 +297,11 @@ def bytes_q4_0_gemv_q8_1_persistent(N: int, K: int, grid: int = SIMULATOR_GRID) 
     return _total(traffic_q4_0_gemv_q8_1_persistent(N, K, grid))
 
 
+def bytes_int4_g128_gemv_q8_1_persistent(N: int, K: int, grid: int = SIMULATOR_GRID) -> int:
+    """All of ``traffic_int4_g128_gemv_q8_1_persistent``: 66 N K / 128 + 4 K grid + 4 N."""
+    return _total(traffic_int4_g128_gemv_q8_1_persistent(N, K, grid))
+
+
 _TRAFFIC = {"q8_0_gemv_warp_per_row": traffic_q8_0_gemv_warp_per_row,
             "q4_0_gemv_warp_per_row": traffic_q4_0_gemv_warp_per_row,
             "q4_1_gemv_warp_per_row": traffic_q4_1_gemv_warp_per_row,
@@ -288,7 +311,8 @@ _TRAFFIC = {"q8_0_gemv_warp_per_row": traffic_q8_0_gemv_warp_per_row,
             "q4_1_gemv_q8_1_wide": traffic_q4_1_gemv_q8_1_wide,
             "q8_0_gemv_q8_1_wide": traffic_q8_0_gemv_q8_1_wide,
             "q4_1_gemv_q8_1_persistent": traffic_q4_1_gemv_q8_1_persistent,
-            "q4_0_gemv_q8_1_persistent": traffic_q4_0_gemv_q8_1_persistent}
+            "q4_0_gemv_q8_1_persistent": traffic_q4_0_gemv_q8_1_persistent,
+            "int4_g128_gemv_q8_1_persistent": traffic_int4_g128_gemv_q8_1_persistent}
 
 
 def _tokens(rung: str, T) -> int:

@@ -3,15 +3,15 @@
 
 A declaration for ``course.record.harness`` over the registry ``kernels.quantized_gemv_persistent.RUNGS`` (the
 day's whole ladder, ``LADDER``): y = W x at batch 1, the decode step's matrix-vector product, with W stored in its
-llama.cpp bytes (``RUNG_FORMATS``:
-Q8_0, Q4_0, Q4_1) at two shapes of Llama 3 70B's layers (``SHAPES``, (N, K): 8192 x 8192, the attention
-output projection, and 28672 x 8192, the MLP's gate and up projections). W is Gaussian (standard deviation
-0.02, as a trained layer's weights), quantized by ``kernels.reference`` (``quantize_q8_0``, ``quantize_q4_0``,
-``quantize_q4_1``); x is Gaussian float32. Every row names its rung by its key in ``RUNGS`` (or torch's
-call, ``torch_...``), the shape it measured in ``N`` and ``K`` and the weights' format in ``fmt``. The rungs that
-read repacked weights (``REPACKED``) are given ``q4_1_repack(w)`` (``q8_0_repack(w)`` for the Q8_0 one), made once
-on the device before any timing
-(the repacking is a load-time step, never timed). The checks run first, then ``record(out_dir)`` writes:
+llama.cpp bytes (``RUNG_FORMATS``: Q8_0, Q4_0, Q4_1; and the course's int4 with an fp16 scale per group of 128,
+``int4_g128``) at two shapes of Llama 3 70B's layers (``SHAPES``, (N, K): 8192 x 8192, the attention output
+projection, and 28672 x 8192, the MLP's gate and up projections). W is Gaussian (standard deviation 0.02, as a
+trained layer's weights), quantized by ``kernels.reference`` (``quantize_q8_0``, ``quantize_q4_0``,
+``quantize_q4_1``, ``quantize_int4_g128``); x is Gaussian float32. Every row names its rung by its key in
+``RUNGS`` (or torch's call, ``torch_...``), the shape it measured in ``N`` and ``K`` and the weights' format in
+``fmt``. The rungs that read repacked weights (``REPACKED``) are given ``q4_1_repack(w)`` (``q8_0_repack``,
+``q4_0_repack`` and ``int4_g128_repack`` for the other formats), made once on the device before any timing (the
+repacking is a load-time step, never timed). The checks run first, then ``record(out_dir)`` writes:
 
 - ``day09_full_size_checks.json``: every rung at both shapes against the float64 reference: the
   dequantized W (``reference.dequantize_<fmt>``) times x; for the q8_1 rungs (``Q8_1_RUNGS``), W times x
@@ -85,7 +85,7 @@ LADDER = quantized_gemv_persistent.RUNGS        # the day's whole ladder: quanti
 FORMATS = {name: model.RUNG_FORMATS[name] for name in LADDER}
 # The rungs whose reference is W times the q8_1 activations, and those timed on repacked weights.
 Q8_1_RUNGS = (DP4A, "q4_1_gemv_q8_1_repacked", BATCHED, "q4_1_gemv_q8_1_wide", "q8_0_gemv_q8_1_wide",
-              "q4_1_gemv_q8_1_persistent", "q4_0_gemv_q8_1_persistent")
+              "q4_1_gemv_q8_1_persistent", "q4_0_gemv_q8_1_persistent", "int4_g128_gemv_q8_1_persistent")
 REPACKED = tuple(name for name in LADDER if name not in quantized_gemv.RUNGS)
 TOKENS = (1, 2, 4, 8, 16)                      # the decode batches of the batched sweep
 QUICK_BATCH_POINTS = ((8192, 8192, 1), (8192, 8192, 16))
@@ -113,12 +113,14 @@ def activations(k: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=8)
 def gguf_weights(fmt: str, n: int, k: int) -> np.ndarray:
-    """W (n, k) as the GGUF bytes of ``fmt``, (n, k / 32, block bytes) uint8 (``reference.quantize_<fmt>``)."""
+    """W (n, k) as the GGUF bytes of ``fmt``, (n, k / 32, block bytes) uint8 (``reference.quantize_<fmt>``;
+    int4_g128: (n, k / 128, 66))."""
     quantize = getattr(reference, f"quantize_{fmt}")
-    w = np.empty((n, k // QK, model.BLOCK_BYTES[fmt]), np.uint8)
+    weights, size = model.FORMAT_BLOCKS[fmt]
+    w = np.empty((n, k // weights, size), np.uint8)
     for start in range(0, n, CHUNK_ROWS):
         rows = _weight_rows(n, k, start)
-        w[start:start + len(rows)] = np.asarray(quantize(rows)).reshape(len(rows), k // QK, -1)
+        w[start:start + len(rows)] = np.asarray(quantize(rows)).reshape(len(rows), k // weights, -1)
     return w
 
 
@@ -189,7 +191,7 @@ def device_weights(name: str, n: int, k: int, on_device: dict):
     key = f"repacked {fmt}"
     if key not in on_device:
         repack = {"q4_1": quantized_gemv_repacked.q4_1_repack, "q4_0": quantized_gemv_persistent.q4_0_repack,
-                  "q8_0": quantized_gemv_wide.q8_0_repack}[fmt]
+                  "q8_0": quantized_gemv_wide.q8_0_repack, "int4_g128": quantized_gemv_persistent.int4_g128_repack}[fmt]
         on_device[key] = repack(on_device[fmt])
         cuda.synchronize()
     return on_device[key]
@@ -479,24 +481,27 @@ def ncu_shape(n: int) -> dict:
 
 def sanitize() -> None:
     """Every kernel once, small: 7 rows (blocks of 4 warps, the second with 3) of 3 blocks, and 5 rows of 33 blocks
-    (lane 0 takes two); a row of zeros, x's first block zeros (q8_1: d = 0); the batched rung again on 3 tokens;
-    then ``q8_0_quantize`` on both."""
+    (lane 0 takes two; int4_g128, whose K is a multiple of 128: 4 and 36 blocks); a row of zeros, x's first block
+    zeros (q8_1: d = 0); the batched rung again on 3 tokens; then ``q8_0_quantize`` on both."""
     from numba import cuda
 
     rng = np.random.default_rng(SEED)
     for n, k in ((7, 3 * QK), (5, 33 * QK)):
-        weights = rng.standard_normal((n, k), dtype=np.float32)
+        weights = rng.standard_normal((n, 36 * QK), dtype=np.float32)
         weights[1] = 0.0
-        x = rng.standard_normal(k, dtype=np.float32)
-        x[:QK] = 0.0
-        dx = cuda.to_device(x)
+        xs = rng.standard_normal(36 * QK, dtype=np.float32)
+        xs[:QK] = 0.0
         for name, rung in LADDER.items():
+            group = model.FORMAT_BLOCKS[FORMATS[name]][0]
+            k_rung = -(-k // group) * group                 # K rounded up to the format's block
+            x = xs[:k_rung]
+            dx = cuda.to_device(x)
             quantize = getattr(reference, f"quantize_{FORMATS[name]}")
-            dw = cuda.to_device(np.asarray(quantize(weights)).reshape(n, k // QK, -1))
+            dw = cuda.to_device(np.asarray(quantize(weights[:, :k_rung])).reshape(n, k_rung // group, -1))
             rung(dw, dx, out=cuda.device_array(n, np.float32))
             if name == BATCHED:
                 rung(dw, cuda.to_device(np.stack([x, -x, 2 * x])), out=cuda.device_array((3, n), np.float32))
-        quantized_gemv.q8_0_quantize(cuda.to_device(weights))
+        quantized_gemv.q8_0_quantize(cuda.to_device(np.ascontiguousarray(weights[:, :k])))
     a_q, w_q = rng.integers(-128, 128, (67, 64), dtype=np.int8), rng.integers(-128, 128, (21, 64), dtype=np.int8)
     scales = [cuda.to_device(rng.uniform(0.5, 2.0, n).astype(np.float32)) for n in (67, 21)]
     for rung in quantized_gemm.RUNGS.values():     # the GEMM: a partial tile of rows and of columns, two k steps

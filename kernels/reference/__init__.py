@@ -26,6 +26,8 @@ Quantization and number formats:
   ``quantize_q4_1`` / ``dequantize_q4_1``: the GGUF (llama.cpp) block formats, bit for bit; ``quantize_q8_1`` (``dequantize_q8_1`` its values):
   activations as int8 codes with a scale and a sum per block of 32, for integer dot products; ``gemv_q8_1(w, x,
   fmt)``: W x as the q8_1 GEMV rungs define it (x's q8_1 values in the codes' product, its exact sums in the minimum's)
+- ``quantize_int4_g128`` / ``dequantize_int4_g128``: int4 with an fp16 scale per group of 128 (4.125 bits a weight),
+  each group's codes laid out as Q4_0's blocks, for day 9's GEMV
 - ``rmsnorm(x, weight, eps)``, ``rope_pairs(x, positions, base)`` (GGUF's adjacent pairs), ``rope_table``,
   ``swiglu(gate, up)``: the layers of a llama block besides attention and the matrix products (day 10)
 - ``round_to(x, fmt)``: the nearest fp16, bf16 or fp8 (e4m3) value
@@ -35,7 +37,7 @@ Quantization and number formats:
 
 Modules: ``softmax_attention`` (softmax, attention and its masks, grouped-query heads),
 ``paged_kv`` (the paged KV cache), ``matmul`` (GEMM), ``quantization`` (int8, uint8, int4),
-``gguf`` (Q8_0, Q4_0, Q4_1, q8_1 activations), ``llama`` (RMSNorm, RoPE, SwiGLU), ``low_precision`` (fp16, bf16, fp8 rounding), ``mixed_precision`` (fp8 codes
+``gguf`` (Q8_0, Q4_0, Q4_1, q8_1 activations, int4 in groups of 128 laid out as Q4_0's blocks), ``llama`` (RMSNorm, RoPE, SwiGLU), ``low_precision`` (fp16, bf16, fp8 rounding), ``mixed_precision`` (fp8 codes
 with scales, attention at a storage precision). This package re-exports
 every public name, so ``from kernels import reference; reference.attention(...)`` is the way to
 call them. Modules import each other relatively: a fresh private copy of the package (what the
@@ -45,9 +47,10 @@ Every public function checks its input and raises ``TypeError`` (wrong kind of v
 ``ValueError`` (wrong shape or value) naming the argument, what it expected and what it received.
 """
 
-from .gguf import (GGUF_BLOCK_SIZE, Q4_0_BLOCK_BYTES, Q4_1_BLOCK_BYTES, Q8_0_BLOCK_BYTES, dequantize_q4_0,
-                   dequantize_q4_1, dequantize_q8_0, dequantize_q8_1, gemv_q8_1, quantize_q4_0, quantize_q4_1,
-                   quantize_q8_0, quantize_q8_1)
+from .gguf import (GGUF_BLOCK_SIZE, INT4_G128_BLOCK_BYTES, INT4_GROUP, Q4_0_BLOCK_BYTES, Q4_1_BLOCK_BYTES,
+                   Q8_0_BLOCK_BYTES, dequantize_int4_g128, dequantize_q4_0, dequantize_q4_1, dequantize_q8_0,
+                   dequantize_q8_1, gemv_q8_1, quantize_int4_g128, quantize_q4_0, quantize_q4_1, quantize_q8_0,
+                   quantize_q8_1)
 from .llama import rmsnorm, rope_pairs, rope_table, swiglu
 from .low_precision import FLOAT_FORMATS, round_to
 from .matmul import gemm
@@ -66,7 +69,7 @@ __all__ = [
     "GGUF_BLOCK_SIZE", "Q8_0_BLOCK_BYTES", "Q4_0_BLOCK_BYTES", "Q4_1_BLOCK_BYTES",
     "quantize_q8_0", "dequantize_q8_0", "quantize_q4_0", "dequantize_q4_0", "quantize_q4_1", "dequantize_q4_1",
     "quantize_q8_1",
-    "dequantize_q8_1", "gemv_q8_1",
+    "dequantize_q8_1", "gemv_q8_1", "INT4_GROUP", "INT4_G128_BLOCK_BYTES", "quantize_int4_g128", "dequantize_int4_g128",
     "rmsnorm", "rope_pairs", "rope_table", "swiglu",
     "FLOAT_FORMATS", "round_to",
     "E4M3_MAX", "fp8_e4m3_values", "quantize_fp8", "dequantize_fp8", "attention_at_precision",

@@ -1,4 +1,5 @@
-"""The GGUF (llama.cpp) block formats Q8_0, Q4_0 and Q4_1, bit for bit, and q8_1 activations."""
+"""The GGUF (llama.cpp) block formats Q8_0, Q4_0 and Q4_1, bit for bit, q8_1 activations, and the course's int4
+with an fp16 scale per group of 128 (``quantize_int4_g128``) in blocks laid out as Q4_0's."""
 
 import numpy as np
 
@@ -6,12 +7,15 @@ from ._checks import _float64, _int_array
 
 __all__ = ["GGUF_BLOCK_SIZE", "Q8_0_BLOCK_BYTES", "Q4_0_BLOCK_BYTES", "Q4_1_BLOCK_BYTES",
            "quantize_q8_0", "dequantize_q8_0", "quantize_q4_0", "dequantize_q4_0", "quantize_q4_1",
-           "dequantize_q4_1", "quantize_q8_1", "gemv_q8_1"]
+           "dequantize_q4_1", "quantize_q8_1", "gemv_q8_1", "INT4_GROUP", "INT4_G128_BLOCK_BYTES",
+           "quantize_int4_g128", "dequantize_int4_g128"]
 
 GGUF_BLOCK_SIZE = 32     # values per block, in Q8_0, Q4_0 and Q4_1
 Q8_0_BLOCK_BYTES = 34    # fp16 scale d (2 bytes) + 32 int8 values
 Q4_0_BLOCK_BYTES = 18    # fp16 scale d (2 bytes) + 32 4-bit values, two per byte
 Q4_1_BLOCK_BYTES = 20    # fp16 scale d and fp16 minimum m (2 bytes each) + 32 4-bit values, two per byte
+INT4_GROUP = 128         # values per block of int4_g128: a group of 128 with one scale
+INT4_G128_BLOCK_BYTES = 66   # fp16 scale d (2 bytes) + 128 4-bit values, two per byte
 
 
 def _gguf_blocks(x):
@@ -169,6 +173,42 @@ def dequantize_q4_1(data):
     return values.astype(np.float64).reshape(out_shape)
 
 
+def quantize_int4_g128(x):
+    """int4 in groups of 128 with an fp16 scale (GPTQ's and AWQ's kind of format, rounded to nearest), in blocks of
+    66 bytes laid out for day 9's GEMV: 4.125 bits a weight.
+
+    x: (..., K) finite reals, K a multiple of 128. Per group, as ``quantization.quantize_int4_groups`` (group 128):
+    d = amax / 7 in float32, stored rounded to fp16; the codes q = rint(x / d) (halves to even, in float64, on the
+    stored d; an all-zero group, or one whose d rounds to 0 in fp16, gets q = 0), clipped to [-8, 7]; the value of
+    code q is d q. Layout: [d as little-endian fp16] then 4 runs of 16 bytes, run r holding values 32 r ... 32 r +
+    31 as Q4_0 does, q + 8 (0 ... 15) with byte j holding value j in its low nibble and j + 16 in its high one.
+    Returns: uint8 (..., K // 128 * 66).
+    """
+    x = _float64(x, "x")
+    if x.ndim == 0 or x.shape[-1] % INT4_GROUP:
+        raise ValueError(f"the last dimension of x must be a multiple of {INT4_GROUP}, got shape {x.shape}")
+    with np.errstate(over="ignore"):
+        groups = x.astype(np.float32).reshape(-1, INT4_GROUP)
+    d = np.max(np.abs(groups), axis=1, keepdims=True) / np.float32(7)
+    d_bytes = _fp16_scale_bytes(d)
+    d16 = d_bytes.copy().view("<f2").astype(np.float64)                 # (groups, 1): the stored scale
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(d16 > 0, np.rint(groups.astype(np.float64) / np.where(d16 > 0, d16, 1.0)), 0.0)
+    codes = (np.clip(q, -8, 7) + 8).astype(np.uint8).reshape(-1, GGUF_BLOCK_SIZE)   # runs of 32, as Q4_0's blocks
+    runs = _pack_nibbles(codes).reshape(len(groups), -1)                # (groups, 64)
+    out = np.concatenate([d_bytes, runs], axis=1)
+    x_shape = np.shape(x)
+    return out.reshape(*x_shape[:-1], x_shape[-1] // INT4_GROUP * INT4_G128_BLOCK_BYTES)
+
+
+def dequantize_int4_g128(data):
+    """int4_g128 bytes (..., n_groups * 66) uint8 -> float64 (..., n_groups * 128): d (q - 8) for each stored code q
+    (0 ... 15) and its group's fp16 d."""
+    d, packed, _ = _gguf_bytes(data, INT4_G128_BLOCK_BYTES, "int4_g128")
+    codes = _unpack_nibbles(packed.reshape(-1, GGUF_BLOCK_SIZE // 2)).reshape(len(d), INT4_GROUP)
+    return (d * (codes - 8)).reshape(*data.shape[:-1], data.shape[-1] // INT4_G128_BLOCK_BYTES * INT4_GROUP)
+
+
 def quantize_q8_1(x):
     """Activations quantized per block of 32 for integer dot products (llama.cpp's q8_1 idea): int8 codes,
     a scale, and the block's sum of x, so a Q4_1 block's minimum m costs one product, m times the sum.
@@ -199,13 +239,15 @@ def dequantize_q8_1(q, d):
 
 def gemv_q8_1(w, x, fmt):
     """W x as day 9's q8_1 GEMV rungs define it, float64: GGUF bytes ``w`` (N, blocks, block bytes) of ``fmt``
-    ("q8_0", "q4_0" or "q4_1") times x (K,) or a batch (T, K), x quantized to q8_1 (``quantize_q8_1``) in the
-    codes' product and taken exactly in the minimum's: sum over blocks of d sum_j q_j x^_j + m s, x^ the q8_1
-    values, s the block's exact sum of x, m Q4_1's minimum, -8 d for Q4_0 (a weight d (q - 8) is d q + m) and 0 for
-    Q8_0. Returns (N,), or (T, N) for a batch."""
-    dequantize = {"q8_0": dequantize_q8_0, "q4_0": dequantize_q4_0, "q4_1": dequantize_q4_1}.get(fmt)
+    ("q8_0", "q4_0", "q4_1", or "int4_g128", whose blocks are groups of 128) times x (K,) or a batch (T, K), x
+    quantized to q8_1 (``quantize_q8_1``) in the codes' product and taken exactly in the minimum's: sum over blocks
+    of 32 of d sum_j q_j x^_j + m s, x^ the q8_1 values, s the block's exact sum of x, m Q4_1's minimum, -8 d for
+    Q4_0 and int4_g128 (a weight d (q - 8) is d q + m; int4_g128's d is its group's, for each of the group's 4
+    blocks) and 0 for Q8_0. Returns (N,), or (T, N) for a batch."""
+    dequantize = {"q8_0": dequantize_q8_0, "q4_0": dequantize_q4_0, "q4_1": dequantize_q4_1,
+                  "int4_g128": dequantize_int4_g128}.get(fmt)
     if dequantize is None:
-        raise ValueError(f"fmt must be one of 'q8_0', 'q4_0', 'q4_1', got {fmt!r}")
+        raise ValueError(f"fmt must be one of 'q8_0', 'q4_0', 'q4_1', 'int4_g128', got {fmt!r}")
     tokens = np.atleast_2d(np.asarray(x, np.float32))
     codes, scales, sums = quantize_q8_1(tokens)
     x_hat = dequantize_q8_1(codes, scales)                                 # (T, K)
@@ -213,6 +255,8 @@ def gemv_q8_1(w, x, fmt):
     y = dequantize(w.reshape(w.shape[0], -1)) @ x_hat.T                    # (N, T): the values d q + m times x^
     if fmt != "q8_0":                                                      # m times the exact sums, not x^'s
         d = w[..., :2].copy().view("<f2")[..., 0].astype(np.float64)
+        if fmt == "int4_g128":                                             # a group's d for each of its 4 blocks
+            d = np.repeat(d, INT4_GROUP // GGUF_BLOCK_SIZE, axis=-1)
         m = w[..., 2:4].copy().view("<f2")[..., 0].astype(np.float64) if fmt == "q4_1" else -8 * d
         x_hat_sums = x_hat.reshape(len(tokens), -1, GGUF_BLOCK_SIZE).sum(axis=2)
         y += m @ (np.asarray(sums, np.float64) - x_hat_sums).T
