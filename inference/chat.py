@@ -31,12 +31,22 @@ class _NumpyPath:
         return self.model.forward(tokens, self.cache)[-1]
 
 
+def quiet_small_grids() -> None:
+    """Turn off numba's low-occupancy warning (a launch of fewer than 128 blocks) for this process. A 135M model's
+    step at one token launches grids of 1 to a few dozen blocks by design; on a GPU the warning, printed at each new
+    grid, would scatter itself through the streamed answer."""
+    from numba.cuda.core import config
+
+    config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+
+
 class _KernelPath:
     def __init__(self, model_file, context: int):
         from inference import graphs
         from inference.engine import KernelModel
         from kernels.tuning import gpu_name
 
+        quiet_small_grids()
         replayed = graphs.available()            # a GPU: each step's kernels replayed as one CUDA graph
         self.name = (f"the course's kernels on {gpu_name()} (the fused engine"
                      + (", each step replayed as a CUDA graph)" if replayed else ")"))

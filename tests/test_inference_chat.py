@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from inference.chat import Chat
+from inference.chat import Chat, quiet_small_grids
 from inference.sampling import sample
 
 
@@ -50,6 +50,16 @@ def test_course_chat_streams_an_answer_from_piped_input():
     assert done.returncode == 0, done.stderr[-2000:]
     assert "on the NumPy forward pass" in done.stdout and "> What is the capital of France?" in done.stdout
     assert "Paris" in done.stdout
+
+
+def test_the_kernel_path_turns_numba_s_low_occupancy_warning_off(monkeypatch):
+    """On a GPU numba warns at every new grid of fewer than 128 blocks, and a 135M model's step launches many: the
+    kernels' path turns the warning off so that the streamed answer is not interleaved with it."""
+    from numba.cuda.core import config
+
+    monkeypatch.setattr(config, "CUDA_LOW_OCCUPANCY_WARNINGS", 1)
+    quiet_small_grids()
+    assert config.CUDA_LOW_OCCUPANCY_WARNINGS == 0
 
 
 @pytest.mark.gpu
