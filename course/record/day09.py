@@ -388,11 +388,12 @@ def finish_gemv(rows: list[dict]) -> None:
 def gemv_sweep() -> Sweep:
     return Sweep(
         name="day09_gemv_timing",
-        notes=("y = W x at batch 1, W (N, K) in GGUF blocks of 32 (fmt: q8_0, q4_0, q4_1; Gaussian W, std 0.02, "
-               "quantized by kernels.reference), x (K,) and y (N,) float32; rung: the rung of "
+        notes=("y = W x at batch 1, W (N, K) in GGUF blocks of 32 (fmt: q8_0, q4_0, q4_1) or in int4 groups of 128 with "
+               "an fp16 scale (int4_g128); Gaussian W, std 0.02, quantized by kernels.reference, x (K,) and y (N,) float32; rung: the rung of "
                "kernels.quantized_gemv_persistent.RUNGS ("
                + ", ".join(f"{name} on {fmt}" for name, fmt in FORMATS.items()) + "; " + ", ".join(REPACKED)
-               + " on the weights repacked once by q4_1_repack, q4_0_repack or q8_0_repack before timing, the "
+               + " on the weights repacked once by q4_1_repack, q4_0_repack, q8_0_repack or int4_g128_repack before "
+               "timing, the "
                "batched rung at T=1); torch_mv_fp16: torch.mv on an fp16 W (N, K) and fp16 x (cuBLAS's GEMV); "
                "torch_weight_int4pack_mm: torch._weight_int4pack_mm (tinygemm) on the same Q4_1 matrix as "
                "q4_1_gemv_warp_per_row (4-bit codes, bf16 scale and zero = m + 8 d per group of 32, bf16 x, "
