@@ -24,6 +24,9 @@ NOTEBOOK = SolutionCells("day06_paged_attention", (
 # day's table (tests/mistakes/day06.py) whose hidden_fails names a grade cell
 WRONG = {m.hidden_fails: (m.cell, list(m.edits), m.why, m.visible_misses)
          for m in of_day("day06_paged_attention") if m.hidden_fails}
+# every such mistake, several per grade cell where the table has several
+HIDDEN = [pytest.param(m.hidden_fails, m.cell, list(m.edits), m.visible_misses, id=m.label)
+          for m in of_day("day06_paged_attention") if m.hidden_fails]
 
 
 def test_every_grade_cell_has_a_wrong_kernel():
@@ -31,7 +34,6 @@ def test_every_grade_cell_has_a_wrong_kernel():
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")       # the 0/0 of two of the mistakes
-@pytest.mark.parametrize("grade_id", list(WRONG))
-def test_hidden_tests_fail_a_wrong_kernel(grade_id):
-    cell, edits, _, visible_misses_it = WRONG[grade_id]
+@pytest.mark.parametrize("grade_id, cell, edits, visible_misses_it", HIDDEN)
+def test_hidden_tests_fail_a_wrong_kernel(grade_id, cell, edits, visible_misses_it):
     NOTEBOOK.hidden_tests_fail(grade_id, cell, edits, visible_misses_it)

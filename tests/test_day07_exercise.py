@@ -22,15 +22,17 @@ TABLE = of_day("day07_grouped_query_attention")      # the day's mistakes: tests
 # grade cell -> (answer cell, edits, the mistake, whether the visible check misses it): the table's mistakes
 # whose hidden_fails names a grade cell
 WRONG = {m.hidden_fails: (m.cell, list(m.edits), m.why, m.visible_misses) for m in TABLE if m.hidden_fails}
+# every such mistake, several per grade cell where the table has several
+HIDDEN = [pytest.param(m.hidden_fails, m.cell, list(m.edits), m.visible_misses, id=m.label)
+          for m in TABLE if m.hidden_fails]
 
 
 def test_every_grade_cell_has_a_wrong_kernel():
     assert set(WRONG) == NOTEBOOK.graded
 
 
-@pytest.mark.parametrize("grade_id", list(WRONG))
-def test_hidden_tests_fail_a_wrong_kernel(grade_id):
-    cell, edits, _, visible_misses_it = WRONG[grade_id]
+@pytest.mark.parametrize("grade_id, cell, edits, visible_misses_it", HIDDEN)
+def test_hidden_tests_fail_a_wrong_kernel(grade_id, cell, edits, visible_misses_it):
     NOTEBOOK.hidden_tests_fail(grade_id, cell, edits, visible_misses_it)
 
 

@@ -2,15 +2,16 @@
 mistakes.
 
 As for day 8 (``test_day08_exercise.py``): the answer cells of the solution notebook run with one mistake of the
-day's table written in, then only the hidden tests of one grade cell, which must fail. Then the feedback a student
-gets for each classic mistake (the table's ``feedback``): Q8_0 codes rounded to even, truncated or divided by d, a
-block of zeros without its guard, a scale per row, from the signed maximum or over 128; a Q4_1 block's nibbles
-swapped or taken as neighbours, d and m swapped, the minimum forgotten or added once a block or once a weight, the
-scale of the row's first block, Q4_0's offset, a byte read per nibble, x read twice, the warps past the last row or
-block; a W8A8 GEMM's sums in int16 or int8, its scales swapped, left out or applied per dp4a, its last step of K
-missing, channels past N written, the number of tokens taken from the words of a row. The visible checks draw their
-inputs at random; here from a fixed seed. Then the diagnoses' models against the reference, and the case that makes
-scales applied inside the sum measurably wrong (sums whose products cancel).
+day's table written in, then only the hidden tests of one grade cell, which must fail (every such mistake, several
+for a cell where the table has several: C's roundf as (int)(v + 0.5), two blocks a lane, float32 sums among them).
+Then the feedback a student gets for each classic mistake (the table's ``feedback``): Q8_0 codes rounded to even,
+truncated or divided by d, a block of zeros without its guard, a scale per row, from the signed maximum or over 128;
+a Q4_1 block's nibbles swapped or taken as neighbours, d and m swapped, the minimum forgotten or added once a block
+or once a weight, the scale of the row's first block, Q4_0's offset, a byte read per nibble, x read twice, the warps
+past the last row or block; a W8A8 GEMM's sums in int16 or int8, its scales swapped, left out or applied per dp4a,
+its last step of K missing, channels past N written, the number of tokens taken from the words of a row. The visible
+checks draw their inputs at random; here from a fixed seed. Then the diagnoses' models against the reference, and
+the case that makes scales applied inside the sum measurably wrong (sums whose products cancel).
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ TABLE = of_day("day09_quantized_gemv")      # the day's mistakes: tests/mistakes
 # grade cell -> (answer cell, edits, the mistake, whether the visible check misses it): the table's mistakes
 # whose hidden_fails names a grade cell
 WRONG = {m.hidden_fails: (m.cell, list(m.edits), m.why, m.visible_misses) for m in TABLE if m.hidden_fails}
+# every such mistake, several per grade cell where the table has several: (label, grade cell, answer cell, edits,
+# whether the visible check misses it)
+HIDDEN = [pytest.param(m.hidden_fails, m.cell, list(m.edits), m.visible_misses, id=m.label)
+          for m in TABLE if m.hidden_fails]
 
 
 def test_every_grade_cell_has_a_wrong_kernel():
@@ -36,9 +41,8 @@ def test_every_grade_cell_has_a_wrong_kernel():
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
-@pytest.mark.parametrize("grade_id", list(WRONG))
-def test_hidden_tests_fail_a_wrong_kernel(grade_id):
-    cell, edits, _, visible_misses_it = WRONG[grade_id]
+@pytest.mark.parametrize("grade_id, cell, edits, visible_misses_it", HIDDEN)
+def test_hidden_tests_fail_a_wrong_kernel(grade_id, cell, edits, visible_misses_it):
     NOTEBOOK.hidden_tests_fail(grade_id, cell, edits, visible_misses_it)
 
 

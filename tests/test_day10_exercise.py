@@ -2,10 +2,13 @@
 mistakes.
 
 As for day 9 (``test_day09_exercise.py``): the answer cells of the solution notebook run with one mistake of the
-day's table written in, then only the hidden tests of one grade cell, which must fail. Then the feedback a student
-gets for each classic mistake (the table's ``feedback``): a norm of the mean instead of the mean square, without eps,
-without its weight, of one warp's columns, with a scale per row or truncated codes; RoPE on rotate-half pairs, at the
-token's index, turned backwards or with cosine and sine swapped; sigmoid for silu, gate and up swapped. The visible
+day's table written in, then only the hidden tests of one grade cell, which must fail (every such mistake, several
+for a cell where the table has several). Then the feedback a student gets for each classic mistake (the table's
+``feedback``): a norm of the mean instead of the mean square, without eps, without its weight, of one warp's columns,
+with a scale per row or truncated codes, or every thread summing the whole row (x read 129 times); RoPE on
+rotate-half pairs, at the token's index, turned backwards, with cosine and sine swapped, a pair's first value written
+before its second is read (wrong in place), or no grid-stride loop; sigmoid for silu, gate and up swapped, or no
+grid-stride loop. The visible
 checks draw their inputs at random; here from a fixed seed. Then the judge of the fused norm: it accepts either code
 of a tie, and each mistake's model is named by it and fails the reference.
 """
@@ -24,6 +27,10 @@ NOTEBOOK = SolutionCells("day10_a_model_talks", (
 
 TABLE = of_day("day10_a_model_talks")      # the day's mistakes: tests/mistakes/day10.py
 WRONG = {m.hidden_fails: (m.cell, list(m.edits), m.why, m.visible_misses) for m in TABLE if m.hidden_fails}
+# every such mistake, several per grade cell where the table has several: (label, grade cell, answer cell, edits,
+# whether the visible check misses it)
+HIDDEN = [pytest.param(m.hidden_fails, m.cell, list(m.edits), m.visible_misses, id=m.label)
+          for m in TABLE if m.hidden_fails]
 
 
 def test_every_grade_cell_has_a_wrong_kernel():
@@ -31,9 +38,8 @@ def test_every_grade_cell_has_a_wrong_kernel():
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
-@pytest.mark.parametrize("grade_id", list(WRONG))
-def test_hidden_tests_fail_a_wrong_kernel(grade_id):
-    cell, edits, _, visible_misses_it = WRONG[grade_id]
+@pytest.mark.parametrize("grade_id, cell, edits, visible_misses_it", HIDDEN)
+def test_hidden_tests_fail_a_wrong_kernel(grade_id, cell, edits, visible_misses_it):
     NOTEBOOK.hidden_tests_fail(grade_id, cell, edits, visible_misses_it)
 
 

@@ -93,7 +93,8 @@ from .day09 import (
 )
 from .day10 import (
     RMSNORM_EPS, check_rmsnorm_q8_1, check_rope, check_swiglu, rmsnorm_q8_1_case, rmsnorm_q8_1_edge_rows,
-    rmsnorm_q8_1_matches_reference, rmsnorm_q8_1_run, rmsnorm_q8_1_scales_and_sums, rope_case, rope_matches_reference,
+    rmsnorm_q8_1_matches_reference, rmsnorm_q8_1_run, rmsnorm_q8_1_scales_and_sums, rmsnorm_q8_1_traffic_problems,
+    rope_case, rope_matches_reference,
     rope_pairs_and_positions, rope_run, swiglu_case, swiglu_matches_reference, swiglu_run,
 )
 from .day10_step import (
@@ -143,7 +144,7 @@ __all__ = [
     "w8a8_gemm_exact_sums", "w8a8_gemm_scaled_epilogue", "w8a8_gemm_edges", "w8a8_gemm_case", "w8a8_gemm_run",
     "check_w8a8_gemm",
     "rmsnorm_q8_1_matches_reference", "rmsnorm_q8_1_edge_rows", "rmsnorm_q8_1_scales_and_sums",
-    "RMSNORM_EPS", "rmsnorm_q8_1_case", "rmsnorm_q8_1_run", "check_rmsnorm_q8_1",
+    "RMSNORM_EPS", "rmsnorm_q8_1_case", "rmsnorm_q8_1_run", "rmsnorm_q8_1_traffic_problems", "check_rmsnorm_q8_1",
     "rope_matches_reference", "rope_pairs_and_positions", "rope_case", "rope_run", "check_rope",
     "swiglu_matches_reference", "swiglu_case", "swiglu_run", "check_swiglu",
     "decode_step_first_token", "decode_step_matches_reference", "decode_step_every_group",

@@ -39,10 +39,12 @@ def _explained(launch):
 def q8_0_quantize_case(rng, rows: int, blocks: int, *, kind: str = "normal") -> np.ndarray:
     """x (rows, blocks * 32) float32 for the quantizer.
 
-    kind "normal": standard normal blocks at magnitudes 1e-3, 1 and 300 (one per block, drawn); "ties": block i
+    kind "normal": standard normal blocks at magnitudes 1e-3, 1 and 300 (one per block, drawn), any value whose
+    x * (1 / d) falls exactly on a tie moved one float32 step toward 0 (ties are the "ties" blocks'); "ties": block i
     holds its largest |x|, amax = ``Q8_0_TIE_AMAXES[i % 6]`` with a random sign at a random lane, and 31 values
     (k + 0.5) d, d = amax / 127 and k in [-126, 125], so x * (1 / d) is at or next to a tie, where rounding rules
-    and a division part ways; "edges": blocks cycled through a block of zeros, one of values so small that 1 / d
+    and a division part ways; the first two other lanes always hold k = 0 and -1, +-d / 2, which at amax 3, 7 or
+    100 (where d (1 / d) is just below 1) come out at +-0.49999997: 0 for C's roundf, +-1 for (int)(v + 0.5); "edges": blocks cycled through a block of zeros, one of values so small that 1 / d
     overflows (near 1e-38), one whose largest |x| is negative, one whose largest |x| is at lane 31, a constant
     block of +-5 (every code +-127) and an outlier of 1000 among values near 1e-3 (codes 0 and 127)."""
     n = rows * blocks
@@ -54,12 +56,20 @@ def q8_0_quantize_case(rng, rows: int, blocks: int, *, kind: str = "normal") -> 
             amax = Q8_0_TIE_AMAXES[i % len(Q8_0_TIE_AMAXES)]
             d = np.float32(np.float32(amax) / np.float32(127))
             x[i] = (rng.integers(-126, 126, QK) + 0.5) * np.float64(d)
-            x[i, rng.integers(QK)] = amax * rng.choice([-1.0, 1.0])
+            lane = rng.integers(QK)
+            x[i, lane] = amax * rng.choice([-1.0, 1.0])
+            x[i, [j for j in range(QK) if j != lane][:2]] = 0.5 * np.float64(d), -0.5 * np.float64(d)
         elif kind == "edges":
             x[i] = _edge_block(rng, i % 6)
         else:
             raise ValueError(f"kind must be 'normal', 'ties' or 'edges', got {kind!r}")
-    return x.astype(np.float32).reshape(rows, blocks * QK)
+    x = x.astype(np.float32)
+    if kind == "normal":            # about one draw in 300 puts a value at an exact tie: nudged, ties are their cell's
+        d = np.abs(x).max(axis=1, keepdims=True) / np.float32(127)
+        steps = x * np.where(d > 0, np.float32(1) / np.where(d > 0, d, 1), 0).astype(np.float32)
+        tie = np.abs(steps) - np.floor(np.abs(steps)) == 0.5
+        x[tie] = np.nextafter(x[tie], np.float32(0))
+    return x.reshape(rows, blocks * QK)
 
 
 def _edge_block(rng, which: int) -> np.ndarray:
@@ -393,12 +403,21 @@ def w8a8_gemm_case(rng, M: int, N: int, K: int, *, kind: str = "extreme") -> dic
 
     kind "extreme": codes over int8's whole range, -128 ... 127, with the extreme rows: token 0 and channel 0 all
     -128 (y[0, 0] = 2**14 K, the largest sum there is), token 1 all 127 and channel 1 alternating 127 and -128;
-    every scale 1, so y is the exact integer sum. "small": codes in -15 ... 15, every scale 1. "scaled": codes in
+    every scale 1, so y is the exact integer sum. "large_sums": random codes, but token 0 all 127 and channel 0 the
+    codes 127, 127, 127, 125 over and over, every scale 1: y[0, 0] = 16,065.5 K, a sum of odd-sized terms past 2**24
+    for K over 2,088, which a float32 running sum cannot hold exactly (an int32 one can). "small": codes in -15 ...
+    15, every scale 1. "scaled": codes in
     -15 ... 15 and a scale per token and per channel in [2**-8, 2**-6), no two alike and none a power of two.
     "cancelling" (K a multiple of 64): as "scaled", but the second half of each row undoes the first:
     a_q[m, k + K/2] = a_q[m, k] and w_q[n, k + K/2] = -w_q[n, k] + e, e in -1 ... 1, so y = sa sw sum a e is small
     against its partial sums."""
-    if kind == "extreme":
+    if kind == "large_sums":
+        a_q = rng.integers(-128, 128, (M, K)).astype(np.int8)
+        w_q = rng.integers(-128, 128, (N, K)).astype(np.int8)
+        a_q[0] = 127
+        w_q[0] = np.tile(np.array([127, 127, 127, 125], np.int8), K // 4)
+        sa, sw = np.ones(M, np.float32), np.ones(N, np.float32)
+    elif kind == "extreme":
         a_q = rng.integers(-128, 128, (M, K)).astype(np.int8)
         w_q = rng.integers(-128, 128, (N, K)).astype(np.int8)
         a_q[0] = w_q[0] = -128
@@ -424,7 +443,7 @@ def w8a8_gemm_case(rng, M: int, N: int, K: int, *, kind: str = "extreme") -> dic
         w_q = np.concatenate([w_first, -w_first + rng.integers(-1, 2, (N, half))], axis=1).astype(np.int8)
         sa, sw = _w8a8_scales(rng, M), _w8a8_scales(rng, N)
     else:
-        raise ValueError(f"kind must be 'extreme', 'small', 'scaled' or 'cancelling', got {kind!r}")
+        raise ValueError(f"kind must be 'extreme', 'large_sums', 'small', 'scaled' or 'cancelling', got {kind!r}")
     return dict(a_q=np.ascontiguousarray(a_q), sa=sa, w_q=np.ascontiguousarray(w_q), sw=sw, kind=kind)
 
 

@@ -19,10 +19,11 @@ import numpy as np
 
 from course.checking import is_poison, poison, random_inputs
 
-from ._common import KernelFailed, _launch_explained, _passed, _with_findings
+from ._common import KernelFailed, _counted, _launch_explained, _passed, _raise_problems, _with_findings
 
 __all__ = [
-    "RMSNORM_EPS", "rmsnorm_q8_1_case", "rmsnorm_q8_1_run", "check_rmsnorm_q8_1", "rmsnorm_q8_1_matches_reference",
+    "RMSNORM_EPS", "rmsnorm_q8_1_case", "rmsnorm_q8_1_run", "rmsnorm_q8_1_traffic_problems", "check_rmsnorm_q8_1",
+    "rmsnorm_q8_1_matches_reference",
     "rmsnorm_q8_1_edge_rows", "rmsnorm_q8_1_scales_and_sums",
     "rope_case", "rope_run", "check_rope", "rope_matches_reference", "rope_pairs_and_positions",
     "swiglu_case", "swiglu_run", "check_swiglu", "swiglu_matches_reference",
@@ -78,9 +79,12 @@ def _edge_row(rng, which: int, k: int) -> np.ndarray:
     return row
 
 
-def rmsnorm_q8_1_run(kernel, x, weight, eps: float = RMSNORM_EPS):
+def rmsnorm_q8_1_run(kernel, x, weight, eps: float = RMSNORM_EPS, *, counted: bool = False):
     """Your kernel through the course's launcher (``rmsnorm_q8_1_block_per_row``: a block of NORM_THREADS threads
-    per row) on x (T, K), outputs poisoned first: ``(x_q, x_scale, x_sum)``."""
+    per row) on x (T, K), outputs poisoned first: ``(x_q, x_scale, x_sum)``; with ``counted``, ``((x_q, x_scale,
+    x_sum), traffic)``, traffic counted on the simulator (None on a GPU)."""
+    if counted:
+        return _counted(lambda: rmsnorm_q8_1_run(kernel, x, weight, eps))
     from kernels.llama_layers import rmsnorm_q8_1_block_per_row
 
     t, k = x.shape
@@ -251,16 +255,41 @@ def check_rmsnorm_q8_1(outputs, x, weight, eps: float = RMSNORM_EPS, *, seed=Non
     raise AssertionError("\n".join(lines))
 
 
+def rmsnorm_q8_1_traffic_problems(traffic, x) -> list[str]:
+    """What a counted launch did beyond the budget: x read twice (its squares, then its values; the simulator counts
+    ``x[t, j] * x[t, j]`` as two loads, which a GPU's compiler makes one, so three loads an element pass), weight at
+    most once a row, each output written once."""
+    t, k = x.shape
+    problems = []
+    if traffic.launches != 1:
+        return [f"expected one launch of your kernel, saw {traffic.kernel_names}: the launcher launches it once"]
+    loads = traffic.global_loads["x"]
+    if loads > 3 * t * k:
+        problems.append(f"x was read {loads / (t * k):g} times an element (the budget: twice, its squares then its "
+                        "values). Each thread sums the squares of its own columns j = threadIdx.x, threadIdx.x + "
+                        "NORM_THREADS, ...; the warps' partials meet in shared memory, not in a re-read of the row")
+    if traffic.global_loads["weight"] > t * k:
+        problems.append(f"weight was read {traffic.global_loads['weight'] / k:g} times for {t} rows: once a row")
+    stores = {name: traffic.global_stores[name] for name in ("x_q", "x_scale", "x_sum")}
+    if stores != {"x_q": t * k, "x_scale": t * k // QK, "x_sum": t * k // QK}:
+        problems.append(f"outputs written {stores}: each code, scale and sum once")
+    return problems
+
+
 def rmsnorm_q8_1_matches_reference(kernel) -> None:
     """Visible: 3 rows of K = 160 (5 blocks: warp 0 takes two), every row's mean above 0 by 6 or more of its
     standard errors (row 1's far from 0): a norm of the values instead of their squares then fits its own model on
-    every draw, where a mean near 0 would leave the float32 sum of the values mostly rounding."""
+    every draw, where a mean near 0 would leave the float32 sum of the values mostly rounding. Counted on the
+    simulator: x read twice, weight once a row, each output written once (the budget)."""
     rng, seed = random_inputs()
     x, weight = rmsnorm_q8_1_case(rng, 3, 160)
     x[0] += np.float32(0.05)
     x[2] += np.float32(15.0)
-    check_rmsnorm_q8_1(rmsnorm_q8_1_run(kernel, x, weight), x, weight, seed=seed)
-    _passed("RMSNorm to q8_1 on 3 rows of 160 values (5 blocks of 32)")
+    outputs, traffic = rmsnorm_q8_1_run(kernel, x, weight, counted=True)
+    check_rmsnorm_q8_1(outputs, x, weight, seed=seed)
+    if traffic is not None:
+        _raise_problems(rmsnorm_q8_1_traffic_problems(traffic, x))
+    _passed("RMSNorm to q8_1 on 3 rows of 160 values (5 blocks of 32), x read twice")
 
 
 def rmsnorm_q8_1_edge_rows(kernel) -> None:
@@ -308,12 +337,32 @@ def rope_case(rng, tokens: int, heads: int, head_dim: int, *, context: int = 64,
             "table": reference.rope_table(context, head_dim, base), "base": base}
 
 
-def rope_run(kernel, case: dict):
+def rope_run(kernel, case: dict, *, in_place: bool = False, blocks: int | None = None):
     """Your kernel through the course's launcher (``rope_pairs_from_table``: a thread per pair, a grid-stride
-    loop) on the case, out poisoned first."""
-    from kernels.llama_layers import rope_pairs_from_table
+    loop) on the case, out poisoned first. ``in_place``: x and out one device array, as the model's step passes them
+    (the turned x, on the host). ``blocks``: your kernel launched directly on that many blocks of ELEMENT_THREADS
+    threads, fewer than the pairs need, as the launcher's grid is past 1,024 blocks: only a grid-stride loop
+    reaches every pair."""
+    from numba import cuda
 
+    from kernels.launching import note_output
+    from kernels.llama_layers import ELEMENT_THREADS, rope_pairs_from_table
+
+    if in_place:
+        x = cuda.to_device(case["x"])
+        positions, table = cuda.to_device(case["positions"]), cuda.to_device(case["table"])
+        _launch_explained(lambda: rope_pairs_from_table(x, positions, table, out=x, kernel=kernel))
+        return x.copy_to_host()
     out = poison(np.empty_like(case["x"]))
+    if blocks is not None:
+        device_out = note_output(cuda.to_device(out))     # an output: the grader's guard lets the kernel write it
+
+        def launch():
+            kernel[blocks, ELEMENT_THREADS](cuda.to_device(case["x"]), cuda.to_device(case["positions"]),
+                                            cuda.to_device(case["table"]), device_out)
+            return device_out.copy_to_host()
+
+        return _launch_explained(launch)
     return _launch_explained(lambda: rope_pairs_from_table(case["x"], case["positions"], case["table"], out=out,
                                                            kernel=kernel))
 
@@ -330,7 +379,17 @@ def _rotate(x, angles, pairs: str):
     return out
 
 
+def _in_place_reread(x, angles):
+    """RoPE in place with the pair's first value written before the second is computed from it."""
+    cos, sin = np.cos(angles)[:, None, :], np.sin(angles)[:, None, :]
+    out = np.empty_like(x)
+    out[..., 0::2] = x[..., 0::2] * cos - x[..., 1::2] * sin
+    out[..., 1::2] = out[..., 0::2] * sin + x[..., 1::2] * cos
+    return out
+
+
 def _rope_findings(out, case: dict) -> list:
+    poisoned = is_poison(np.asarray(out))           # before out is widened to float64, which drops the poison's bits
     x = case["x"].astype(np.float64)
     t, _, d = x.shape
     base = case["base"]
@@ -349,10 +408,14 @@ def _rope_findings(out, case: dict) -> list:
          "-x0 sin + x1 cos) turns backwards; the first output is x0 cos - x1 sin, the second x0 sin + x1 cos"),
         (_rotate(x, np.pi / 2 - angles, "adjacent"), "cos_sin_swapped", "the output fits cos and sin swapped: "
          "table[p, i, 0] is the cosine, table[p, i, 1] the sine"),
+        (_in_place_reread(x, angles), "reread_in_place", "the output fits a pair whose first value was written "
+         "before its second was computed: with out the same array as x (the model's step passes one array for both) "
+         "the second value then reads the TURNED first one. Read both values of the pair into registers, then write "
+         "both"),
     )
     found = [(key, words) for model, key, words in models if np.all(np.abs(out - model) <= scale)]
-    if is_poison(out).any() and not found:
-        t_, h_, j_ = np.argwhere(is_poison(out))[0]
+    if poisoned.any() and not found:
+        t_, h_, j_ = np.argwhere(poisoned)[0]
         found.append(("unwritten", f"out[{t_}, {h_}, {j_}] still holds the poison: every (token, head, pair) needs a "
                                    "thread, and each thread writes both values of its pair (a grid-stride loop over "
                                    "T * heads * d / 2 pairs)"))
@@ -371,11 +434,17 @@ def check_rope(out, case: dict, *, seed=None, label: str = "") -> None:
 
 
 def rope_matches_reference(kernel) -> None:
-    """Visible: 3 tokens of 2 heads of d = 8 at scattered positions of a 64-position table."""
+    """Visible: 3 tokens of 2 heads of d = 8 at scattered positions of a 64-position table; the same in place (x and
+    out one device array, as the model's step passes them); 5 tokens of 4 heads of 64 on a grid of 2 blocks of 256
+    threads, which a grid-stride loop covers (640 pairs for 512 threads)."""
     rng, seed = random_inputs()
     case = rope_case(rng, 3, 2, 8)
     check_rope(rope_run(kernel, case), case, seed=seed)
-    _passed(f"RoPE on 3 tokens of 2 heads of 8 at positions {case['positions'].tolist()}")
+    check_rope(rope_run(kernel, case, in_place=True), case, seed=seed)
+    strided = rope_case(rng, 5, 4, 64, context=100)
+    check_rope(rope_run(kernel, strided, blocks=2), strided, seed=seed)
+    _passed(f"RoPE on 3 tokens of 2 heads of 8 at positions {case['positions'].tolist()}, in place too, and on 640 "
+            "pairs with 512 threads (a grid-stride loop)")
 
 
 def rope_pairs_and_positions(kernel) -> None:
@@ -397,12 +466,25 @@ def swiglu_case(rng, tokens: int, width: int) -> tuple[np.ndarray, np.ndarray]:
     return gate.astype(np.float32), rng.standard_normal((tokens, width)).astype(np.float32)
 
 
-def swiglu_run(kernel, gate, up):
+def swiglu_run(kernel, gate, up, *, blocks: int | None = None):
     """Your kernel through the course's launcher (``swiglu_elementwise``: a thread per element, a grid-stride loop),
-    out poisoned first."""
-    from kernels.llama_layers import swiglu_elementwise
+    out poisoned first. ``blocks``: your kernel launched directly on that many blocks of ELEMENT_THREADS threads,
+    fewer than the elements need (as the launcher's grid is past 1,024 blocks): only a grid-stride loop reaches every
+    element."""
+    from numba import cuda
+
+    from kernels.launching import note_output
+    from kernels.llama_layers import ELEMENT_THREADS, swiglu_elementwise
 
     out = poison(np.empty_like(gate))
+    if blocks is not None:
+        device_out = note_output(cuda.to_device(out))     # an output: the grader's guard lets the kernel write it
+
+        def launch():
+            kernel[blocks, ELEMENT_THREADS](cuda.to_device(gate), cuda.to_device(up), device_out)
+            return device_out.copy_to_host()
+
+        return _launch_explained(launch)
     return _launch_explained(lambda: swiglu_elementwise(gate, up, out=out, kernel=kernel))
 
 
@@ -416,7 +498,13 @@ def _swiglu_findings(out, gate, up) -> list:
                "output), up multiplies it"),
               (g * u, "no_silu", "the output fits gate * up, without silu"))
     scale = 1e-5 * max(1.0, float(np.abs(o[np.isfinite(o)]).max()) if np.isfinite(o).any() else 1.0)
-    return [(key, words) for model, key, words in models if np.all(np.abs(o - model) <= scale + 1e-5 * np.abs(model))]
+    found = [(key, words) for model, key, words in models if np.all(np.abs(o - model) <= scale + 1e-5 * np.abs(model))]
+    if is_poison(out).any() and not found:
+        t, j = np.argwhere(is_poison(out))[0]
+        found.append(("unwritten", f"out[{t}, {j}] still holds the poison: every element needs a thread, so loop over "
+                                   "the T F elements with a grid-stride loop (n, n + gridDim.x * blockDim.x, ...): "
+                                   "past 1,024 blocks the grid does not grow"))
+    return found
 
 
 def check_swiglu(out, gate, up, *, seed=None) -> None:
@@ -428,8 +516,11 @@ def check_swiglu(out, gate, up, *, seed=None) -> None:
 
 
 def swiglu_matches_reference(kernel) -> None:
-    """Visible: 3 tokens of 40 columns, gates from -30 to 30."""
+    """Visible: 3 tokens of 40 columns, gates from -30 to 30; then 3 tokens of 333 on a grid of 2 blocks of 256
+    threads, which a grid-stride loop covers (999 elements for 512 threads)."""
     rng, seed = random_inputs()
     gate, up = swiglu_case(rng, 3, 40)
     check_swiglu(swiglu_run(kernel, gate, up), gate, up, seed=seed)
-    _passed("SwiGLU on 3 tokens of 40")
+    gate, up = swiglu_case(rng, 3, 333)
+    check_swiglu(swiglu_run(kernel, gate, up, blocks=2), gate, up, seed=seed)
+    _passed("SwiGLU on 3 tokens of 40, and of 333 on a grid of 2 blocks (a grid-stride loop)")

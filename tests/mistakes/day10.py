@@ -16,6 +16,15 @@ TABLE = (
             why="the mean of the values instead of the mean of their squares",
             hidden_fails="norm_matches_reference",
             feedback=(("rmsnorm_q8_1_matches_reference", ("sqrt(mean(x) + eps)", "SQUARES")),)),
+    Mistake("norm_row_per_thread", **_NORM,
+            edits=(("    for j in range(tid, k, NORM_THREADS):\n        total += x[t, j] * x[t, j]\n"
+                    "    total = warp_sum(total)\n    if lane == 0:\n        partial[tid // WARP] = total\n"
+                    "    cuda.syncthreads()\n    total = float32(0.0)\n    for w in range(NORM_WARPS):\n"
+                    "        total += partial[w]\n",
+                    "    for j in range(k):\n        total += x[t, j] * x[t, j]\n"),),
+            why="every thread sums the squares of the whole row itself: the values pass, x is read 129 times",
+            hidden_fails="norm_matches_reference",
+            feedback=(("rmsnorm_q8_1_matches_reference", ("x was read", "shared memory")),)),
     Mistake("norm_no_eps", **_NORM,
             edits=(("math.sqrt(total / float32(k) + eps)", "math.sqrt(total / float32(k))"),),
             why="eps left out of the root: a row of zeros gives 0 / 0",
@@ -43,6 +52,21 @@ TABLE = (
             why="the codes truncated toward zero instead of rounded",
             feedback=(("rmsnorm_q8_1_matches_reference", ("truncated toward zero",)),)),
     # RoPE
+    Mistake("rope_reread_in_place", **_ROPE,
+            edits=(("        even, odd = x[t, head, 2 * i], x[t, head, 2 * i + 1]\n"
+                    "        out[t, head, 2 * i] = even * cos - odd * sin\n"
+                    "        out[t, head, 2 * i + 1] = even * sin + odd * cos",
+                    "        out[t, head, 2 * i] = x[t, head, 2 * i] * cos - x[t, head, 2 * i + 1] * sin\n"
+                    "        out[t, head, 2 * i + 1] = x[t, head, 2 * i] * sin + x[t, head, 2 * i + 1] * cos"),),
+            why="the pair's first value written before the second is computed from it: wrong when out is x",
+            hidden_fails="rope_matches_reference",
+            feedback=(("rope_matches_reference", ("written before its second", "into registers")),)),
+    Mistake("rope_no_grid_stride", **_ROPE,
+            edits=(("for n in range(start, pairs, cuda.gridDim.x * cuda.blockDim.x):",
+                    "for n in range(start, min(pairs, start + 1)):"),),
+            why="one pair a thread, no grid-stride loop: past 1,024 blocks of 256 the last pairs are never turned",
+            hidden_fails="rope_matches_reference",
+            feedback=(("rope_matches_reference", ("still holds the poison", "grid-stride loop")),)),
     Mistake("rope_rotate_half", **_ROPE,
             edits=(("even, odd = x[t, head, 2 * i], x[t, head, 2 * i + 1]",
                     "even, odd = x[t, head, i], x[t, head, i + half]"),
@@ -68,6 +92,12 @@ TABLE = (
             why="the table's cosine and sine taken the other way round",
             feedback=(("rope_matches_reference", ("cos and sin swapped",)),)),
     # SwiGLU
+    Mistake("swiglu_no_grid_stride", **_SWIGLU,
+            edits=(("for n in range(start, o.size, cuda.gridDim.x * cuda.blockDim.x):",
+                    "for n in range(start, min(o.size, start + 1)):"),),
+            why="one element a thread, no grid-stride loop: past 1,024 blocks of 256 the last elements are never written",
+            hidden_fails="swiglu_matches_reference",
+            feedback=(("swiglu_matches_reference", ("still holds the poison", "grid-stride loop")),)),
     Mistake("swiglu_sigmoid", **_SWIGLU,
             edits=(("o[n] = z / (float32(1.0) + math.exp(-z)) * u[n]",
                     "o[n] = float32(1.0) / (float32(1.0) + math.exp(-z)) * u[n]"),),
@@ -118,6 +148,28 @@ TABLE += (
             edits=(("rms = math.sqrt(squares[0] / float32(k) + eps)", "rms = math.sqrt(squares[0] / float32(k))"),),
             why="the written-differently norm leaves eps out of the root",
             samples=("wrong_norm_without_eps",)),
+    Mistake("norm_row_per_thread_written_differently", cell="norm_kernel", kernel=None,
+            sample_base="correct_alternative",
+            edits=(("    j = i\n", "    j = 0\n"), ("        j += NORM_THREADS\n", "        j += 1\n"),
+                   ("    squares[i] = acc\n    cuda.syncthreads()\n    half = NORM_THREADS // 2\n    while half > 0:\n"
+                    "        if i < half:\n            squares[i] += squares[i + half]\n        cuda.syncthreads()\n"
+                    "        half //= 2\n    rms = math.sqrt(squares[0] / float32(k) + eps)\n",
+                    "    rms = math.sqrt(acc / float32(k) + eps)\n")),
+            why="the written-differently norm's every thread sums the squares of the whole row",
+            samples=("wrong_rope_in_place_no_grid_stride_norm_rereads",)),
+    Mistake("rope_reread_in_place_written_differently", cell="rope_kernel", kernel=None,
+            sample_base="correct_alternative",
+            edits=(("        a = x[t, h, 2 * i]\n        b = x[t, h, 2 * i + 1]\n"
+                    "        out[t, h, 2 * i] = a * c - b * s\n        out[t, h, 2 * i + 1] = b * c + a * s\n",
+                    "        out[t, h, 2 * i] = x[t, h, 2 * i] * c - x[t, h, 2 * i + 1] * s\n"
+                    "        out[t, h, 2 * i + 1] = x[t, h, 2 * i + 1] * c + x[t, h, 2 * i] * s\n"),),
+            why="the written-differently RoPE writes a pair's first value before reading its second",
+            samples=("wrong_rope_in_place_no_grid_stride_norm_rereads",)),
+    Mistake("swiglu_no_grid_stride_written_differently", cell="swiglu_kernel", kernel=None,
+            sample_base="correct_alternative",
+            edits=(("while n < rows * cols:", "if n < rows * cols:"), ("        n += cuda.gridsize(1)\n", "")),
+            why="the written-differently SwiGLU gives each thread one element, no grid-stride loop",
+            samples=("wrong_rope_in_place_no_grid_stride_norm_rereads",)),
     Mistake("swiglu_sigmoid_written_differently", cell="swiglu_kernel", kernel=None, sample_base="correct_alternative",
             edits=(("out[r, c] = g * sigmoid * up[r, c]", "out[r, c] = sigmoid * up[r, c]"),),
             why="the written-differently SwiGLU multiplies up by sigmoid(gate)",
