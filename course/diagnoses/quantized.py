@@ -176,15 +176,30 @@ def q4_1_parts(w) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return halves[..., 0], halves[..., 1], np.concatenate([packed & 0x0F, packed >> 4], axis=-1)
 
 
+def _halves_as_normal(w) -> tuple[np.ndarray, np.ndarray]:
+    """d and m of Q4_1 bytes w read with every exponent field taken as a normal number's, 0 included: fraction f
+    and field e give (1024 + f) 2**(e - 25), so a subnormal (e = 0) gets an implicit leading 1 it does not have, and
+    0 becomes 2**-15."""
+    bits = np.ascontiguousarray(w, np.uint8)[..., :4].copy().view("<u2").astype(np.int64)
+    field, fraction = (bits >> 10) & 31, bits & 1023
+    value = np.ldexp((1024 + fraction).astype(np.float64), field - 25)
+    value = np.where(field == 31, np.where(fraction, np.nan, np.inf), value)
+    value = np.where(bits & 0x8000, -value, value)
+    return value[..., 0], value[..., 1]
+
+
 def q4_1_model(w, x, *, nibbles: str = "split", swap_dm: bool = False, minimum: str = "sum",
-               per_row: bool = False, offset: int = 0) -> np.ndarray:
+               per_row: bool = False, offset: int = 0, subnormals_as_normal: bool = False) -> np.ndarray:
     """y = W x (N,) float64 for Q4_1 bytes w (N, blocks, 20) and x (K,), read by a rule: ``nibbles`` "split" (byte
     j holds weights j and j + 16: the format), "swapped" (its low nibble taken as weight j + 16) or "interleaved"
     (weights 2j and 2j + 1); ``swap_dm``: bytes 0-1 read as m and 2-3 as d; ``minimum`` "sum" (m times the
     block's sum of x: the format), "none", "once" (m added once per block) or "weight" (m added once per weight,
     without its activation: 32 m a block); ``per_row``: every block of a row
-    uses the d and m of the row's first block; ``offset``: subtracted from every code (Q4_0's 8)."""
+    uses the d and m of the row's first block; ``offset``: subtracted from every code (Q4_0's 8);
+    ``subnormals_as_normal``: d and m decoded with an implicit leading 1 at exponent field 0 too."""
     d, m, codes = q4_1_parts(w)
+    if subnormals_as_normal:
+        d, m = _halves_as_normal(w)
     if swap_dm:
         d, m = m, d
     if per_row:
@@ -232,6 +247,10 @@ _GEMV_MODELS = (
     ("q4_1_scale_per_row", dict(per_row=True),
      "your y uses the d and m of a row's first block for every block of the row: each block of 32 weights has its "
      "own d and m, in its own first 4 bytes"),
+    ("q4_1_subnormal_as_normal", dict(subnormals_as_normal=True),
+     "your y decodes an fp16 d or m whose exponent field is 0 as a normal number, with an implicit leading 1: those "
+     "are the subnormals (and zero), whose value is fraction x 2**-24 with no leading 1; only a field of 1 to 30 "
+     "means 2**(field - 15) x (1 + fraction / 1024)"),
     ("q4_1_offset_8", dict(offset=8),
      "your y subtracts 8 from every code, as Q4_0 does: Q4_1's codes are unsigned, 0 ... 15, and its minimum m "
      "does the offset's work: weight j is d q_j + m"),

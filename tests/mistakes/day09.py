@@ -118,6 +118,14 @@ TABLE = (
                           "            m = half_from_bytes(w[row, 0, 2], w[row, 0, 3])"),),
             why="the d and m of the row's first block used for every block",
             feedback=(("q4_1_gemv_position_coded", ("the d and m of a row's first block",)),)),
+    Mistake("q4_1_subnormal_as_normal", **_GEMV,
+            edits=(("    if exponent > 0:\n        significand += 0x400                                 # a normal "
+                    "number's leading 1\n    value = float32(significand) * float32(1 << (max(exponent, 1) - 1)) * "
+                    "float32(FP16_STEP)",
+                    "    significand += 0x400\n    value = float32(significand) * float32(2.0 ** (exponent - 1)) * "
+                    "float32(FP16_STEP)"),),
+            why="an fp16 d or m with exponent field 0 decoded with a leading 1, as a normal number: subnormals wrong",
+            feedback=(("q4_1_gemv_matches_reference", ("exponent field is 0 as a normal number",)),)),
     Mistake("q4_1_offset_8", **_GEMV,
             edits=((_DOT, "dot += float32((byte & 0x0F) - 8) * low + float32((byte >> 4) - 8) * high"),),
             why="Q4_0's offset of 8 subtracted from Q4_1's unsigned codes",
