@@ -139,7 +139,7 @@ def day09_gguf_cases() -> list[Case]:
     """Each rung of day 9's ladder (``kernels.quantized_gemv_persistent.RUNGS``) on test_day09_quantized_gemv.py's
     awkward weights (a block of zeros, a block of two values, a constant block, and a last row of raw random bytes
     under random fp16 scales: every code, Q8_0's -128 and subnormal scales appear) at 5 rows of 33 blocks (lane 0
-    takes two), x's first block zeros (q8_1: d = 0); and the day's quantizer ``q8_0_quantize`` at its rounding corners
+    takes two; int4_g128, whose K is a multiple of 128: 36), x's first block zeros (q8_1: d = 0); and the day's quantizer ``q8_0_quantize`` at its rounding corners
     (halves away from zero at d = 1, a block of zeros, a block of subnormals whose 1 / d overflows), its codes
     bit for bit."""
     import test_day09_quantized_gemv as day09
@@ -150,8 +150,9 @@ def day09_gguf_cases() -> list[Case]:
     def gemv(name):
         def build():
             rng = np.random.default_rng(SEED)
-            w = day09.gguf_weights(rng, RUNG_FORMATS[name], 5, 33 * 32)
-            return qgp.RUNGS[name], (w, day09.activations(rng, 33 * 32)), dict(out=np.full(5, np.nan, np.float32))
+            k = 33 * 32 if RUNG_FORMATS[name] != "int4_g128" else 36 * 32      # int4_g128: K a multiple of 128
+            w = day09.gguf_weights(rng, RUNG_FORMATS[name], 5, k)
+            return qgp.RUNGS[name], (w, day09.activations(rng, k)), dict(out=np.full(5, np.nan, np.float32))
         return Case(f"{name}_gguf_corners", build)
 
     def quantize_corners():
