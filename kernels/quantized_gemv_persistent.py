@@ -84,7 +84,7 @@ are lane, lane + 32, ... from a multiple of 32), so the first of them loads the 
 ``shfl_sync`` hands it to the others: each byte of W is read once. Its bytes are 8% fewer than Q4_0's and 18%
 fewer than Q4_1's; the prediction where W streams at the copy bandwidth: as much faster than Q4_0, 4.5 / 4.125 =
 1.09 times, at 28672 x 8192, and less at 8192 x 8192, where the prologue weighs more. Measured on an H100
-(2026-12-07, ``day09_gemv_timing``, L2 flushed by a read, the GPU's time): 22.2 and 51.0 us against Q4_0's 22.9 and
+(2026-12-07, the recorder's GEMV sweep, L2 flushed by a read, the GPU's time; not yet a recording of course/data): 22.2 and 51.0 us against Q4_0's 22.9 and
 54.3, 1.03 and 1.06 times faster, so the prediction held in direction and fell short in size; 2.27 and 3.23 times
 torch's fp16 GEMV, 1.23 and 1.57 times ``torch._weight_int4pack_mm``. Full size against the float64 reference on the
 same H100: rel_err 1.6e-7 at both shapes; compute-sanitizer's memcheck and racecheck: no error.

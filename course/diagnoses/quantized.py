@@ -71,8 +71,8 @@ def q8_0_model(x, *, rounding: str = "away", divide: bool = False, amax: str = "
                divisor: float = 127.0) -> tuple[np.ndarray, np.ndarray]:
     """Codes (rows, K) int8 and scales (rows, K // 32) float32 of x (rows, K) under a quantization rule, in
     float32 as a kernel computes them: d = amax / divisor, y = x * (1 / d) (``divide``: x / d), 0 where 1 / d
-    overflows; ``rounding`` "away" (halves away from zero: the reference), "even" (halves to even) or
-    "truncate" (toward zero); a code past int8 keeps its low byte, as a GPU's store does."""
+    overflows; ``rounding`` "away" (halves away from zero: the reference), "even" (halves to even), "truncate"
+    (toward zero) or "add_half" (v + 0.5 in float32, then toward zero); a code past int8 keeps its low byte, as a GPU's store does."""
     x = np.asarray(x, np.float32)
     rows, k = x.shape
     blocks = x.reshape(rows, k // QK, QK)
@@ -91,8 +91,11 @@ def q8_0_model(x, *, rounding: str = "away", divide: bool = False, amax: str = "
         q = np.rint(y)
     elif rounding == "truncate":
         q = np.trunc(y)
+    elif rounding == "add_half":       # (int)(v + 0.5) in float32: v + 0.5 rounds before it is cut
+        y32 = y.astype(np.float32)
+        q = np.trunc((y32 + np.where(y32 >= 0, np.float32(0.5), np.float32(-0.5))).astype(np.float32))
     else:
-        raise ValueError(f"rounding must be 'away', 'even' or 'truncate', got {rounding!r}")
+        raise ValueError(f"rounding must be 'away', 'even', 'truncate' or 'add_half', got {rounding!r}")
     codes = (q.astype(np.int64) & 0xFF).astype(np.uint8).view(np.int8)
     return codes.reshape(rows, k), d
 
@@ -102,6 +105,10 @@ _CODE_MODELS = (
      "values exactly halfway between two codes (x * (1 / d) = k + 0.5) went to the even code: Python's round() and "
      "rint round half to even. The reference is C's roundf, as llama.cpp's: halves away from zero, 2.5 to 3 and "
      "-2.5 to -3. Round by hand: t = int32(v) (toward zero), then one step away from zero when |v - t| >= 0.5"),
+    ("q8_0_round_adding_half", dict(rounding="add_half"),
+     "your codes add 0.5 (or -0.5) to x * (1 / d) and cut toward zero: in float32, 0.49999997 + 0.5 rounds to "
+     "1.0 before the cut, so values just below a half go up (x = d / 2 at amax 3, where d (1 / d) is just below 1). "
+     "C's roundf rounds v itself: t = int32(v), then one step away from zero when |v - t| >= 0.5"),
     ("q8_0_truncated", dict(rounding="truncate"),
      "your codes are x * (1 / d) cut toward zero (int32(v) alone): round to the nearest integer, halves away "
      "from zero, as C's roundf does"),
@@ -189,14 +196,16 @@ def _halves_as_normal(w) -> tuple[np.ndarray, np.ndarray]:
 
 
 def q4_1_model(w, x, *, nibbles: str = "split", swap_dm: bool = False, minimum: str = "sum",
-               per_row: bool = False, offset: int = 0, subnormals_as_normal: bool = False) -> np.ndarray:
+               per_row: bool = False, offset: int = 0, subnormals_as_normal: bool = False,
+               first_blocks: int | None = None) -> np.ndarray:
     """y = W x (N,) float64 for Q4_1 bytes w (N, blocks, 20) and x (K,), read by a rule: ``nibbles`` "split" (byte
     j holds weights j and j + 16: the format), "swapped" (its low nibble taken as weight j + 16) or "interleaved"
     (weights 2j and 2j + 1); ``swap_dm``: bytes 0-1 read as m and 2-3 as d; ``minimum`` "sum" (m times the
     block's sum of x: the format), "none", "once" (m added once per block) or "weight" (m added once per weight,
     without its activation: 32 m a block); ``per_row``: every block of a row
     uses the d and m of the row's first block; ``offset``: subtracted from every code (Q4_0's 8);
-    ``subnormals_as_normal``: d and m decoded with an implicit leading 1 at exponent field 0 too."""
+    ``subnormals_as_normal``: d and m decoded with an implicit leading 1 at exponent field 0 too; ``first_blocks``:
+    only the first so many blocks of each row summed (a lane that stops after two of its blocks: 64)."""
     d, m, codes = q4_1_parts(w)
     if subnormals_as_normal:
         d, m = _halves_as_normal(w)
@@ -212,6 +221,8 @@ def q4_1_model(w, x, *, nibbles: str = "split", swap_dm: bool = False, minimum: 
     elif nibbles != "split":
         raise ValueError(f"nibbles must be 'split', 'swapped' or 'interleaved', got {nibbles!r}")
     xb = np.asarray(x, np.float64).reshape(-1, QK)
+    if first_blocks is not None:
+        d, m, codes, xb = d[:, :first_blocks], m[:, :first_blocks], codes[:, :first_blocks], xb[:first_blocks]
     y = np.einsum("nb,nbj,bj->n", d, codes - offset, xb)
     if minimum == "sum":
         y = y + m @ xb.sum(axis=1)
@@ -247,6 +258,10 @@ _GEMV_MODELS = (
     ("q4_1_scale_per_row", dict(per_row=True),
      "your y uses the d and m of a row's first block for every block of the row: each block of 32 weights has its "
      "own d and m, in its own first 4 bytes"),
+    ("q4_1_two_blocks_a_lane", dict(first_blocks=64),
+     "your y adds only the first 64 blocks of each row: each lane takes at most two of its blocks (lane and lane + "
+     "32), so a row of more than 64 blocks (K > 2048) loses its tail. A lane takes blocks lane, lane + 32, lane + 64, "
+     "... up to the row's end: a loop with step WARP over all of w.shape[1]"),
     ("q4_1_subnormal_as_normal", dict(subnormals_as_normal=True),
      "your y decodes an fp16 d or m whose exponent field is 0 as a normal number, with an implicit leading 1: those "
      "are the subnormals (and zero), whose value is fraction x 2**-24 with no leading 1; only a field of 1 to 30 "
@@ -456,6 +471,12 @@ def w8a8_findings(got, a_q, sa, w_q, sw, *, unwritten=None) -> list[tuple[str, s
         * np.abs(np.asarray(sw, np.float64))[None, :]
     error = np.abs(got - want)
     if np.all(error <= bound + W8A8_RTOL * np.abs(want)):
+        if np.all(np.asarray(sa) == 1) and np.all(np.asarray(sw) == 1):
+            return [("w8a8_float_sum", (
+                "your y is the exact sum rounded: with every scale 1 each output is an integer, the sum of K int8 "
+                "products, which an int32 holds exactly; a float32 running sum keeps 24 bits and rounds every "
+                "partial sum past 2**24 (here y reaches {:.0f}). Keep the sums in an int32 array to the end of "
+                "K".format(float(np.abs(want).max()))))]
         with np.errstate(divide="ignore", invalid="ignore"):
             relative = np.where(want != 0, error / np.abs(want), np.where(error > 0, np.inf, 0.0))
         return [("w8a8_scale_inside_sum", _INSIDE.format(bound=W8A8_RTOL, worst=float(relative.max())))]

@@ -343,7 +343,7 @@ def q4_1_gemv_matches_reference(kernel) -> None:
     """Random Q4_1 weights at three magnitudes with a block of zeros, a constant block, the extreme codes 0 and 15,
     an fp16-subnormal d, a negative m and a row of raw bytes; N = 5 rows (not a multiple of GEMV_WARPS), K = 96;
     then N = 2, K = 1056 (33 blocks a row: lane 0 takes two); then N = 3, K = 64 of weights below 5e-5 (every d and m
-    an fp16 subnormal)."""
+    an fp16 subnormal); then N = 2, K = 3072 (96 blocks: every lane takes three)."""
     rng, seed = random_inputs()
     case = q4_1_gemv_case(rng, 5, 96)
     y, _ = q4_1_gemv_run(kernel, case)
@@ -354,8 +354,12 @@ def q4_1_gemv_matches_reference(kernel) -> None:
     case = q4_1_gemv_case(rng, 3, 64, kind="small")
     y, _ = q4_1_gemv_run(kernel, case)
     check_q4_1_gemv(y, case, seed=seed, kernel=kernel)
+    case = q4_1_gemv_case(rng, 2, 96 * QK)
+    y, _ = q4_1_gemv_run(kernel, case)
+    check_q4_1_gemv(y, case, seed=seed, kernel=kernel)
     _passed("N = 5, K = 96: zeros, a constant block, codes 0 and 15, a subnormal d, a negative m, raw bytes; N = 2, "
-            "K = 1056: rows of 33 blocks (lane 0 takes two); N = 3, K = 64: every d and m an fp16 subnormal")
+            "K = 1056: rows of 33 blocks (lane 0 takes two); N = 3, K = 64: every d and m an fp16 subnormal; N = 2, "
+            "K = 3072: rows of 96 blocks (every lane takes three)")
 
 
 def q4_1_gemv_position_coded(kernel) -> None:
@@ -510,11 +514,15 @@ def check_w8a8_gemm(y, case: dict, *, seed=None, label: str = "") -> None:
 
 def w8a8_gemm_exact_sums(kernel) -> None:
     """Every scale 1, so y is the exact integer sum: codes over int8's whole range with the extreme rows (-128 and 127
-    everywhere, y[0, 0] = 2**14 K), M = 5 tokens, N = 7 channels, K = 96 (three steps of 32 codes)."""
+    everywhere, y[0, 0] = 2**14 K), M = 5 tokens, N = 7 channels, K = 96 (three steps of 32 codes); then M = 2, N = 3,
+    K = 2304 with a sum past 2**24 in odd-sized steps (``large_sums``), which only an integer sum keeps exact."""
     rng, seed = random_inputs()
     case = w8a8_gemm_case(rng, 5, 7, 96, kind="extreme")
     check_w8a8_gemm(w8a8_gemm_run(kernel, case), case, seed=seed)
-    _passed("exact sums of 96 codes over int8's whole range, -128 and 127 included (M = 5, N = 7)")
+    case = w8a8_gemm_case(rng, 2, 3, 2304, kind="large_sums")
+    check_w8a8_gemm(w8a8_gemm_run(kernel, case), case, seed=seed)
+    _passed("exact sums of 96 codes over int8's whole range, -128 and 127 included (M = 5, N = 7), and of 2,304 "
+            "codes whose sum passes 2**24 in odd-sized steps")
 
 
 def w8a8_gemm_scaled_epilogue(kernel) -> None:
