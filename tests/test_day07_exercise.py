@@ -19,16 +19,14 @@ NOTEBOOK = SolutionCells("day07_grouped_query_attention", (
     "decode_launcher"))
 
 TABLE = of_day("day07_grouped_query_attention")      # the day's mistakes: tests/mistakes/day07.py
-# grade cell -> (answer cell, edits, the mistake, whether the visible check misses it): the table's mistakes
-# whose hidden_fails names a grade cell
-WRONG = {m.hidden_fails: (m.cell, list(m.edits), m.why, m.visible_misses) for m in TABLE if m.hidden_fails}
-# every such mistake, several per grade cell where the table has several
+# the table's mistakes whose hidden_fails names a grade cell, several per grade cell where the table has
+# several
 HIDDEN = [pytest.param(m.hidden_fails, m.cell, list(m.edits), m.visible_misses, id=m.label)
           for m in TABLE if m.hidden_fails]
 
 
 def test_every_grade_cell_has_a_wrong_kernel():
-    assert set(WRONG) == NOTEBOOK.graded
+    assert {param.values[0] for param in HIDDEN} == NOTEBOOK.graded
 
 
 @pytest.mark.parametrize("grade_id, cell, edits, visible_misses_it", HIDDEN)
