@@ -337,6 +337,23 @@ def rope_case(rng, tokens: int, heads: int, head_dim: int, *, context: int = 64,
             "table": reference.rope_table(context, head_dim, base), "base": base}
 
 
+def _launch_directly(kernel, blocks: int, inputs, out):
+    """Your kernel launched directly on ``blocks`` blocks of ELEMENT_THREADS threads over ``inputs`` (host arrays)
+    and ``out`` (poisoned, on the host), without the course's launcher and its grid; returns out from the device."""
+    from numba import cuda
+
+    from kernels.launching import note_output
+    from kernels.llama_layers import ELEMENT_THREADS
+
+    device_out = note_output(cuda.to_device(out))     # an output: the grader's guard lets the kernel write it
+
+    def launch():
+        kernel[blocks, ELEMENT_THREADS](*(cuda.to_device(a) for a in inputs), device_out)
+        return device_out.copy_to_host()
+
+    return _launch_explained(launch)
+
+
 def rope_run(kernel, case: dict, *, in_place: bool = False, blocks: int | None = None):
     """Your kernel through the course's launcher (``rope_pairs_from_table``: a thread per pair, a grid-stride
     loop) on the case, out poisoned first. ``in_place``: x and out one device array, as the model's step passes them
@@ -345,8 +362,7 @@ def rope_run(kernel, case: dict, *, in_place: bool = False, blocks: int | None =
     reaches every pair."""
     from numba import cuda
 
-    from kernels.launching import note_output
-    from kernels.llama_layers import ELEMENT_THREADS, rope_pairs_from_table
+    from kernels.llama_layers import rope_pairs_from_table
 
     if in_place:
         x = cuda.to_device(case["x"])
@@ -355,14 +371,7 @@ def rope_run(kernel, case: dict, *, in_place: bool = False, blocks: int | None =
         return x.copy_to_host()
     out = poison(np.empty_like(case["x"]))
     if blocks is not None:
-        device_out = note_output(cuda.to_device(out))     # an output: the grader's guard lets the kernel write it
-
-        def launch():
-            kernel[blocks, ELEMENT_THREADS](cuda.to_device(case["x"]), cuda.to_device(case["positions"]),
-                                            cuda.to_device(case["table"]), device_out)
-            return device_out.copy_to_host()
-
-        return _launch_explained(launch)
+        return _launch_directly(kernel, blocks, (case["x"], case["positions"], case["table"]), out)
     return _launch_explained(lambda: rope_pairs_from_table(case["x"], case["positions"], case["table"], out=out,
                                                            kernel=kernel))
 
@@ -471,20 +480,11 @@ def swiglu_run(kernel, gate, up, *, blocks: int | None = None):
     out poisoned first. ``blocks``: your kernel launched directly on that many blocks of ELEMENT_THREADS threads,
     fewer than the elements need (as the launcher's grid is past 1,024 blocks): only a grid-stride loop reaches every
     element."""
-    from numba import cuda
-
-    from kernels.launching import note_output
-    from kernels.llama_layers import ELEMENT_THREADS, swiglu_elementwise
+    from kernels.llama_layers import swiglu_elementwise
 
     out = poison(np.empty_like(gate))
     if blocks is not None:
-        device_out = note_output(cuda.to_device(out))     # an output: the grader's guard lets the kernel write it
-
-        def launch():
-            kernel[blocks, ELEMENT_THREADS](cuda.to_device(gate), cuda.to_device(up), device_out)
-            return device_out.copy_to_host()
-
-        return _launch_explained(launch)
+        return _launch_directly(kernel, blocks, (gate, up), out)
     return _launch_explained(lambda: swiglu_elementwise(gate, up, out=out, kernel=kernel))
 
 
