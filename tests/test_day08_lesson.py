@@ -475,6 +475,13 @@ WITH_RECORDINGS = ("time and error are those of gqa_decode_page_runs, the second
                    "of the 2.00 times its bytes alone would give",
                    "gqa_decode_tensor_cores on the fp8 e4m3 cache against two float32 steps: how many times as fast, "
                    "on each step of 524,288 tokens or more that both GPUs ran")
+# The second GPU's GEMM and prefill cell: with the fakes (where the goals are met there, the bf16 prefill's not on the
+# first GPU), and its sentence when those recordings are missing.
+ON_GPU_2 = ("on the Fake GPU 2, at N = 4,096, the fastest rung is tc_gemm_v8_deep_steps at",
+            "of cuBLAS (the lower of its two fractions): the goal of 0.4 is met",
+            "gqa_prefill_tensor_cores on bfloat16 tensors runs at 140 TFLOP/s, 0.28 of torch's fp16 SDPA there (0.22 on "
+            "the Fake GPU): the goal of 0.25 is met")
+GPU_2_MISSING = "the recordings day08_tc_gemm_timing_other_gpu and day08_prefill_timing_other_gpu are missing"
 # Rungs the recorder times now and the shipped recordings predate: the lesson says so, and shows them once recorded.
 NOT_YET = ("gqa_decode_mixed_group, the ladder's rung before these, is not in this recording",
            "gqa_prefill_mixed_tiles, the ladder's rung before gqa_prefill_mixed_precision, is not in this recording",
@@ -552,8 +559,10 @@ def test_lesson_runs_with_the_shipped_and_fake_recordings(tmp_path):
     for verdict in ("is met", "is not met"):          # the fakes take both sides of each goal
         assert f"of cuBLAS {verdict}" in shown and f"the goal of 0.25 {verdict}" in shown, verdict
     assert TC_GEMM_MISSING not in shown and TENSOR_PREFILL_MISSING not in shown and SHAPES_MISSING not in shown
-    for line in WITH_RECORDINGS:
+    for line in WITH_RECORDINGS + ON_GPU_2:
         assert line in shown, f"with the fake recordings, the lesson no longer prints {line!r}"
+    if not {"day08_tc_gemm_timing_other_gpu", "day08_prefill_timing_other_gpu"} & set(recorded_names()):
+        assert GPU_2_MISSING in shipped
     # the branches the fakes take: fp8 still follows its bytes against fp16, torch stays under the copy bandwidth
     assert "the time still follows the bytes" in shown and "above 1.0 is possible" not in shown
     assert "fp8 roof" not in shown                          # no fp8 matrix product in the fakes

@@ -48,7 +48,9 @@ The matrix products (``day08_matmul_roofs`` and the three ``day08_tc_gemm_*``) a
 
 ``record_other_gpu(out_dir)`` (``python -m course.record day08 --other-gpu``), on a second GPU: the decode
 checks at full size, then ``day08_decode_timing_other_gpu.json``, the decode sweep at
-``OTHER_GPU_POINTS`` (steps of ``day08_decode_timing``'s points), for the lesson to set beside it.
+``OTHER_GPU_POINTS`` (steps of ``day08_decode_timing``'s points), for the lesson to set beside it; then the
+prefill checks and ``day08_prefill_timing_other_gpu.json`` (the prefill's point), and every GEMM rung checked at
+``GEMM_CHECK_N``^3 and ``day08_tc_gemm_timing_other_gpu.json`` (the ladder and cuBLAS at ``OTHER_GPU_N``).
 
 ``ncu_cases()``: one decode step per cache format at 8 sequences of 8,192 tokens; ``sanitize()``
 launches every kernel once, small, at a group that does not divide the tiles.
@@ -64,8 +66,9 @@ from course.models import low_precision as model
 from course.record import harness
 from course.record.day06 import paged_inputs
 from course.record.harness import Check, NcuCase, Sweep, Timed
-from course.record.tensor_core_gemm import (TC_GEMM_N, TC_NCU_N, TUNED_TC_GEMM, matmul_sweep,  # noqa: F401 (the recorder's names)
-                                            ncu_shared_cases, tc_gemm_resources, tc_gemm_sweep, tc_gemm_tiles)
+from course.record.tensor_core_gemm import (GEMM_CHECK_N, OTHER_GPU_N, TC_GEMM_N, TC_NCU_N,  # noqa: F401 (the recorder's names)
+                                            TUNED_TC_GEMM, gemm_checks, matmul_sweep, ncu_shared_cases,
+                                            tc_gemm_resources, tc_gemm_sweep, tc_gemm_tiles)
 
 SHAPE = {"heads": 32, "kv_heads": 8, "d": 128, "block_size": 16}
 FORMATS = ("float32", "float16", "fp8_e4m3")
@@ -538,6 +541,19 @@ def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
 
 def record_other_gpu(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
     """On a second GPU: check every decode rung at full size (raises on a failure), then time the decode sweep
-    at ``OTHER_GPU_POINTS`` (only the first with ``quick``) and save it as ``day08_decode_timing_other_gpu``."""
-    return [harness.record_other_gpu(decode_checks(CHECK_CONTEXT), decode_sweep(), OTHER_GPU_POINTS, out_dir,
-                                     checked="every decode rung's full-size checks", quick=quick)]
+    at ``OTHER_GPU_POINTS`` (only the first with ``quick``) and save it as ``day08_decode_timing_other_gpu``; the
+    same for the prefill rungs at the prefill's point (``day08_prefill_timing_other_gpu``) and for the tensor-core
+    GEMM ladder at ``OTHER_GPU_N`` (``day08_tc_gemm_timing_other_gpu``), whose goals are stated for that GPU."""
+    from course.timing import measure_ceilings
+
+    ceilings = measure_ceilings()
+    decode = harness.record_other_gpu(decode_checks(CHECK_CONTEXT), decode_sweep(), OTHER_GPU_POINTS, out_dir,
+                                      checked="every decode rung's full-size checks", quick=quick, ceilings=ceilings)
+    prefill = prefill_sweep()
+    prefill = harness.record_other_gpu(prefill_checks(1024 if quick else CHECK_N), prefill,
+                                       prefill.quick_points if quick else prefill.points, out_dir,
+                                       checked="every prefill rung's full-size checks", quick=quick, ceilings=ceilings)
+    gemm = harness.record_other_gpu(gemm_checks(1024 if quick else GEMM_CHECK_N), tc_gemm_sweep(), OTHER_GPU_N,
+                                    out_dir, checked="every GEMM rung's full-size check", quick=quick,
+                                    ceilings=ceilings)
+    return [decode, prefill, gemm]

@@ -8,6 +8,8 @@
   ``tc_gemm_v7_tuned`` timed and chose; ``tc_gemm_resources()``: registers, local and shared memory of every
   kernel of the ladder.
 - ``ncu_shared_cases()``: each rung at ``TC_NCU_N``^3 for ``python -m course.record day08 --ncu-shared``.
+- ``gemm_checks(n)``: every rung of the ladder at n^3 against the float64 product (the checks before
+  ``day08_tc_gemm_timing_other_gpu``, day 8's recording on a second GPU).
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from __future__ import annotations
 import numpy as np
 
 from course.record import harness
-from course.record.harness import NcuCase, Sweep, Timed
+from course.record.harness import Check, NcuCase, Sweep, Timed
 
 MATMUL_N = 8192
 TC_GEMM_N = (256, 512, 1024, 2048, 4096, 8192)       # the tensor-core GEMM ladder's sizes (M = N = K)
 TUNED_TC_GEMM = "tc_gemm_v7_tuned"                   # the rung that times its tiles on its first launch
+OTHER_GPU_N = (4096, 8192)                           # the sizes recorded on a second GPU, the goals' sizes
+GEMM_CHECK_N = 4096                                  # the full-size checks' M = N = K
 
 
 def _square_inputs(n: int):
@@ -29,6 +33,32 @@ def _square_inputs(n: int):
     rng = np.random.default_rng(n)
     a, w = (cuda.to_device(rng.standard_normal((n, n)).astype(np.float16)) for _ in range(2))
     return a, w, cuda.device_array((n, n), np.float32)
+
+
+def gemm_checks(n: int = GEMM_CHECK_N) -> list[Check]:
+    """Every rung of the ladder on random fp16 a and w of n x n against ``reference.gemm`` of the same fp16 numbers
+    in float64 (float32's tolerance: the products of fp16 numbers are exact, the sums float32's)."""
+    from numba import cuda
+
+    from kernels import reference
+    from kernels import tensor_core_gemm as tc
+
+    rng = np.random.default_rng(n)
+    a, w = (rng.standard_normal((n, n)).astype(np.float16) for _ in range(2))
+    da, dw = cuda.to_device(a), cuda.to_device(w)
+    out = cuda.device_array((n, n), np.float32)
+    exact = []                          # computed once, at the first check's comparison
+
+    def want():
+        if not exact:
+            exact.append(reference.gemm(a, w.T))
+        return exact[0]
+
+    return [Check(f"c of {rung} (float16), {n} x {n} x {n}", lambda gemm=tc.RUNGS[rung]: gemm(da, dw, out=out),
+                  out.copy_to_host, want, seed=n, poisoned=(out,),
+                  options=dict(dims=("M", "N"), tile={"M": tc.BLOCK_M, "N": tc.BLOCK_N}),
+                  columns=dict(rung=rung, fmt="float16", M=n, N=n, K=n))
+            for rung in tc.RUNGS]
 
 
 def _matmul_cases(n: int) -> list[Timed]:
