@@ -545,21 +545,25 @@ def test_day07_checks_every_rung_at_its_groups_on_the_simulator(monkeypatch):
 
 
 def test_a_sweep_asked_for_it_times_the_kernel_with_l2_warm_too():
-    """``warm_time``: a third timing of each case, the launch cost hidden and L2 not flushed, into ``warm_kernel_ms``;
-    it needs the flushed ``kernel_ms`` to be compared with."""
+    """``warm_time``: each case timed also with the launch cost hidden and L2 not flushed, into ``warm_kernel_ms``;
+    it needs the flushed ``kernel_ms`` to be compared with. The two are timed alternately twice (flushed, warm,
+    flushed, warm), and each keeps its lower median: a GPU slowed down while one timing ran (here the first warm
+    one, 2.5 times) does not make the flushed time look faster than the warm one."""
     import dataclasses
 
     seen = []
 
     def timer(fn, budget_s, *, flush_l2=False, launch_overhead="queued"):
         seen.append((fn(), flush_l2, launch_overhead))
-        ms = {"queued": 4.0, "hidden": 2.0}[launch_overhead] / (1 if flush_l2 else 2)
+        drift = 2.5 if len(seen) % 5 == 3 else 1.0        # the third of each case's five timings
+        ms = {"queued": 4.0, "hidden": 2.0}[launch_overhead] / (1 if flush_l2 else 2) * drift
         return Timing(median_ms=ms, p10_ms=ms, p90_ms=ms, samples_ms=(ms,), warmup=0, flush_l2=flush_l2)
 
     sweep = dataclasses.replace(_doubling_recorder().sweeps()[0], kernel_time=True, warm_time=True)
     rows = harness.record_sweep(sweep, timer=timer, ceilings=CEILINGS).rows
     assert [(r["median_ms"], r["kernel_ms"], r["warm_kernel_ms"]) for r in rows[:2]] == [(4.0, 2.0, 1.0)] * 2
-    assert seen[:3] == [("v1_double", True, "queued"), ("v1_double", True, "hidden"), ("v1_double", False, "hidden")]
+    assert seen[:5] == [("v1_double", True, "queued"), ("v1_double", True, "hidden"), ("v1_double", False, "hidden"),
+                        ("v1_double", True, "hidden"), ("v1_double", False, "hidden")]
     with pytest.raises(ValueError, match="warm_time"):
         dataclasses.replace(sweep, kernel_time=False)
     with pytest.raises(ValueError, match="warm_time"):
