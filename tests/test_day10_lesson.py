@@ -108,7 +108,9 @@ def test_the_bounds_are_the_recordings_and_the_prose_says_what_they_show(run):
     assert 500 < ratio < 2000                                  # "about a thousand times larger"
     assert 10 < _number(bytes_row[0]) * 1e3 < 100              # "tens of microseconds"
     assert run.rerun == ['pitfalls = live_else_recorded("day01_timing_pitfalls")',
-                         'decode = live_else_recorded("day10_decode_timing")'], run.rerun
+                         'decode = live_else_recorded("day10_decode_timing")',
+                         "DECODE_GOAL_TPS, OVER_TRANSFORMERS_GOAL = 1000, 5     # batch-1 tokens per second, and times "
+                         "transformers' rate"], run.rerun
     assert "the recordings day01_timing_pitfalls and day08_decode_timing_other_gpu are needed here" in run.fake_text
 
 
@@ -138,6 +140,25 @@ def test_the_server_s_steps_agree_with_its_sentence(run):
         assert prompt - computed == int(shared) >= 16
     assert "Paris" in answers["1"][3]
     assert "every block is free again, 64 of 64" in shown
+
+
+def test_the_decode_goal_is_judged_on_each_gpu_from_its_recording(run):
+    """The goal (1,000 tokens a second, 5 times transformers) judged on each GPU's recording: the fakes take both
+    sides of the first (met on "Fake GPU", not on "Fake GPU 2"); without the second GPU's recording the lesson says
+    how to make it."""
+    import day10_fake_recordings as fake
+
+    from course.records import recorded_names
+
+    text = run.fake_text
+    assert (f"on the Fake GPU, the fastest engine (graphs) decodes {1e3 / fake.GRAPH_MS:,.0f} tokens per second: the "
+            f"goal of 1,000 is met; {1e3 / fake.GRAPH_MS / fake.TRANSFORMERS_TPS:.1f} times transformers' "
+            f"{fake.TRANSFORMERS_TPS:,.1f} on that GPU: the goal of 5 times is met") in text
+    assert (f"on the Fake GPU 2, the fastest engine (graphs) decodes {1e3 / fake.OTHER_GRAPH_MS:,.0f} tokens per second: "
+            f"the goal of 1,000 is not met; {1e3 / fake.OTHER_GRAPH_MS / fake.OTHER_TRANSFORMERS_TPS:.1f} times "
+            "transformers'") in text
+    missing = "the recording day10_decode_timing_other_gpu is missing"
+    assert (missing in run.shipped_text) != ("day10_decode_timing_other_gpu" in recorded_names())
 
 
 def test_the_recorded_steps_and_the_server_are_read_from_the_recordings(run):

@@ -710,6 +710,44 @@ def test_day10_records_its_checks_decode_and_serving_on_any_engine(tmp_path):
     assert [r["prompt_tokens"] for r in rows if r["what"] == "prefill"] == [32]
 
 
+def test_day10_on_a_second_gpu_checks_the_tokens_then_records_the_decode_step_under_its_own_name(tmp_path):
+    """``record_other_gpu``: the greedy checks first (an engine whose tokens leave NumPy's stops it before any timing,
+    naming the prompts), then the decode recording as ``day10_decode_timing_other_gpu``, its notes saying what passed."""
+    import json
+
+    from course.record import day10
+    from inference.numpy_model import NumpyPagedModel
+    from inference.tiny import tiny_model
+
+    model = tiny_model(0)
+
+    def engine(model_file, num_blocks, context):
+        return NumpyPagedModel(model_file, num_blocks=num_blocks, block_size=day10.BLOCK_SIZE, context=context)
+
+    def wrong(model_file, num_blocks, context):
+        inner = engine(model_file, num_blocks, context)
+        decode = inner.decode
+
+        def other_token(seq, token):
+            logits = np.array(decode(seq, token))
+            logits[..., (int(np.argmax(logits)) + 1) % logits.shape[-1]] = logits.max() + 1
+            return logits
+
+        inner.decode = other_token
+        return inner
+
+    paths = day10.record_other_gpu(tmp_path, quick=True, model_file=model, engine=engine,
+                                   ceilings={"copy_gbps": 1000.0})
+    assert [p.name for p in paths] == ["day10_decode_timing_other_gpu.json"]
+    rec = json.loads(paths[0].read_text())
+    assert rec["name"] == "day10_decode_timing_other_gpu" and "after the greedy checks of 3 prompts passed" in rec["notes"]
+    assert [r["engine"] for r in rec["rows"] if r["what"] == "decode_step"] == ["plain"]
+    with pytest.raises(AssertionError, match="differ from the NumPy model's after"):
+        day10.record_other_gpu(tmp_path / "wrong", quick=True, model_file=model, engine=wrong,
+                               ceilings={"copy_gbps": 1000.0})
+    assert not (tmp_path / "wrong").exists()
+
+
 def test_day10_gives_no_rate_to_an_engine_whose_tokens_differ(tmp_path):
     """A rate is a rate of this model only if the engine decodes its tokens: an engine whose greedy tokens part from
     the first engine's (here from the third timed step on) gets no rows, and the notes say from which step; one that

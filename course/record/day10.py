@@ -30,6 +30,10 @@ as soon as it is made):
   (answer tokens over the wall time), ``mean_ttft_ms`` and ``max_ttft_ms`` (submit to first token), ``steps``;
   and ``what="prefill"``: a prompt of ``PREFILL_TOKENS`` tokens prefilled in one step, ``tokens_per_s``.
 
+``record_other_gpu(out_dir)`` (``python -m course.record day10 --other-gpu``), on a second GPU: the greedy checks of
+``day10_full_size_checks`` (raising where the kernels' tokens leave NumPy's), then the batch-1 decode recording as
+``day10_decode_timing_other_gpu``, for the lesson to judge the decode rate on both GPUs.
+
 ``sanitize()`` runs a tiny random model of the same architecture (``inference.tiny``) for two steps on the plain and
 the fused engine, every launcher once, small, under compute-sanitizer.
 """
@@ -303,6 +307,28 @@ def record(out_dir, quick: bool = False, *, model_file=None, engine=_kernel_engi
         rec = make()
         paths.append(rec.save(out_dir / f"{rec.name}.json"))
     return paths
+
+
+def record_other_gpu(out_dir, quick: bool = False, *, model_file=None, engine=_kernel_engine,
+                     ceilings=None) -> list[pathlib.Path]:
+    """On a second GPU: the greedy checks (``checks_recording``; an ``AssertionError`` names the prompts whose tokens
+    differ from NumPy's), then ``decode_recording`` saved as ``day10_decode_timing_other_gpu`` in ``out_dir``."""
+    model_file = _model_file(model_file)
+    checks = checks_recording(model_file, tokens=8 if quick else CHECK_TOKENS, engine=engine)
+    wrong = [row["prompt"] for row in checks.rows if not row["tokens_equal"]]
+    if wrong:
+        raise AssertionError(f"the kernels' greedy tokens differ from the NumPy model's after {wrong}: nothing timed")
+    if ceilings is None:
+        from course.timing import measure_ceilings
+
+        ceilings = measure_ceilings()
+    rec = decode_recording(model_file, steps=8 if quick else DECODE_STEPS, ceilings=ceilings, engine=engine)
+    rec.name = "day10_decode_timing_other_gpu"
+    rec.notes = (f"day10_decode_timing on another GPU, after the greedy checks of {len(checks.rows)} prompts passed on "
+                 f"it ({checks.rows[0]['tokens']} tokens each). " + rec.notes)
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return [rec.save(out_dir / f"{rec.name}.json")]
 
 
 def sanitize() -> None:
