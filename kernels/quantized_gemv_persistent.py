@@ -73,9 +73,18 @@ Hiding the prologue behind W's first loads does not work. ``_build(prefetch=True
 prediction was 3 to 4 us saved at both shapes. Measured on an H100 (2026-12-06, two runs each, the same bits): it
 is slower, Q4_1 26.1 and 25.6 us against 24.6 and 24.4 at 8192 x 8192, 60.3 and 60.7 against 59.1 and 59.4 at
 28672 x 8192, and Q4_0 1.3 to 1.7 us slower. The prologue's own loads of x (32 KB, cold) then queue behind those
-megabytes, and its path (load x, quantize, barrier) is what the warps wait for. Next: x quantized once, by the
-previous kernel (day 10 fuses it into RMSNorm) or by a cheaper prologue (a lane per block of x from a coalesced copy
-in shared memory, instead of twenty shuffles a block).
+megabytes, and its path (load x, quantize, barrier) is what the warps wait for.
+
+Nor are the prologue's shuffles its cost. A warp quantizes 4 blocks of x at a time, and each block's 13 shuffles (5
+for the maximum, 5 for the sum, 3 to pack the codes) depend on one another: about 50 in a row, at tens of cycles
+each. ``_build(interleave=True, x_batch=...)`` runs the batch's blocks side by side (each butterfly step over the
+whole batch, its codes' shuffles as 32-bit words), so the chains overlap; the prediction was 2 to 3 us saved at both
+shapes, x_batch 8 the most. Measured on an H100 (2026-12-07, the same bits, each kernel alone twice, L2 flushed):
+0.1 to 0.4 us saved with x_batch 4, less with 8 (64 registers where Q4_0 and Q4_1 have 56), at both shapes and in
+all three formats, while the same kernel without the prologue (``quantize=False``) was 4.6 to 4.8 us faster. So the
+chains were not the cost, and the rungs keep their prologue. What is left of those 4.7 us is the time before W's
+first loads can start: x's own load from DRAM, the barrier, and the ramp of the loads after it. The next step this
+points to is x quantized once, before the GEMV, by the kernel that makes x (day 10 fuses it into RMSNorm).
 
 int4_g128 is Q4_0's kernel with one scale for 4 blocks: a group's 128 codes are stored as 4
 Q4_0 blocks' codes (q + 8, byte j: code j low, code j + 16 high), so the codes' loads and dp4a are Q4_0's, and a
@@ -84,10 +93,12 @@ are lane, lane + 32, ... from a multiple of 32), so the first of them loads the 
 ``shfl_sync`` hands it to the others: each byte of W is read once. Its bytes are 8% fewer than Q4_0's and 18%
 fewer than Q4_1's; the prediction where W streams at the copy bandwidth: as much faster than Q4_0, 4.5 / 4.125 =
 1.09 times, at 28672 x 8192, and less at 8192 x 8192, where the prologue weighs more. Measured on an H100
-(2026-12-07, the recorder's GEMV sweep, L2 flushed by a read, the GPU's time; not yet a recording of course/data): 22.2 and 51.0 us against Q4_0's 22.9 and
-54.3, 1.03 and 1.06 times faster, so the prediction held in direction and fell short in size; 2.27 and 3.23 times
-torch's fp16 GEMV, 1.23 and 1.57 times ``torch._weight_int4pack_mm``. Full size against the float64 reference on the
-same H100: rel_err 1.6e-7 at both shapes; compute-sanitizer's memcheck and racecheck: no error.
+(the recording ``day09_gemv_timing``, 2026-12-07, L2 flushed by a read, the GPU's time): 22.3 and 50.9 us against
+Q4_0's 23.1 and 54.0, 1.04 and 1.06 times faster, so the prediction held in direction and fell short in size; 2.29
+and 3.21 times torch's fp16 GEMV, 1.23 and 1.58 times ``torch._weight_int4pack_mm``; 0.52 and 0.80 of the copy
+bandwidth. Nsight (``day09_dram_bytes``): 34.7 MB read at 8192 x 8192, W's 34.6 MB once. Full size against the
+float64 reference on the same H100 (``day09_full_size_checks``): rel_err 1.6e-7 at both shapes; compute-sanitizer's
+memcheck and racecheck: no error.
 
 Launchers ``q4_1_gemv_q8_1_persistent(w, x, *, out=None, grid=None, kernel=...)``,
 ``q4_0_gemv_q8_1_persistent(...)`` and ``int4_g128_gemv_q8_1_persistent(...)``: ``w`` the GGUF bytes (repacked at each call: what the registry's checks pass)
@@ -108,7 +119,7 @@ from numba import cuda, float32, int32, uint32, uint64
 from kernels.intrinsics import dp4a, load_u32x4, unpack_halves
 from kernels.launching import WARP, is_device_array, require_array, require_positive_int, require_same_kind
 from kernels.paging import sm_count
-from kernels.quantized_gemv import QK, q8_1_block, warp_sum
+from kernels.quantized_gemv import FULL_MASK, NO_INVERSE, QK, q8_1_block, round_half_away, warp_sum
 from kernels import quantized_gemv_wide
 from kernels.quantized_gemv_repacked import CODE_WORDS, repacked_weights
 from kernels.quantized_gemv_wide import half_scale_weights, shared_x_output, split_half_scales
@@ -211,14 +222,16 @@ def persistent_grid(like) -> int:
 
 def _build(fmt: str, rows: int = PERSISTENT_ROWS, per_lane: int = PERSISTENT_BLOCKS_PER_LANE,
            warps: int = PERSISTENT_WARPS, per_sm: int = PERSISTENT_BLOCKS_PER_SM, quantize: bool = True,
-           walk: bool = True, prefetch: bool = False):
+           walk: bool = True, prefetch: bool = False, x_batch: int = _X_BATCH, interleave: bool = False):
     """The rung's kernel for ``fmt``, "q4_1" (scales: uint32, d low and m high), "q4_0" (scales: uint16 d, and
     m = -8 d) or "int4_g128" (scales: uint16 d per group of 4 blocks, m = -8 d; the first lane of each 4 loads its
     group's d and shuffles it to the other 3, so each scale is read once): ``warps`` warps a block, ``per_sm`` blocks an SM, each warp ``rows`` rows at a time, a lane
     ``per_lane`` blocks of each per step. Two switches time the kernel's halves apart and give wrong answers:
     ``quantize=False`` skips x's quantization (the activations are whatever shared memory holds), ``walk=False``
     skips the rows (y is not written). ``prefetch=True`` issues the loads of each warp's first step before x's
-    quantization, so that the prologue's latency hides behind them."""
+    quantization, so that the prologue's latency hides behind them. A warp quantizes ``x_batch`` blocks of x at a
+    time; ``interleave=True`` runs their shuffles as independent chains (every lane quantizes every block of the
+    batch, zeros past x, and only the stores are guarded), so that one block's shuffle latency hides another's."""
     q4_1 = fmt == "q4_1"
     grouped = fmt == "int4_g128"
     step_blocks = per_lane * WARP
@@ -267,20 +280,50 @@ def _build(fmt: str, rows: int = PERSISTENT_ROWS, per_lane: int = PERSISTENT_BLO
                       uint32(0), lane, n, blocks)
             primed = True
         # x to q8_1, as quantized_gemv.q8_1_quantize_kernel: warp w takes blocks w, w + warps, ..., _X_BATCH at once
-        values = cuda.local.array(_X_BATCH, float32)
-        for base in range(warp, blocks if quantize else uint32(0), uint32(warps * _X_BATCH)):
-            for j in range(_X_BATCH):
+        values = cuda.local.array(x_batch, float32)
+        x_d = cuda.local.array(x_batch, float32)
+        x_total = cuda.local.array(x_batch, float32)
+        x_word = cuda.local.array(x_batch, uint32)
+        for base in range(warp, blocks if quantize else uint32(0), uint32(warps * x_batch)):
+            for j in range(x_batch):
                 b = base + uint32(j * warps)
                 values[j] = x[b * uint32(QK) + lane] if b < blocks else float32(0.0)
-            for j in range(_X_BATCH):
-                b = base + uint32(j * warps)
-                if b < blocks:                        # the same for the whole warp
-                    d, total, word = q8_1_block(values[j], lane)
-                    if lane % uint32(4) == uint32(0):
-                        x_words[uint32(_X_WORDS) * b + lane // uint32(4)] = word
-                    if lane == uint32(0):
-                        x_floats[uint32(_X_WORDS) * blocks + b] = d
-                        x_floats[uint32(_X_WORDS + 1) * blocks + b] = total
+            if interleave:                        # q8_1_block's steps, each over the whole batch
+                for j in range(x_batch):
+                    x_d[j] = abs(values[j])
+                    x_total[j] = values[j]
+                offset = WARP // 2
+                while offset > 0:                     # the butterflies of the batch's blocks side by side
+                    for j in range(x_batch):
+                        x_d[j] = max(x_d[j], cuda.shfl_xor_sync(FULL_MASK, x_d[j], offset))
+                        x_total[j] += cuda.shfl_xor_sync(FULL_MASK, x_total[j], offset)
+                    offset //= 2
+                for j in range(x_batch):
+                    x_d[j] = x_d[j] / float32(127.0)
+                    inverse = float32(1.0) / x_d[j] if x_d[j] > float32(NO_INVERSE) else float32(0.0)
+                    x_word[j] = uint32(round_half_away(values[j] * inverse) & 0xFF)
+                for k in range(1, 4):                 # lane 4 i gathers the codes of lanes 4 i + 1 ... 4 i + 3
+                    for j in range(x_batch):
+                        code = cuda.shfl_down_sync(FULL_MASK, int32(x_word[j] & uint32(0xFF)), k)
+                        x_word[j] = uint32(x_word[j] | (uint32(code & 0xFF) << uint32(8 * k)))
+                for j in range(x_batch):
+                    b = base + uint32(j * warps)
+                    if b < blocks:
+                        if lane % uint32(4) == uint32(0):
+                            x_words[uint32(_X_WORDS) * b + lane // uint32(4)] = x_word[j]
+                        if lane == uint32(0):
+                            x_floats[uint32(_X_WORDS) * blocks + b] = x_d[j]
+                            x_floats[uint32(_X_WORDS + 1) * blocks + b] = x_total[j]
+            else:
+                for j in range(x_batch):
+                    b = base + uint32(j * warps)
+                    if b < blocks:                        # the same for the whole warp
+                        d, total, word = q8_1_block(values[j], lane)
+                        if lane % uint32(4) == uint32(0):
+                            x_words[uint32(_X_WORDS) * b + lane // uint32(4)] = word
+                        if lane == uint32(0):
+                            x_floats[uint32(_X_WORDS) * blocks + b] = d
+                            x_floats[uint32(_X_WORDS + 1) * blocks + b] = total
         cuda.syncthreads()
         for task in range(uint32(cuda.blockIdx.x * warps) + warp, tasks, all_warps):
             first = task * uint32(rows)
