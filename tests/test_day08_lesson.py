@@ -481,7 +481,7 @@ ON_GPU_2 = ("on the Fake GPU 2, at N = 4,096, the fastest rung is tc_gemm_v8_dee
             "of cuBLAS (the lower of its two fractions): the goal of 0.4 is met",
             "gqa_prefill_tensor_cores on bfloat16 tensors runs at 140 TFLOP/s, 0.28 of torch's fp16 SDPA there (0.22 on "
             "the Fake GPU): the goal of 0.25 is met")
-GPU_2_MISSING = "the recordings day08_tc_gemm_timing_other_gpu and day08_prefill_timing_other_gpu are missing"
+GPU_2_MISSING = "No recording 'day08_tc_gemm_timing_other_gpu' is installed yet"     # live_else_recorded's words
 # Rungs the recorder times now and the shipped recordings predate: the lesson says so, and shows them once recorded.
 NOT_YET = ("gqa_decode_mixed_group, the ladder's rung before these, is not in this recording",
            "gqa_prefill_mixed_tiles, the ladder's rung before gqa_prefill_mixed_precision, is not in this recording",
