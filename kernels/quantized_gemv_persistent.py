@@ -77,12 +77,12 @@ megabytes, and its path (load x, quantize, barrier) is what the warps wait for.
 
 Nor are the prologue's shuffles its cost. A warp quantizes 4 blocks of x at a time, and each block's 13 shuffles (5
 for the maximum, 5 for the sum, 3 to pack the codes) depend on one another: about 50 in a row, at tens of cycles
-each. ``_build(interleave=True, x_batch=...)`` runs the batch's blocks side by side (each butterfly step over the
-whole batch, its codes' shuffles as 32-bit words), so the chains overlap; the prediction was 2 to 3 us saved at both
-shapes, x_batch 8 the most. Measured on an H100 (2026-12-07, the same bits, each kernel alone twice, L2 flushed):
-0.1 to 0.4 us saved with x_batch 4, less with 8 (64 registers where Q4_0 and Q4_1 have 56), at both shapes and in
-all three formats, while the same kernel without the prologue (``quantize=False``) was 4.6 to 4.8 us faster. So the
-chains were not the cost, and the rungs keep their prologue. What is left of those 4.7 us is the time before W's
+each. A probe of ``_build`` ran a batch's blocks side by side (each butterfly step over the whole batch, the codes'
+shuffles as 32-bit words), so that the chains overlap; the prediction was 2 to 3 us saved at both shapes, batches of
+8 blocks the most. Measured on an H100 (2026-12-07, the same bits, each kernel alone twice, L2 flushed): 0.1 to 0.4
+us saved with batches of 4, less with 8 (64 registers where Q4_0 and Q4_1 have 56), at both shapes and in all three
+formats, while the same kernel without the prologue (``quantize=False``) was 4.6 to 4.8 us faster. So the chains
+were not the cost: the rungs keep their prologue, and ``_build`` did not keep the probe. What is left of those 4.7 us is the time before W's
 first loads can start: x's own load from DRAM, the barrier, and the ramp of the loads after it. The next step this
 points to is x quantized once, before the GEMV, by the kernel that makes x (day 10 fuses it into RMSNorm).
 
@@ -119,7 +119,7 @@ from numba import cuda, float32, int32, uint32, uint64
 from kernels.intrinsics import dp4a, load_u32x4, unpack_halves
 from kernels.launching import WARP, is_device_array, require_array, require_positive_int, require_same_kind
 from kernels.paging import sm_count
-from kernels.quantized_gemv import FULL_MASK, NO_INVERSE, QK, q8_1_block, round_half_away, warp_sum
+from kernels.quantized_gemv import QK, q8_1_block, warp_sum
 from kernels import quantized_gemv_wide
 from kernels.quantized_gemv_repacked import CODE_WORDS, repacked_weights
 from kernels.quantized_gemv_wide import half_scale_weights, shared_x_output, split_half_scales
@@ -222,16 +222,14 @@ def persistent_grid(like) -> int:
 
 def _build(fmt: str, rows: int = PERSISTENT_ROWS, per_lane: int = PERSISTENT_BLOCKS_PER_LANE,
            warps: int = PERSISTENT_WARPS, per_sm: int = PERSISTENT_BLOCKS_PER_SM, quantize: bool = True,
-           walk: bool = True, prefetch: bool = False, x_batch: int = _X_BATCH, interleave: bool = False):
+           walk: bool = True, prefetch: bool = False):
     """The rung's kernel for ``fmt``, "q4_1" (scales: uint32, d low and m high), "q4_0" (scales: uint16 d, and
     m = -8 d) or "int4_g128" (scales: uint16 d per group of 4 blocks, m = -8 d; the first lane of each 4 loads its
     group's d and shuffles it to the other 3, so each scale is read once): ``warps`` warps a block, ``per_sm`` blocks an SM, each warp ``rows`` rows at a time, a lane
     ``per_lane`` blocks of each per step. Two switches time the kernel's halves apart and give wrong answers:
     ``quantize=False`` skips x's quantization (the activations are whatever shared memory holds), ``walk=False``
     skips the rows (y is not written). ``prefetch=True`` issues the loads of each warp's first step before x's
-    quantization, so that the prologue's latency hides behind them. A warp quantizes ``x_batch`` blocks of x at a
-    time; ``interleave=True`` runs their shuffles as independent chains (every lane quantizes every block of the
-    batch, zeros past x, and only the stores are guarded), so that one block's shuffle latency hides another's."""
+    quantization, so that the prologue's latency hides behind them."""
     q4_1 = fmt == "q4_1"
     grouped = fmt == "int4_g128"
     step_blocks = per_lane * WARP
@@ -280,50 +278,20 @@ def _build(fmt: str, rows: int = PERSISTENT_ROWS, per_lane: int = PERSISTENT_BLO
                       uint32(0), lane, n, blocks)
             primed = True
         # x to q8_1, as quantized_gemv.q8_1_quantize_kernel: warp w takes blocks w, w + warps, ..., _X_BATCH at once
-        values = cuda.local.array(x_batch, float32)
-        x_d = cuda.local.array(x_batch, float32)
-        x_total = cuda.local.array(x_batch, float32)
-        x_word = cuda.local.array(x_batch, uint32)
-        for base in range(warp, blocks if quantize else uint32(0), uint32(warps * x_batch)):
-            for j in range(x_batch):
+        values = cuda.local.array(_X_BATCH, float32)
+        for base in range(warp, blocks if quantize else uint32(0), uint32(warps * _X_BATCH)):
+            for j in range(_X_BATCH):
                 b = base + uint32(j * warps)
                 values[j] = x[b * uint32(QK) + lane] if b < blocks else float32(0.0)
-            if interleave:                        # q8_1_block's steps, each over the whole batch
-                for j in range(x_batch):
-                    x_d[j] = abs(values[j])
-                    x_total[j] = values[j]
-                offset = WARP // 2
-                while offset > 0:                     # the butterflies of the batch's blocks side by side
-                    for j in range(x_batch):
-                        x_d[j] = max(x_d[j], cuda.shfl_xor_sync(FULL_MASK, x_d[j], offset))
-                        x_total[j] += cuda.shfl_xor_sync(FULL_MASK, x_total[j], offset)
-                    offset //= 2
-                for j in range(x_batch):
-                    x_d[j] = x_d[j] / float32(127.0)
-                    inverse = float32(1.0) / x_d[j] if x_d[j] > float32(NO_INVERSE) else float32(0.0)
-                    x_word[j] = uint32(round_half_away(values[j] * inverse) & 0xFF)
-                for k in range(1, 4):                 # lane 4 i gathers the codes of lanes 4 i + 1 ... 4 i + 3
-                    for j in range(x_batch):
-                        code = cuda.shfl_down_sync(FULL_MASK, int32(x_word[j] & uint32(0xFF)), k)
-                        x_word[j] = uint32(x_word[j] | (uint32(code & 0xFF) << uint32(8 * k)))
-                for j in range(x_batch):
-                    b = base + uint32(j * warps)
-                    if b < blocks:
-                        if lane % uint32(4) == uint32(0):
-                            x_words[uint32(_X_WORDS) * b + lane // uint32(4)] = x_word[j]
-                        if lane == uint32(0):
-                            x_floats[uint32(_X_WORDS) * blocks + b] = x_d[j]
-                            x_floats[uint32(_X_WORDS + 1) * blocks + b] = x_total[j]
-            else:
-                for j in range(x_batch):
-                    b = base + uint32(j * warps)
-                    if b < blocks:                        # the same for the whole warp
-                        d, total, word = q8_1_block(values[j], lane)
-                        if lane % uint32(4) == uint32(0):
-                            x_words[uint32(_X_WORDS) * b + lane // uint32(4)] = word
-                        if lane == uint32(0):
-                            x_floats[uint32(_X_WORDS) * blocks + b] = d
-                            x_floats[uint32(_X_WORDS + 1) * blocks + b] = total
+            for j in range(_X_BATCH):
+                b = base + uint32(j * warps)
+                if b < blocks:                        # the same for the whole warp
+                    d, total, word = q8_1_block(values[j], lane)
+                    if lane % uint32(4) == uint32(0):
+                        x_words[uint32(_X_WORDS) * b + lane // uint32(4)] = word
+                    if lane == uint32(0):
+                        x_floats[uint32(_X_WORDS) * blocks + b] = d
+                        x_floats[uint32(_X_WORDS + 1) * blocks + b] = total
         cuda.syncthreads()
         for task in range(uint32(cuda.blockIdx.x * warps) + warp, tasks, all_warps):
             first = task * uint32(rows)

@@ -549,9 +549,9 @@ def record_other_gpu(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib
     ceilings = measure_ceilings()
     decode = harness.record_other_gpu(decode_checks(CHECK_CONTEXT), decode_sweep(), OTHER_GPU_POINTS, out_dir,
                                       checked="every decode rung's full-size checks", quick=quick, ceilings=ceilings)
-    prefill = prefill_sweep()
-    prefill = harness.record_other_gpu(prefill_checks(1024 if quick else CHECK_N), prefill,
-                                       prefill.quick_points if quick else prefill.points, out_dir,
+    sweep = prefill_sweep()
+    prefill = harness.record_other_gpu(prefill_checks(1024 if quick else CHECK_N), sweep,
+                                       sweep.quick_points if quick else sweep.points, out_dir,
                                        checked="every prefill rung's full-size checks", quick=quick, ceilings=ceilings)
     gemm = harness.record_other_gpu(gemm_checks(1024 if quick else GEMM_CHECK_N), tc_gemm_sweep(), OTHER_GPU_N,
                                     out_dir, checked="every GEMM rung's full-size check", quick=quick,

@@ -75,8 +75,8 @@ class Sweep:
     warm_time: with ``flush_l2`` and ``kernel_time``, time every case also with its launch cost hidden but L2
     left as the previous repeat left it, and add ``warm_kernel_ms`` next to ``kernel_ms``: what the same kernel
     takes when its inputs are still in L2 (a matrix that fits in L2 against one that does not). The two are
-    timed twice each, alternately (flushed, warm, flushed, warm), and each keeps the lower median, so that a
-    drift of the GPU's clocks between two timings does not pass for the cache's effect.
+    timed twice each, alternately (flushed, warm, flushed, warm), and each keeps the lower median, so that one
+    slow timing of either does not decide the comparison.
     """
 
     name: str

@@ -36,26 +36,15 @@ def _square_inputs(n: int):
 
 
 def gemm_checks(n: int = GEMM_CHECK_N) -> list[Check]:
-    """Every rung of the ladder on random fp16 a and w of n x n against ``reference.gemm`` of the same fp16 numbers
-    in float64 (float32's tolerance: the products of fp16 numbers are exact, the sums float32's)."""
-    from numba import cuda
-
+    """Every rung of the ladder on ``_square_inputs(n)`` against ``reference.gemm`` of the same fp16 numbers in
+    float64 (float32's tolerance: the products of fp16 numbers are exact, the sums float32's)."""
     from kernels import reference
     from kernels import tensor_core_gemm as tc
 
-    rng = np.random.default_rng(n)
-    a, w = (rng.standard_normal((n, n)).astype(np.float16) for _ in range(2))
-    da, dw = cuda.to_device(a), cuda.to_device(w)
-    out = cuda.device_array((n, n), np.float32)
-    exact = []                          # computed once, at the first check's comparison
-
-    def want():
-        if not exact:
-            exact.append(reference.gemm(a, w.T))
-        return exact[0]
-
-    return [Check(f"c of {rung} (float16), {n} x {n} x {n}", lambda gemm=tc.RUNGS[rung]: gemm(da, dw, out=out),
-                  out.copy_to_host, want, seed=n, poisoned=(out,),
+    a, w, out = _square_inputs(n)
+    want = reference.gemm(a.copy_to_host(), w.copy_to_host().T)
+    return [Check(f"c of {rung} (float16), {n} x {n} x {n}", lambda gemm=tc.RUNGS[rung]: gemm(a, w, out=out),
+                  out.copy_to_host, lambda: want, seed=n, poisoned=(out,),
                   options=dict(dims=("M", "N"), tile={"M": tc.BLOCK_M, "N": tc.BLOCK_N}),
                   columns=dict(rung=rung, fmt="float16", M=n, N=n, K=n))
             for rung in tc.RUNGS]
