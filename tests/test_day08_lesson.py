@@ -294,8 +294,8 @@ def claims(recordings: dict) -> None:
       fp8 step's schedulers issue in under half of their cycles ("well under half"), and its warps' two largest
       stall reasons are long_scoreboard and wait ("waiting on loads and on the latency of the instructions");
     - Nsight on the GEMM ladder ("Read down the table"): v1's and v2's largest stall reason is long_scoreboard,
-      v3's short_scoreboard, and from v5 on wait; "the wide warps leave it few others": v6 and v8 hold fewer warps
-      a scheduler than v5; the fastest rung keeps the tensor pipes busy in under half of their cycles (the
+      v3's short_scoreboard, and from v5 on wait; "the wide warps leave it few others": v6, v8, v9 hold fewer warps
+      a scheduler than v5; the fastest rung keeps the tensor pipes busy in about half of their cycles or less (the
       distance to cuBLAS the prose explains);
     - prefill: fp16 storage does not speed our kernel up, which stays well under the float32 roof that
       torch's float32 kernel gets much closer to; the tensor-core roof is an order of magnitude above the
@@ -320,12 +320,12 @@ def claims(recordings: dict) -> None:
 
         assert largest("tc_gemm_v1_mma_shared") == largest("tc_gemm_v2_ldmatrix") == "long_scoreboard"
         assert largest("tc_gemm_v3_cp_async") == "short_scoreboard"
-        assert all(largest(rung) == "wait" for rung in ("tc_gemm_v5_large_tiles", "tc_gemm_v6_wide_warps",
-                                                        "tc_gemm_v8_deep_steps"))
+        wide = [rung for rung in ("tc_gemm_v6_wide_warps", "tc_gemm_v8_deep_steps", "tc_gemm_v9_paired_stores")
+                if shared.where(label=rung)]
+        assert all(largest(rung) == "wait" for rung in ("tc_gemm_v5_large_tiles", *wide))
         v5 = shared.one(label="tc_gemm_v5_large_tiles")["warps_per_scheduler"]
-        assert all(shared.one(label=rung)["warps_per_scheduler"] < v5
-                   for rung in ("tc_gemm_v6_wide_warps", "tc_gemm_v8_deep_steps"))
-        assert max(r["tensor_pipe_percent"] for r in shared.rows) < 50
+        assert all(shared.one(label=rung)["warps_per_scheduler"] < v5 for rung in wide)
+        assert max(r["tensor_pipe_percent"] for r in shared.rows) < 55
     decode = recordings.get("day08_decode_timing")
     if decode is not None:
         def best(rung, fmt):
@@ -477,7 +477,7 @@ WITH_RECORDINGS = ("time and error are those of gqa_decode_page_runs, the second
                    "on each step of 524,288 tokens or more that both GPUs ran")
 # The second GPU's GEMM and prefill cell: with the fakes (where the goals are met there, the bf16 prefill's not on the
 # first GPU), and its sentence when those recordings are missing.
-ON_GPU_2 = ("on the Fake GPU 2, at N = 4,096, the fastest rung is tc_gemm_v8_deep_steps at",
+ON_GPU_2 = ("on the Fake GPU 2, at N = 4,096, the fastest rung is tc_gemm_v9_paired_stores at",
             "of cuBLAS (the lower of its two fractions): the goal of 0.4 is met",
             "gqa_prefill_tensor_cores on bfloat16 tensors runs at 140 TFLOP/s, 0.28 of torch's fp16 SDPA there (0.22 on "
             "the Fake GPU): the goal of 0.25 is met")
@@ -784,6 +784,11 @@ def tc_gemm_claims(shown: str, rec) -> None:
     assert (said[1] if said else None) == (", ".join(
         f"{rec.one(rung=v8, N=n)['tflops'] / rec.one(rung=v6, N=n)['tflops']:.2f} at N = {n:,}" for n in judged)
         if rec.where(rung=v8) and rec.where(rung=v6) else None), said and said[0]
+    v9 = "tc_gemm_v9_paired_stores"
+    said = re.search(rf"{v9} over {v8}: (.*) \(predicted about 1.06 at N = 4,096 and 1.02 at 8,192\)", shown)
+    assert (said[1] if said else None) == (", ".join(
+        f"{rec.one(rung=v9, N=n)['tflops'] / rec.one(rung=v8, N=n)['tflops']:.2f} at N = {n:,}" for n in judged)
+        if rec.where(rung=v9) and rec.where(rung=v8) else None), said and said[0]
     tuned = [r for r in rec.where(rung="tc_gemm_v7_tuned") if r.get("tile")]
     said = re.search(r"tc_gemm_v7_tuned chose the tile \(block:warp tile\) ([^\n]*)\.", shown)
     assert (said[1] if said else "") == ", ".join(f"{r['tile']} at N = {r['N']:,}" for r in tuned), said and said[0]
@@ -948,8 +953,11 @@ def test_the_tensor_core_cells_follow_their_recordings(tmp_path, monkeypatch, ca
         # the fastest rung under the goal at both sizes, at one, at neither; a recording older than the last rung
         # and cuBLAS's calls slowed at the largest N (the fractions disagree there): its median made 1.5 times its
         # kernel's time would lift every rung's fraction by the calls over the goal, the lower one keeps "not met"
-        for scale, without, drift in ((0.5, (), 1.0), (1.0, (), 1.0), (2.0, (), 1.0), (1.0, ("tc_gemm_v8_deep_steps",), 1.0),
-                                      (1.0, ("tc_gemm_v6_wide_warps", "tc_gemm_v7_tuned", "tc_gemm_v8_deep_steps"), 1.0),
+        for scale, without, drift in ((0.5, (), 1.0), (1.0, (), 1.0), (2.0, (), 1.0),
+                                      (1.0, ("tc_gemm_v9_paired_stores",), 1.0),
+                                      (1.0, ("tc_gemm_v8_deep_steps", "tc_gemm_v9_paired_stores"), 1.0),
+                                      (1.0, ("tc_gemm_v6_wide_warps", "tc_gemm_v7_tuned", "tc_gemm_v8_deep_steps",
+                                             "tc_gemm_v9_paired_stores"), 1.0),
                                       (0.5, (), 2.0)):
             rec = fake_tc_gemm_timing(scale, without, drift)
             rec.save(tmp_path / "day08_tc_gemm_timing.json")

@@ -38,7 +38,7 @@ import numpy as np
 import pytest
 
 from ptx_in_background import compile_fixtures
-from numba import cuda, uint32
+from numba import cuda, float32, uint32
 
 import course
 from course.checking import check, poison, random_inputs
@@ -47,7 +47,7 @@ from course.traffic import count_traffic
 from kernels import reference
 from kernels import tensor_core_gemm as tg
 from kernels.intrinsics import (cp_async_16, cp_async_commit_group, cp_async_wait_group, ldmatrix_x4, mma_m16n8k16,
-                                mma_m16n8k16_bf16, shared_view)
+                                mma_m16n8k16_bf16, shared_view, store_f32x2)
 from kernels.launching import launch_with_shared
 
 BF16 = ml_dtypes.bfloat16
@@ -55,10 +55,13 @@ DTYPES = {"float16": np.float16, "bfloat16": BF16}
 RUNGS = list(tg.RUNGS)
 # The rungs that fill a ring of shared tiles with cp.async (K a multiple of 8).
 RING_RUNGS = ["tc_gemm_v3_cp_async", "tc_gemm_v4_swizzled", "tc_gemm_v5_large_tiles", "tc_gemm_v6_wide_warps",
-              "tc_gemm_v7_tuned", "tc_gemm_v8_deep_steps"]
+              "tc_gemm_v7_tuned", "tc_gemm_v8_deep_steps", "tc_gemm_v9_paired_stores"]
+# The rungs whose ring is dynamic shared memory, 3 steps of 64 of K (96 KB).
+DEEP_RUNGS = ["tc_gemm_v8_deep_steps", "tc_gemm_v9_paired_stores"]
 # The rungs with 128 x 128 tiles of C, and each one's mma and ldmatrix instructions in its PTX (2 steps of 16).
-# v8's steps of 64 hold 4 of 16, which NVVM leaves as a loop: one 16-wide step's mmas and ldmatrix in its PTX.
-LARGE_RUNGS = {"tc_gemm_v5_large_tiles": (32, 12), "tc_gemm_v6_wide_warps": (64, 16), "tc_gemm_v8_deep_steps": (32, 8)}
+# v8's (and v9's) steps of 64 hold 4 of 16, which NVVM leaves as a loop: one 16-wide step's mmas and ldmatrix.
+LARGE_RUNGS = {"tc_gemm_v5_large_tiles": (32, 12), "tc_gemm_v6_wide_warps": (64, 16), "tc_gemm_v8_deep_steps": (32, 8),
+               "tc_gemm_v9_paired_stores": (32, 8)}
 # (M, N, K): partial tiles every way (one block, a step of 32 and one of 16); exactly one tile and one step; one
 # row of one mma column of one 16-wide step; two block rows (the second with 6 rows) and a last step of 8 numbers.
 SHAPES = [(37, 45, 48), (64, 64, 32), (1, 8, 16), (70, 9, 40)]
@@ -116,7 +119,9 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
                                   "barriers": len(re.findall(r"\bbar\.sync\b", body)),
                                   "shared_bytes": sum(int(size) for size in re.findall(
                                       r"\.shared\s+\.align\s+\d+\s+\.b8\s+\w+\[(\d+)\]", ptx)),
-                                  "shared_loads": len(re.findall(r"\bld\.shared\.", body))}), flush=True)
+                                  "shared_loads": len(re.findall(r"\bld\.shared\.", body)),
+                                  "paired_stores": body.count("st.global.v2.f32"),
+                                  "float_stores": len(re.findall(r"\bst\.global\.f32\b", body))}), flush=True)
 """)
 
 
@@ -353,6 +358,37 @@ def test_cp_async_twin_refuses_misaligned_copies():
 
     with pytest.raises(ValueError, match="both ends of a 16-byte copy must be 16-byte aligned.*src_col 4"):
         misaligned[1, 32](np.zeros((16, 16), np.uint16))
+
+
+@cuda.jit
+def paired_store_probe(c, rows, cols):
+    """Thread t stores (t, t + 0.5) at row rows[t], column cols[t] of c with one 8-byte store."""
+    t = cuda.threadIdx.x
+    store_f32x2(c, rows[t], cols[t], float32(t), float32(t) + float32(0.5))
+
+
+def test_store_f32x2_writes_both_floats_and_nothing_else():
+    """Each thread's pair lands at its two columns; every other float of c keeps its poison."""
+    c = np.full((3, 8), np.nan, np.float32)
+    rows, cols = np.array([0, 2, 1, 2], np.int64), np.array([0, 6, 4, 2], np.int64)
+    paired_store_probe[1, 4](c, rows, cols)
+    expected = np.full((3, 8), np.nan, np.float32)
+    for t, (r, col) in enumerate(zip(rows, cols)):
+        expected[r, col:col + 2] = t, t + 0.5
+    np.testing.assert_array_equal(c, expected)
+
+
+@pytest.mark.skipif(not course.on_simulator(), reason="tests the simulator twin's refusals")
+@pytest.mark.parametrize("shape, dtype, row, col, error, words", [
+    ((2, 8), np.float32, 0, 3, ValueError, "8-byte aligned address.*col must be even, got rows of 8 and col 3"),
+    ((2, 7), np.float32, 1, 2, ValueError, "rows must hold an even number of floats.*got rows of 7 and col 2"),
+    ((2, 8), np.float32, 2, 0, IndexError, "columns 0 and 1 of row 2 lie outside an array of shape \\(2, 8\\)"),
+    ((2, 8), np.float32, 0, 8, IndexError, "columns 8 and 9 of row 0 lie outside"),
+    ((2, 8), np.float64, 0, 0, TypeError, "a 2-dimensional float32 array, got 2 dimensions of float64"),
+])
+def test_store_f32x2_twin_refuses_what_the_gpu_would_fault_on(shape, dtype, row, col, error, words):
+    with pytest.raises(error, match=words):
+        paired_store_probe[1, 1](np.zeros(shape, dtype), np.array([row]), np.array([col]))
 
 
 @cuda.jit
@@ -595,8 +631,9 @@ def test_v8s_swizzle_spreads_each_phase_and_each_quarter_warps_copies_over_8_ban
     assert all(v4_py(r, q) == model.swizzled_word(r, q) for r in range(tg.LARGE_BLOCK_M) for q in range(4))
 
 
-def test_v8_asks_for_its_96_kb_ring_and_fails_with_less(monkeypatch, rng_seed):
-    """v8's launcher gives its kernel ring_bytes of dynamic shared memory, 96 KB (more than a block may declare
+@pytest.mark.parametrize("rung", DEEP_RUNGS)
+def test_v8_asks_for_its_96_kb_ring_and_fails_with_less(rung, monkeypatch, rng_seed):
+    """v8's launcher (and v9's) gives its kernel ring_bytes of dynamic shared memory, 96 KB (more than a block may declare
     statically, so a GPU must allow it first: ``launch_with_shared``); on the simulator a launch that gives less is
     refused by ``shared_view``'s twin, naming both sizes."""
     from kernels import launching
@@ -610,7 +647,7 @@ def test_v8_asks_for_its_96_kb_ring_and_fails_with_less(monkeypatch, rng_seed):
     monkeypatch.setattr(tg, "launch_with_shared", spy)
     rng, seed = rng_seed
     a, w = numbers(rng, np.float16, 130, 64), numbers(rng, np.float16, 20, 64)
-    check_gemm(run("tc_gemm_v8_deep_steps", a, w), a, w, "tc_gemm_v8_deep_steps", seed)
+    check_gemm(run(rung, a, w), a, w, rung, seed)
     assert given == [((1, 2), tg.WIDE_THREADS, 96 * 1024)] and tg.ring_bytes(128, 128, 64, 3) == 96 * 1024
     if course.on_simulator():
         def short(kernel, grid, threads, shared_bytes, *args):
@@ -618,7 +655,7 @@ def test_v8_asks_for_its_96_kb_ring_and_fails_with_less(monkeypatch, rng_seed):
 
         monkeypatch.setattr(tg, "launch_with_shared", short)
         with pytest.raises(ValueError, match="needs 49152 bytes of dynamic shared memory, the launch gave 0"):
-            run("tc_gemm_v8_deep_steps", a, w)
+            run(rung, a, w)
 
 
 @pytest.mark.skipif(not course.on_simulator(), reason="a ring that computes on copies still in flight is a race")
@@ -685,8 +722,8 @@ def test_the_model_keeps_the_kernels_tiles_and_predicts_the_bank_conflicts():
     # its 4 ldmatrix; v5: 24 for its 6, which feed 16 mmas.
     # v7 untuned on no shape is v4's tile.
     # v8: v6's 8 ldmatrix on rows of 128 bytes, swizzled by their low 3 bits: 32 passes for 32 mmas too.
-    assert [model.shared_passes_per_mma_step(rung) for rung in RUNGS] == [64, 64, 64, 16, 24, 32, 16, 32]
-    assert [model.warp_mmas_per_step(rung) for rung in RUNGS] == [8, 8, 8, 8, 16, 32, 8, 32]
+    assert [model.shared_passes_per_mma_step(rung) for rung in RUNGS] == [64, 64, 64, 16, 24, 32, 16, 32, 32]
+    assert [model.warp_mmas_per_step(rung) for rung in RUNGS] == [8, 8, 8, 8, 16, 32, 8, 32, 32]
     # v6 moves v5's global bytes; its 4 warps of 64 x 64 load 32 words a lane per 16 of K for 32 mmas, where v5's 8
     # warps load 24 for 16: two thirds of v5's shared loads.
     assert model.traffic("tc_gemm_v6_wide_warps", 200, 300, 64) == model.traffic("tc_gemm_v5_large_tiles", 200, 300, 64)
@@ -700,6 +737,10 @@ def test_the_model_keeps_the_kernels_tiles_and_predicts_the_bank_conflicts():
                                                                                              "tc_gemm_v6_wide_warps")
     loads8, stores8 = model.shared_words(128, 128, 72, "tc_gemm_v8_deep_steps")
     assert (loads8, stores8) == (4 * 32 * 4 * 8 * 8, 2 * 128 * 32 * 2)
+    # v9 is v8 with wider stores of C: the same bytes, the same shared words.
+    assert model.traffic("tc_gemm_v9_paired_stores", 200, 300, 72) == model.traffic("tc_gemm_v8_deep_steps", 200,
+                                                                                     300, 72)
+    assert model.shared_words(128, 128, 72, "tc_gemm_v9_paired_stores") == (loads8, stores8)
     rows = range(tg.LARGE_BLOCK_M)
     deep = tg.ring_swizzle(8)
     deep_py = getattr(deep, "py_func", None) or deep.fn
@@ -714,11 +755,11 @@ def test_the_model_keeps_the_kernels_tiles_and_predicts_the_bank_conflicts():
     assert counts["tc_gemm_v4_swizzled"] == (launch_warps * 5 * 16,) * 2
     wide_warps = 2 * 2 * 4                      # 128 x 128 tiles: 2 x 2 blocks of 4 warps of 64 x 64
     assert counts["tc_gemm_v6_wide_warps"] == (wide_warps * 5 * 32,) * 2
-    assert counts["tc_gemm_v8_deep_steps"] == (wide_warps * 8 * 32,) * 2        # 2 steps of 64: 8 of 16
+    assert counts["tc_gemm_v8_deep_steps"] == counts["tc_gemm_v9_paired_stores"] == (wide_warps * 8 * 32,) * 2
     assert model.shared_load_wavefronts("tc_gemm_v7_tuned", 256, 192, 80, tile=(128, 64, 64)) == counts[
         "tc_gemm_v6_wide_warps"]
     with pytest.raises(ValueError, match="rung must be one of"):
-        model.traffic("tc_gemm_v9", 1, 1, 1)
+        model.traffic("tc_gemm_v10", 1, 1, 1)
 
 
 @pytest.mark.parametrize("call, error, words", [
@@ -779,7 +820,8 @@ def records_of(compiled):
 # steps of 128 rows, exactly the 48 KB a block may declare statically.
 SHARED_BYTES = {"tc_gemm_v1_mma_shared": 8192, "tc_gemm_v2_ldmatrix": 8192, "tc_gemm_v3_cp_async": 24576,
                 "tc_gemm_v4_swizzled": 24576, "tc_gemm_v5_large_tiles": 48 * 1024, "tc_gemm_v6_wide_warps": 48 * 1024,
-                "tc_gemm_v8_deep_steps": 0}       # v8's ring is dynamic shared memory (test_v8_asks_for_its_ring)
+                "tc_gemm_v8_deep_steps": 0,       # v8's ring is dynamic shared memory (test_v8_asks_for_its_ring)
+                "tc_gemm_v9_paired_stores": 0}
 
 
 def expected_instructions(record) -> tuple[int, int, int]:
@@ -816,6 +858,12 @@ def test_ptx_has_the_tensor_core_instructions_and_no_local_memory(compiled):
         else:
             assert (r["cp_async"], r["commits"], r["waits"], r["barriers"]) == (0, 0, [], 2), where
         assert r["shared_bytes"] == shared_bytes <= 48 * 1024, where
+        # v9 stores each lane's pairs of C 8 bytes at a time (a float at a time where N is odd, or at C's last
+        # column); every other rung a float at a time.
+        if r["rung"] == "tc_gemm_v9_paired_stores":
+            assert r["paired_stores"] > 0 and r["float_stores"] > 0, where
+        else:
+            assert r["paired_stores"] == 0 and r["float_stores"] > 0, where
 
 
 def assemble(ptx: str, cc: str, folder) -> str:
@@ -849,8 +897,9 @@ def test_ptx_assembles_without_stack_or_spills(compiled, tmp_path):
 # On a GPU (make test-gpu): full size, the same bits for every rung, the hardware's ldmatrix layout
 # ------------------------------------------------------------------------------------------------
 
-# A square size a GPU's cuBLAS is timed at, and one that no tile divides (K a multiple of 8, for v3-v5).
-GPU_SHAPES = [(4096, 4096, 4096), (1000, 1030, 1000)]
+# A square size a GPU's cuBLAS is timed at, and one that no tile divides (K a multiple of 8, for v3-v5; N odd, so
+# v9 stores its last column a float at a time and no row of C starts on an 8-byte boundary but every other one).
+GPU_SHAPES = [(4096, 4096, 4096), (1000, 1031, 1000)]
 
 
 @pytest.mark.gpu

@@ -11,7 +11,8 @@ untimed, ``untuned_tile(M, N)``; its functions take that ``tile`` (default the u
   parameter name (``a``, ``w``, ``c``), exact for the kernels as written (``course.traffic`` counts the same
   numbers). v1-v4 take 64 x 64 tiles of C and copy the rows of A and w a tile needs: each number of A is read
   once per block column, ``2 M K ceil(N / 64)`` bytes, each of w once per block row, ``2 N K ceil(M / 64)``; v5's
-  v6's and v8's tiles are 128 x 128: ``2 M K ceil(N / 128)`` and ``2 N K ceil(M / 128)``; v7's those of its tile.
+  v6's, v8's and v9's tiles are 128 x 128: ``2 M K ceil(N / 128)`` and ``2 N K ceil(M / 128)``; v7's those of its
+  tile.
   Rows outside A or w and numbers past K are zero-filled without a load. C is written once.
 - ``bytes_<rung>(M, N, K)``: the total of ``traffic_<rung>``; ``compulsory_bytes(M, N, K)``: A and w read once
   and C written once, the floor for DRAM; ``intensity(rung, M, N, K)``: FLOPs per byte of the rung's traffic.
@@ -23,7 +24,7 @@ untimed, ``untuned_tile(M, N)``; its functions take that ``tile`` (default the u
   words per 16-wide step (6 ldmatrix.x4 a lane). v6: v5's stores, and each of its 4 warps loads 32 x 32 words per
   16-wide step (8 ldmatrix.x4 a lane). v7: its tile's, by the same rule. v8: v6's warps and loads, in steps of 64
   along K (2 x 128 x 32 words stored per block and step), every 16 of each step loaded, past K too (its copies
-  write zeros there and it skips no mma).
+  write zeros there and it skips no mma). v9: v8's (its stores of C are wider, not more: the same bytes).
 - ``fragment_loads(rung)``: the word addresses (in the shared tile of rows of ``K_WORDS`` words) that one shared
   load instruction of the mma fragments asks for, one array per group of lanes the hardware serves together (v1:
   a 32-bit load by the 32 lanes; v2-v6: ``ldmatrix.x4``, whose 4 matrices are 4 phases of 8 rows of 16 bytes; v4's
@@ -33,9 +34,9 @@ untimed, ``untuned_tile(M, N)``; its functions take that ``tile`` (default the u
   meet 4-way bank conflicts: 64 passes for v1's 16 loads and for v2's and v3's 4 ldmatrix alike; v4's swizzle
   puts the 8 rows of every phase in 8 different groups of 4 banks: 16 passes for its 4 ldmatrix, 24 for v5's 6
   (16 mmas) and 32 for v6's 8 (32 mmas). v8's rows are 128 bytes long, 8 chunks XOR-swizzled by the row's low 3
-  bits (``deep_swizzled_word``): 32 passes for its 8, as v6. ``shared_load_wavefronts(rung, M, N, K)``: those
-  passes over a whole launch, with the fewest its loads could take, a prediction for Nsight Compute's shared-load
-  wavefronts and bank conflicts (``python -m course.record day08 --ncu-shared`` measures them).
+  bits (``deep_swizzled_word``): 32 passes for its 8, as v6; v9's are v8's. ``shared_load_wavefronts(rung, M, N,
+  K)``: those passes over a whole launch, with the fewest its loads could take, a prediction for Nsight Compute's
+  shared-load wavefronts and bank conflicts (``python -m course.record day08 --ncu-shared`` measures them).
 
 Arguments are ints >= 0. The tile sizes are ``kernels.tensor_core_gemm``'s (a test keeps the two in step; this
 module imports no numba).
@@ -57,7 +58,8 @@ __all__ = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "K_WORDS", "LARGE_BLOCK_M", "LARGE_B
            "traffic_tc_gemm_v7_tuned", "bytes_tc_gemm_v7_tuned", "traffic", "intensity", "shared_words",
            "swizzled_word", "fragment_loads", "fragment_loads_per_step", "warp_mmas_per_step",
            "shared_passes_per_mma_step", "DEEP_K", "DEEP_K_WORDS", "traffic_tc_gemm_v8_deep_steps",
-           "bytes_tc_gemm_v8_deep_steps", "deep_swizzled_word", "shared_load_wavefronts"]
+           "bytes_tc_gemm_v8_deep_steps", "deep_swizzled_word", "shared_load_wavefronts", "DEEP_RUNGS",
+           "traffic_tc_gemm_v9_paired_stores", "bytes_tc_gemm_v9_paired_stores"]
 
 BLOCK_M = 64
 BLOCK_N = 64
@@ -68,10 +70,12 @@ LARGE_BLOCK_N = 128
 LARGE_WARPS = 8
 ITEMSIZE = 2                # bytes of an fp16 or bf16 number
 FLOAT32 = 4                 # bytes of an element of C
-DEEP_K = 64                 # v8's step along K: rows of 32 words (128 bytes)
+DEEP_K = 64                 # v8's and v9's step along K: rows of 32 words (128 bytes)
 DEEP_K_WORDS = DEEP_K // 2
 RUNGS = ("tc_gemm_v1_mma_shared", "tc_gemm_v2_ldmatrix", "tc_gemm_v3_cp_async", "tc_gemm_v4_swizzled",
-         "tc_gemm_v5_large_tiles", "tc_gemm_v6_wide_warps", "tc_gemm_v7_tuned", "tc_gemm_v8_deep_steps")
+         "tc_gemm_v5_large_tiles", "tc_gemm_v6_wide_warps", "tc_gemm_v7_tuned", "tc_gemm_v8_deep_steps",
+         "tc_gemm_v9_paired_stores")
+DEEP_RUNGS = ("tc_gemm_v8_deep_steps", "tc_gemm_v9_paired_stores")     # steps of DEEP_K, rows of 128 bytes
 # v7's tiles (block, warp_tile_m, warp_tile_n), largest first, and its untuned rule: the largest whose grid has at
 # least BLOCKS_TO_FILL blocks (kernels.tensor_core_gemm's; a test keeps them in step).
 TILES = ((128, 64, 64), (128, 64, 32), (64, 64, 32), (64, 32, 32))
@@ -80,7 +84,7 @@ BLOCKS_TO_FILL = 128
 RUNG_TILES = {"tc_gemm_v1_mma_shared": (64, 32, 32), "tc_gemm_v2_ldmatrix": (64, 32, 32),
               "tc_gemm_v3_cp_async": (64, 32, 32), "tc_gemm_v4_swizzled": (64, 32, 32),
               "tc_gemm_v5_large_tiles": (128, 64, 32), "tc_gemm_v6_wide_warps": (128, 64, 64),
-              "tc_gemm_v8_deep_steps": (128, 64, 64)}
+              "tc_gemm_v8_deep_steps": (128, 64, 64), "tc_gemm_v9_paired_stores": (128, 64, 64)}
 
 
 def _check(**sizes) -> None:
@@ -148,6 +152,11 @@ def traffic_tc_gemm_v8_deep_steps(M: int, N: int, K: int) -> dict:
     return _tiled(M, N, K, LARGE_BLOCK_M, LARGE_BLOCK_N)
 
 
+def traffic_tc_gemm_v9_paired_stores(M: int, N: int, K: int) -> dict:
+    """v8's traffic: its stores of C are 8 bytes wide, the same bytes."""
+    return _tiled(M, N, K, LARGE_BLOCK_M, LARGE_BLOCK_N)
+
+
 def untuned_tile(M: int, N: int) -> tuple[int, int, int]:
     """The tile v7 takes untuned (simulator, NumPy arrays): the first of ``TILES`` whose grid over C has at least
     BLOCKS_TO_FILL blocks, else the smallest."""
@@ -210,6 +219,11 @@ def bytes_tc_gemm_v8_deep_steps(M: int, N: int, K: int) -> int:
     return _total(traffic_tc_gemm_v8_deep_steps(M, N, K))
 
 
+def bytes_tc_gemm_v9_paired_stores(M: int, N: int, K: int) -> int:
+    """All of ``traffic_tc_gemm_v9_paired_stores``."""
+    return _total(traffic_tc_gemm_v9_paired_stores(M, N, K))
+
+
 def bytes_tc_gemm_v7_tuned(M: int, N: int, K: int, tile=None) -> int:
     """All of ``traffic_tc_gemm_v7_tuned`` at ``tile``."""
     return _total(traffic_tc_gemm_v7_tuned(M, N, K, tile))
@@ -222,7 +236,8 @@ _TRAFFIC = {"tc_gemm_v1_mma_shared": traffic_tc_gemm_v1_mma_shared,
             "tc_gemm_v5_large_tiles": traffic_tc_gemm_v5_large_tiles,
             "tc_gemm_v6_wide_warps": traffic_tc_gemm_v6_wide_warps,
             "tc_gemm_v7_tuned": traffic_tc_gemm_v7_tuned,
-            "tc_gemm_v8_deep_steps": traffic_tc_gemm_v8_deep_steps}
+            "tc_gemm_v8_deep_steps": traffic_tc_gemm_v8_deep_steps,
+            "tc_gemm_v9_paired_stores": traffic_tc_gemm_v9_paired_stores}
 
 
 def traffic(rung: str, M: int, N: int, K: int, tile=None) -> dict:
@@ -267,7 +282,7 @@ def shared_words(M: int, N: int, K: int, rung: str = "tc_gemm_v1_mma_shared", ti
     blocks = cdiv(N, block) * cdiv(M, block)
     warps = (block // warp_tile_m) * (block // warp_tile_n)
     loads = warps * 32 * 4 * _ldmatrix_per_step((block, warp_tile_m, warp_tile_n))
-    if rung == "tc_gemm_v8_deep_steps":         # every 16 of each step of 64, past K too (zeros, no skipped mma)
+    if rung in DEEP_RUNGS:                      # every 16 of each step of 64, past K too (zeros, no skipped mma)
         steps = cdiv(K, DEEP_K)
         return blocks * loads * steps * (DEEP_K // 16), blocks * 2 * block * DEEP_K_WORDS * steps
     return blocks * loads * cdiv(K, 16), blocks * 2 * block * K_WORDS * cdiv(K, BLOCK_K)
@@ -297,7 +312,7 @@ def fragment_loads(rung: str) -> list[np.ndarray]:
     if _rung(rung) == "tc_gemm_v1_mma_shared":
         return [np.array([(lane // 4) * K_WORDS + lane % 4 for lane in range(32)])]
     swizzled = rung in ("tc_gemm_v4_swizzled", "tc_gemm_v5_large_tiles", "tc_gemm_v6_wide_warps", "tc_gemm_v7_tuned")
-    deep = rung == "tc_gemm_v8_deep_steps"
+    deep = rung in DEEP_RUNGS
     phases = []
     for matrix in range(4):
         lanes = range(8 * matrix, 8 * matrix + 8)
@@ -351,7 +366,7 @@ def shared_load_wavefronts(rung: str, M: int, N: int, K: int, tile=None) -> tupl
     _check(M=M, N=N, K=K)
     block, warp_tile_m, warp_tile_n = _rung_tile(rung, M, N, tile)
     launch_warps = cdiv(N, block) * cdiv(M, block) * (block // warp_tile_m) * (block // warp_tile_n)
-    steps = cdiv(K, DEEP_K) * (DEEP_K // 16) if rung == "tc_gemm_v8_deep_steps" else cdiv(K, 16)
+    steps = cdiv(K, DEEP_K) * (DEEP_K // 16) if rung in DEEP_RUNGS else cdiv(K, 16)
     groups = len(fragment_loads(rung))
     return (launch_warps * steps * shared_passes_per_mma_step(rung, tile),
             launch_warps * steps * fragment_loads_per_step(rung, tile) * groups)

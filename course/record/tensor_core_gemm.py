@@ -172,15 +172,16 @@ def tc_gemm_resources():
 
     a, w, out = _square_inputs(TC_RESOURCE_SIZE)
     threads = {"tc_gemm_v5_large_tiles": tc.LARGE_THREADS, "tc_gemm_v6_wide_warps": tc.WIDE_THREADS,
-               "tc_gemm_v8_deep_steps": tc.WIDE_THREADS}
-    # The dynamic shared memory each launch gives (v8's ring); the compiler reports static shared memory only.
-    dynamic = {"tc_gemm_v8_deep_steps": tc.ring_bytes(tc.LARGE_BLOCK_M, tc.LARGE_BLOCK_N, tc.DEEP_K, tc.DEEP_STAGES)}
+               "tc_gemm_v8_deep_steps": tc.WIDE_THREADS, "tc_gemm_v9_paired_stores": tc.WIDE_THREADS}
+    # The dynamic shared memory each launch gives (v8's and v9's ring); the compiler reports static shared memory only.
+    ring = tc.ring_bytes(tc.LARGE_BLOCK_M, tc.LARGE_BLOCK_N, tc.DEEP_K, tc.DEEP_STAGES)
+    dynamic = {"tc_gemm_v8_deep_steps": ring, "tc_gemm_v9_paired_stores": ring}
     rec = new_recording("day08_tc_gemm_resources")
     rec.notes = ("registers, local memory (bytes per thread) and static shared memory per block the compiler gave each "
                  "kernel of kernels.tensor_core_gemm for fp16 (tc_gemm_v7_tuned's at each tile, block:warp_tile_m x "
                  "warp_tile_n), the ld.local / st.local instructions of its PTX, and its threads a block; "
                  "shared_bytes includes the dynamic shared memory its launches give (dynamic_shared_bytes: "
-                 "tc_gemm_v8_deep_steps' ring).")
+                 "the rings of tc_gemm_v8_deep_steps and tc_gemm_v9_paired_stores).")
     for name, rung in tc.RUNGS.items():
         if name == TUNED_TC_GEMM:
             for tile in tc.TILES:

@@ -18,8 +18,8 @@ bits), which the simulator runs instead (``config.ENABLE_CUDASIM``): both are wr
 and ``_twins._twin`` picks one, once, when the module is imported. The helpers live in three modules of this
 package, by what they reach, and every one is imported from here (``from kernels.intrinsics import dp4a``):
 ``numbers`` (bit casts, fp8 and bf16 conversions, packed words, dp4a), ``tensor_cores`` (the mma instructions
-and ldmatrix) and ``memory`` (the 16-byte and L2 loads, cp.async); ``_twins`` holds what they share. The
-helpers:
+and ldmatrix) and ``memory`` (the 16-byte and L2 loads, the 8-byte store, cp.async); ``_twins`` holds what they
+share. The helpers:
 
 - ``four_halves(word)`` (uint64): the 4 fp16 numbers of a word as float32 (bit cast, ``cvt.f32.f16``);
 - ``two_floats(word)`` (uint64): the 2 float32 numbers of a word (bit cast);
@@ -70,6 +70,9 @@ helpers:
 - ``load_f32_l2(array, index)``: PTX's ``ld.global.cg.f32``, one float32 of a global array read from L2, past the
   SM's L1 (which is not coherent between SMs): how a block reads what other blocks of the same launch wrote and
   fenced (day 10's one-pass decode attention, whose last block merges the others' partials);
+- ``store_f32x2(array, row, col, low, high)``: PTX's ``st.global.v2.f32``, two neighbouring float32 numbers of a
+  row of a 2-dimensional global array in one 8-byte store (numba's stores of a float32 write 4 bytes); the address
+  must be 8-byte aligned, which the twin checks as the GPU would fault;
 - ``shared_view(flat, shape)``: dynamic shared memory (numba's ``cuda.shared.array(0, dtype)``, 1-dimensional)
   seen as a C-contiguous array of ``shape``, built in place (no instruction, and none of the run-time size check
   numba's ``reshape`` calls a helper for): the rings of more than the 48 KB a block may declare statically, which
@@ -85,7 +88,7 @@ simulator can read them before numba is imported).
 from __future__ import annotations
 
 from kernels.intrinsics.memory import (cp_async_16, cp_async_commit_group, cp_async_wait_group, load_f32_l2,
-                                       load_u32x4, shared_view)
+                                       load_u32x4, shared_view, store_f32x2)
 from kernels.intrinsics.numbers import (bfloat16_bits, bfloat16_value, bits_float, byte_perm, dp4a, e4m3_pairs,
                                         eight_codes, float_bits, four_halves, pack_bfloat16s, pack_halves,
                                         two_floats, unpack_halves)
@@ -95,4 +98,4 @@ from kernels.intrinsics.tensor_cores import (ldmatrix_x4, ldmatrix_x4_trans, mma
 __all__ = ["four_halves", "two_floats", "unpack_halves", "eight_codes", "e4m3_pairs", "byte_perm", "pack_halves",
            "bfloat16_bits", "bfloat16_value", "float_bits", "bits_float", "pack_bfloat16s", "dp4a", "mma_m16n8k16",
            "mma_m16n8k16_bf16", "ldmatrix_x4", "ldmatrix_x4_trans", "cp_async_16", "cp_async_commit_group",
-           "cp_async_wait_group", "mma_m16n8k32_s8", "load_u32x4", "load_f32_l2", "shared_view"]
+           "cp_async_wait_group", "mma_m16n8k32_s8", "load_u32x4", "load_f32_l2", "shared_view", "store_f32x2"]

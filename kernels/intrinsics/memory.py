@@ -1,4 +1,4 @@
-"""Loads numba does not write and cp.async: the memory instructions of ``kernels.intrinsics``."""
+"""Loads and a store numba does not write, and cp.async: the memory instructions of ``kernels.intrinsics``."""
 
 from __future__ import annotations
 
@@ -86,6 +86,55 @@ def load_f32_l2(typingctx, array, index):
         return _asm_call(builder, "ld.global.cg.f32 $0, [$1];", "=f,l", [ir.FloatType()], [address],
                          side_effect=True)[0]
     return types.float32(array, index), codegen
+
+
+# ----------------------------------------------------------------------------------------------
+# 8-byte stores of two float32 numbers: st.global.v2.f32 (numba writes one float32 a store)
+# ----------------------------------------------------------------------------------------------
+
+def _store_f32x2_simulated(array, row, col, low, high):
+    """``array[row, col], array[row, col + 1] = low, high`` for a 2-dimensional float32 array, refusing what the
+    GPU's instruction would fault on: an address not 8-byte aligned (``col`` odd, or rows of an odd number of
+    floats) or a pair outside the array."""
+    if array.dtype != np.float32 or len(array.shape) != 2:
+        raise TypeError(f"store_f32x2: array must be a 2-dimensional float32 array, got {len(array.shape)} "
+                        f"dimensions of {array.dtype}")
+    row, col = int(row), int(col)
+    if array.shape[1] % 2 or col % 2:
+        raise ValueError(f"store_f32x2: 8 bytes at an 8-byte aligned address: the array's rows must hold an even "
+                         f"number of floats and col must be even, got rows of {array.shape[1]} and col {col}")
+    if not (0 <= row < array.shape[0] and 0 <= col and col + 2 <= array.shape[1]):
+        raise IndexError(f"store_f32x2: columns {col} and {col + 1} of row {row} lie outside an array of shape "
+                         f"{tuple(array.shape)}")
+    array[row, col] = float32(low)
+    array[row, col + 1] = float32(high)
+
+
+@_twin(_store_f32x2_simulated)
+def store_f32x2(typingctx, array, row, col, low, high):
+    """``array[row, col] = low`` and ``array[row, col + 1] = high`` for a 2-dimensional float32 array in global
+    memory, in one 8-byte store: PTX's ``st.global.v2.f32``. numba stores one float32 an instruction, so a warp
+    whose lanes each hold two neighbouring numbers of a row (an mma's accumulators) writes each 32-byte sector of
+    the row in two halves, by two instructions; this writes it whole, once. The address must be 8-byte aligned:
+    ``col`` even and rows of an even number of floats (device arrays start on 256-byte boundaries)."""
+    if not (isinstance(array, types.Array) and array.dtype == types.float32 and array.ndim == 2
+            and isinstance(row, types.Integer) and isinstance(col, types.Integer)
+            and isinstance(low, (types.Float, types.Integer)) and isinstance(high, (types.Float, types.Integer))):
+        return None
+
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        made = context.make_array(array_type)(context, builder, args[0])
+        kinds = signature.args
+        indices = [context.cast(builder, value, kind, types.intp) for value, kind in zip(args[1:3], kinds[1:3])]
+        element = cgutils.get_item_pointer(context, builder, array_type, made, indices, wraparound=False)
+        address = builder.ptrtoint(builder.addrspacecast(element, ir.PointerType(ir.FloatType(), 1)), ir.IntType(64))
+        values = [context.cast(builder, value, kind, types.float32) for value, kind in zip(args[3:], kinds[3:])]
+        function = ir.FunctionType(ir.VoidType(), [ir.IntType(64), ir.FloatType(), ir.FloatType()])
+        builder.call(ir.InlineAsm(function, "st.global.v2.f32 [$0], {$1, $2};", "l,f,f", side_effect=True),
+                     [address] + values)
+        return context.get_dummy_value()
+    return types.void(array, row, col, low, high), codegen
 
 
 # ----------------------------------------------------------------------------------------------
