@@ -28,8 +28,13 @@ more threads, never a thread more channels, so no thread holds more than the fas
   word and reads it as float32 (shifts and masks, no conversion call): the fp16 path's loads and arithmetic
   with another decode of the same words. head_dim must be a multiple of 8 (a lane loads 8 channels as words).
 
-Neither has been timed on a GPU yet: their tilings past 128 (two threads a row and 8 keys a tile; a whole warp a
-token) are the smallest change that lifts the limit, with each thread's registers unchanged, not a tuned choice.
+Their tilings past 128 (two threads a row and 8 keys a tile; a whole warp a token) are the smallest change that
+lifts the limit, with each thread's registers unchanged, not a tuned choice, and only head_dim 128 has been timed:
+on an H100, ``day08_decode_timing`` (2026-12-07) has the decode rung at 0.99 to 1.00 times ``gqa_decode_half_warps``'
+speed on the float32, fp16 and fp8 caches at every recorded step, and on a bf16 cache at 0.99 to 1.00 times the
+half-warp rung on fp16 (0.91 to 0.95 of the copy bandwidth at the steps of 524,288 tokens or more); and
+``day08_prefill_timing`` (2026-12-05) the prefill rung at 9.0 to 9.6 TFLOP/s in fp16, bf16 and float32: as fast as
+``gqa_prefill_mixed_precision`` in fp16 and float32, and 0.94 times its speed in bf16.
 
 Layouts, arguments and checks are those of the rungs they extend (``docs/design-notes.md`` §2): the prefill's q,
 k, v, o of one dtype of ``PREFILL_DTYPES`` (bf16: ``ml_dtypes.bfloat16``), the decode's float32 q and out over a
