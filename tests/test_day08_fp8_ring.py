@@ -31,10 +31,12 @@ from ptx_in_background import compile_fixtures
 from test_day08_kernels import TENSOR_CASES, TENSOR_V_SPREAD_CASES, check_decode, decode_case, decode_args
 from test_tensor_core_gemm import assemble
 
+import course
 from course.checking import poison, random_inputs
 from course.traffic import count_traffic
 from kernels import low_precision_attention as lp
-from kernels.intrinsics import bits_float, float_bits
+from kernels.intrinsics import bits_float, float_bits, load_shared_u32x2
+from kernels.low_precision_attention import fp8_ring
 from kernels.paged_attention import WARPS
 
 
@@ -75,6 +77,42 @@ def test_the_ring_gives_the_tensor_core_rung_s_bits_and_meets_the_precision_rule
     _, tensor = both(case, partition_size)
     np.testing.assert_array_equal(ring.view(np.uint32), tensor.view(np.uint32),
                                   err_msg=f"gqa_decode_fp8_ring against gqa_decode_tensor_cores, seed {case.seed}")
+
+
+_LEAN_KERNELS = {}
+
+
+def lean_kernel(head_dim, block_size):
+    """The ring's kernel with ``lean=True`` (its slots' words read by ``load_shared_u32x2``), compiled once."""
+    if (head_dim, block_size) not in _LEAN_KERNELS:
+        _LEAN_KERNELS[head_dim, block_size] = fp8_ring._build_ring_kernel(head_dim, block_size, lean=True)
+    return _LEAN_KERNELS[head_dim, block_size]
+
+
+@pytest.mark.parametrize("fmt, block_size, lens, kv_heads, group, d, partition_size", RING_CASES[-4:])
+def test_the_lean_probe_gives_the_ring_s_bits(fmt, block_size, lens, kv_heads, group, d, partition_size):
+    """``_build_ring_kernel(lean=True)`` reads the same words of the same slots, 8 bytes at a time: the same bits."""
+    case = decode_case(fmt, lens, block_size, kv_heads=kv_heads, group=group, d=d)
+    args = (case.q, case.k_cache, case.v_cache, case.tables, case.lens)
+    ring = lp.gqa_decode_fp8_ring(*args, **case.extra, out=poison(np.empty_like(case.q)), partition_size=partition_size)
+    lean = lp.gqa_decode_fp8_ring(*args, **case.extra, out=poison(np.empty_like(case.q)), partition_size=partition_size,
+                                  kernel=lean_kernel)
+    np.testing.assert_array_equal(lean.view(np.uint32), ring.view(np.uint32), err_msg=f"seed {case.seed}")
+
+
+@pytest.mark.skipif(not course.on_simulator(), reason="tests the simulator twin")
+@pytest.mark.parametrize("shape, row, col, error, words", [
+    ((4, 8), 1, 3, ValueError, "8-byte aligned address.*col must be even, got rows of 8 and col 3"),
+    ((4, 7), 0, 0, ValueError, "rows must hold an even number of words.*got rows of 7"),
+    ((4, 8), 4, 0, IndexError, "words 0 and 1 of row 4 lie outside a tile of shape \\(4, 8\\)"),
+    ((4, 8), 0, 8, IndexError, "words 8 and 9 of row 0 lie outside"),
+])
+def test_load_shared_u32x2_twin_reads_two_words_and_refuses_what_the_gpu_would_fault_on(shape, row, col, error,
+                                                                                       words):
+    tile = np.arange(32, dtype=np.uint32).reshape(4, 8)
+    assert load_shared_u32x2(tile, 2, 4) == (20, 21) and load_shared_u32x2(tile, 3, 6) == (30, 31)
+    with pytest.raises(error, match=words):
+        load_shared_u32x2(np.zeros(shape, np.uint32), row, col)
 
 
 @pytest.mark.parametrize("block_size, lens, kv_heads, group, d, partition_size", TENSOR_V_SPREAD_CASES)
@@ -178,13 +216,15 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
     rows = numba.uint16[:, ::1]
     signature = (f32[:, :, ::1], rows, rows, f32[:, ::1], f32[:, ::1], numba.int32[:, ::1], numba.int32[::1], f32,
                  numba.int64, numba.int64, f32[:, :, ::1], f32[:, :, ::1], f32[:, :, :, ::1])
-    for d in (64, 128):
-        kernel = lp.gqa_decode_fp8_ring_kernel(d, 16)
+    from kernels.low_precision_attention import fp8_ring
+    for d, lean in ((64, False), (128, False), (128, True)):
+        kernel = fp8_ring._build_ring_kernel(d, 16, lean=True) if lean else lp.gqa_decode_fp8_ring_kernel(d, 16)
         bounds = kernel.targetoptions.get("launch_bounds")
         for (major, minor), ptx in ptx_for_targets(kernel.py_func, signature, COMPUTE_CAPABILITIES,
                                                    launch_bounds=bounds).items():
             body = ptx[ptx.index(".entry"):]
-            print(json.dumps({"d": d, "cc": f"sm_{major}{minor}", "ptx": ptx, "local": ".local" in body,
+            print(json.dumps({"d": d, "lean": lean, "cc": f"sm_{major}{minor}", "ptx": ptx, "local": ".local" in body,
+                              "pair_loads": body.count("ld.shared.v2.u32"),
                               "f64": ".f64" in body, "calls": len(re.findall(r"\bcall(\.uni)?\s", body)),
                               "mma": body.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
                               "cp_async": body.count("cp.async.cg.shared.global"),
@@ -201,7 +241,8 @@ compiled, _start_compiling = compile_fixtures(COMPILE_PROGRAM)
 
 def records_of(compiled):
     records = compiled()
-    assert {(r["d"], r["cc"]) for r in records} == {(d, cc) for d in (64, 128) for cc in ("sm_80", "sm_90")}
+    assert {(r["d"], r["lean"], r["cc"]) for r in records} == {
+        (d, lean, cc) for d, lean in ((64, False), (128, False), (128, True)) for cc in ("sm_80", "sm_90")}
     return records
 
 
@@ -217,6 +258,8 @@ def test_ptx_copies_with_cp_async_and_keeps_everything_in_registers(compiled):
         assert r["cp_async"] > 0 and r["waits"] == ["0", "2"], where
         assert r["shared_bytes"] == lp.ring_shared_bytes(r["d"]) <= 48 * 1024, where
         assert r["shared_aligns"] == ["16"], f"{where}: cp.async's 16-byte copies need a 16-byte aligned ring"
+        # the lean probe reads a slot's 8-byte words in one load each: K's 2 x 4 and V's 2 x 2 x 2 a tile at d = 128
+        assert (r["pair_loads"] > 0) == r["lean"], where
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas (CUDA's PTX assembler) is not installed")
@@ -227,7 +270,7 @@ def test_ptx_assembles_without_stack_or_spills_within_its_launch_bounds(compiled
         if r["cc"] != "sm_90":
             continue
         report = assemble(r["ptx"], r["cc"], tmp_path)
-        where = f"d {r['d']} {r['cc']}"
+        where = f"d {r['d']} {'lean ' if r['lean'] else ''}{r['cc']}"
         assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, f"{where}\n{report}"
         assert ".minnctapersm 3" in r["ptx"], where
         assert int(re.search(r"Used (\d+) registers", report).group(1)) <= 65536 // (128 * lp.RING_MIN_BLOCKS), report
@@ -250,5 +293,7 @@ def test_gpu_ring_gives_the_tensor_core_rung_s_bits_at_full_size():
     extra = {k: cuda.to_device(v) for k, v in case.extra.items()}
     ring = lp.gqa_decode_fp8_ring(*args, **extra, max_context=8192).copy_to_host()
     tensor = lp.gqa_decode_tensor_cores(*args, **extra, max_context=8192).copy_to_host()
+    lean = lp.gqa_decode_fp8_ring(*args, **extra, max_context=8192, kernel=lean_kernel).copy_to_host()
     np.testing.assert_array_equal(ring.view(np.uint32), tensor.view(np.uint32), err_msg=f"seed {seed}")
+    np.testing.assert_array_equal(lean.view(np.uint32), ring.view(np.uint32), err_msg=f"lean probe, seed {seed}")
     check_decode(ring, case, "gqa_decode_fp8_ring at full size")

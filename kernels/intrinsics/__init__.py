@@ -70,6 +70,9 @@ share. The helpers:
 - ``load_f32_l2(array, index)``: PTX's ``ld.global.cg.f32``, one float32 of a global array read from L2, past the
   SM's L1 (which is not coherent between SMs): how a block reads what other blocks of the same launch wrote and
   fenced (day 10's one-pass decode attention, whose last block merges the others' partials);
+- ``load_shared_u32x2(tile, row, col)``: PTX's ``ld.shared.v2.u32``, two neighbouring words of a row of a
+  2-dimensional uint32 array in shared memory in one 8-byte load, its address computed without numba's
+  wrap-around of a signed index; 8-byte aligned, which the twin checks;
 - ``store_f32x2(array, row, col, low, high)``: PTX's ``st.global.v2.f32``, two neighbouring float32 numbers of a
   row of a 2-dimensional global array in one 8-byte store (numba's stores of a float32 write 4 bytes); the address
   must be 8-byte aligned, which the twin checks as the GPU would fault;
@@ -88,7 +91,7 @@ simulator can read them before numba is imported).
 from __future__ import annotations
 
 from kernels.intrinsics.memory import (cp_async_16, cp_async_commit_group, cp_async_wait_group, load_f32_l2,
-                                       load_u32x4, shared_view, store_f32x2)
+                                       load_shared_u32x2, load_u32x4, shared_view, store_f32x2)
 from kernels.intrinsics.numbers import (bfloat16_bits, bfloat16_value, bits_float, byte_perm, dp4a, e4m3_pairs,
                                         eight_codes, float_bits, four_halves, pack_bfloat16s, pack_halves,
                                         two_floats, unpack_halves)
@@ -98,4 +101,5 @@ from kernels.intrinsics.tensor_cores import (ldmatrix_x4, ldmatrix_x4_trans, mma
 __all__ = ["four_halves", "two_floats", "unpack_halves", "eight_codes", "e4m3_pairs", "byte_perm", "pack_halves",
            "bfloat16_bits", "bfloat16_value", "float_bits", "bits_float", "pack_bfloat16s", "dp4a", "mma_m16n8k16",
            "mma_m16n8k16_bf16", "ldmatrix_x4", "ldmatrix_x4_trans", "cp_async_16", "cp_async_commit_group",
-           "cp_async_wait_group", "mma_m16n8k32_s8", "load_u32x4", "load_f32_l2", "shared_view", "store_f32x2"]
+           "cp_async_wait_group", "mma_m16n8k32_s8", "load_u32x4", "load_f32_l2", "shared_view", "store_f32x2",
+           "load_shared_u32x2"]

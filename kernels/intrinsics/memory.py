@@ -138,6 +138,50 @@ def store_f32x2(typingctx, array, row, col, low, high):
 
 
 # ----------------------------------------------------------------------------------------------
+# 8-byte loads of two words from shared memory: ld.shared.v2.u32, without numba's index arithmetic
+# ----------------------------------------------------------------------------------------------
+
+def _load_shared_u32x2_simulated(tile, row, col):
+    """Words ``col`` and ``col + 1`` of row ``row`` of the 2-dimensional uint32 ``tile``, refusing what the GPU's
+    instruction would fault on: an address not 8-byte aligned (``col`` odd, or rows of an odd number of words) or
+    words outside the tile."""
+    if tile.dtype != np.uint32 or len(tile.shape) != 2:
+        raise TypeError(f"load_shared_u32x2: tile must be a 2-dimensional array of uint32 words, got "
+                        f"{len(tile.shape)} dimensions of {tile.dtype}")
+    row, col = int(row), int(col)
+    if tile.shape[1] % 2 or col % 2:
+        raise ValueError(f"load_shared_u32x2: 8 bytes at an 8-byte aligned address: the tile's rows must hold an even "
+                         f"number of words and col must be even, got rows of {tile.shape[1]} and col {col}")
+    if not (0 <= row < tile.shape[0] and 0 <= col and col + 2 <= tile.shape[1]):
+        raise IndexError(f"load_shared_u32x2: words {col} and {col + 1} of row {row} lie outside a tile of shape "
+                         f"{tuple(tile.shape)}")
+    return uint32(tile[row, col]), uint32(tile[row, col + 1])
+
+
+@_twin(_load_shared_u32x2_simulated)
+def load_shared_u32x2(typingctx, tile, row, col):
+    """Words ``col`` and ``col + 1`` of row ``row`` of a 2-dimensional uint32 array in shared memory, in one 8-byte
+    load: PTX's ``ld.shared.v2.u32``. Its address is the element's, computed without the wrap-around numba adds to
+    an index it cannot prove non-negative (a compare and a select per index, before every load), and the two words
+    come in one instruction instead of two. The address must be 8-byte aligned: ``col`` even and rows of an even
+    number of words. The load is kept in place (after the barrier or the wait that makes the words ready)."""
+    if not (isinstance(tile, types.Array) and tile.dtype == types.uint32 and tile.ndim == 2
+            and isinstance(row, types.Integer) and isinstance(col, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        tile_type = signature.args[0]
+        made = context.make_array(tile_type)(context, builder, args[0])
+        indices = [context.cast(builder, value, kind, types.intp) for value, kind in zip(args[1:], signature.args[1:])]
+        element = cgutils.get_item_pointer(context, builder, tile_type, made, indices, wraparound=False)
+        address = builder.ptrtoint(builder.addrspacecast(element, ir.PointerType(ir.IntType(32), 3)), ir.IntType(32))
+        words = _asm_call(builder, "ld.shared.v2.u32 {$0, $1}, [$2];", "=r,=r,r", [ir.IntType(32)] * 2, [address],
+                          side_effect=True)
+        return context.make_tuple(builder, signature.return_type, words)
+    return types.UniTuple(types.uint32, 2)(tile, row, col), codegen
+
+
+# ----------------------------------------------------------------------------------------------
 # Copies from global to shared memory that skip the registers: cp.async (sm_80 and later)
 # ----------------------------------------------------------------------------------------------
 

@@ -47,6 +47,16 @@ added instructions only cost; whether more bytes in flight pay on an H200 cannot
 rung, then: the same ring with the per-tile address work hoisted (a lane's copies and reads are the same offsets
 every tile) and 16-byte shared reads, so a tile costs about what the register rung's does.
 
+A first step of that kind, probed on an H100 (2026-12-07) before becoming a rung: ``_build_ring_kernel(lean=True)``
+reads each 8-byte word of a slot with one ``ld.shared.v2.u32`` (``kernels.intrinsics.load_shared_u32x2``, its address
+computed without numba's wrap-around of a signed index) where this rung issues two 32-bit loads, each after a
+compare and a select per index. Predicted: 0.68 to 0.75 of copy at the long steps, where this rung read 0.58 to 0.60.
+Measured (each step alone, 10 launches between CUDA events, the better median of two runs, the same bits as this
+rung): 0.64 at 16 x 32,768 and 0.67 at 64 x 16,384 (1.10 and 1.12 times this rung; at 16 x 8,192 0.34 against
+0.35), where the register rung read 0.87 and 0.91. The prediction failed: the slot's reads were a tenth of what
+the ring adds, and the rest is the copies' own address work per tile (a lane's 8 copies recompute their row,
+rotated chunk and bounds every tile, in signed 64-bit arithmetic), the next thing to hoist.
+
 fp8 caches only (the fp16 rung already reads at the copy bandwidth), head_dim a multiple of 16 up to 128 (a
 16-byte copy holds 16 codes), compute capability 8.9 or later (PTX's e4m3 conversion).
 """
@@ -58,7 +68,8 @@ import numpy as np
 from numba import config, cuda, float32, uint32, uint64
 
 from kernels.gqa_attention import GROUP_MAX
-from kernels.intrinsics import bits_float, cp_async_16, cp_async_commit_group, cp_async_wait_group, float_bits
+from kernels.intrinsics import (bits_float, cp_async_16, cp_async_commit_group, cp_async_wait_group, float_bits,
+                                load_shared_u32x2)
 from kernels.launching import FULL_MASK, WARP
 from kernels.paged_attention import HEAD_DIM_MAX, THREADS, WARPS, paged_attention_v2_merge_kernel
 
@@ -91,10 +102,11 @@ def ring_chunk(row: int, chunk: int, chunks: int) -> int:
     return (chunk + row // max(1, 8 // chunks)) % chunks
 
 
-def _build_ring_kernel(D: int, BS: int, min_blocks: int = RING_MIN_BLOCKS):
+def _build_ring_kernel(D: int, BS: int, min_blocks: int = RING_MIN_BLOCKS, lean: bool = False):
     """The fp8 decode kernel whose warps copy their tiles into a ring in shared memory and compute them with
     ``tensor_core_steps``; head_dim ``D`` and page size ``BS`` fixed when compiling. The ring has RING_SLOTS = 3
-    slots (the loop's ``cp_async_wait_group(2)`` is written for 3)."""
+    slots (the loop's ``cp_async_wait_group(2)`` is written for 3). ``lean=True`` (a probe, the module docstring
+    says what it measured) reads a slot's 8-byte words with ``load_shared_u32x2``: the same bits."""
     if D % _CHUNK or not 0 < D <= HEAD_DIM_MAX:
         raise ValueError(f"gqa_decode_fp8_ring takes a head_dim that is a multiple of {_CHUNK} up to {HEAD_DIM_MAX} "
                          f"(a 16-byte copy holds {_CHUNK} codes), got {D}")
@@ -203,6 +215,9 @@ def _build_ring_kernel(D: int, BS: int, min_blocks: int = RING_MIN_BLOCKS):
     def word_of(ring, row, r, w):
         """8-byte word w (codes 8 w ... 8 w + 7) of tile row r, stored at ring row ``row``."""
         col = 4 * ((w // 2 + r // SPREAD) % CHUNKS) + 2 * (w % 2)
+        if lean:
+            low, high = load_shared_u32x2(ring, row, col)
+            return uint64(low) | (uint64(high) << uint64(32))
         return uint64(ring[row, col]) | (uint64(ring[row, col + 1]) << uint64(32))
 
     @cuda.jit(device=True, inline=True)
