@@ -26,22 +26,22 @@ COPY_GBPS = 3000.0
 CEILINGS = {"copy_gbps": COPY_GBPS, "fp32_tflops": 50.0}
 GROUP, FIRST, RUNS, HALF, TENSOR = ("gqa_decode_mixed_group", "gqa_decode_mixed_precision", "gqa_decode_page_runs",
                                     "gqa_decode_half_warps", "gqa_decode_tensor_cores")
-RING, WIDE = "gqa_decode_fp8_ring", "gqa_decode_wide_heads"
+RING, LEAN, WIDE = "gqa_decode_fp8_ring", "gqa_decode_fp8_lean_ring", "gqa_decode_wide_heads"
 F32, F16, FP8, BF16 = "float32", "float16", "fp8_e4m3", "bfloat16"
 # Fraction of the copy bandwidth each (rung, cache format) reads its compulsory bytes at, on long steps.
 FRACTION = {(GROUP, F32): 0.7, (GROUP, F16): 0.45, (FIRST, F32): 0.8, (FIRST, F16): 0.55, (FIRST, FP8): 0.4,
             (RUNS, F32): 0.95, (RUNS, F16): 0.86, (RUNS, FP8): 0.6, (HALF, F32): 0.86, (HALF, F16): 0.87,
-            (HALF, FP8): 0.8, (TENSOR, F16): 0.99, (TENSOR, FP8): 0.93, (RING, FP8): 0.96,
+            (HALF, FP8): 0.8, (TENSOR, F16): 0.99, (TENSOR, FP8): 0.93, (RING, FP8): 0.96, (LEAN, FP8): 0.97,
             (WIDE, F32): 0.86, (WIDE, F16): 0.87, (WIDE, FP8): 0.79, (WIDE, BF16): 0.86,
             ("gqa_decode_split_k", F32): 0.78,
             ("torch_sdpa_fp16", F16): 0.9}
 # What a step costs besides its bytes (ms): the tensor-core steps start and end fewer blocks. Their queued
 # calls wait on Python's launch (median_ms a quarter over kernel_ms).
-OVERHEAD_MS = {(TENSOR, F16): 0.004, (TENSOR, FP8): 0.004, (RING, FP8): 0.004}
-HOST_BOUND = {(TENSOR, F16): 1.25, (TENSOR, FP8): 1.25, (RING, FP8): 1.25}
+OVERHEAD_MS = {(TENSOR, F16): 0.004, (TENSOR, FP8): 0.004, (RING, FP8): 0.004, (LEAN, FP8): 0.004}
+HOST_BOUND = {(TENSOR, F16): 1.25, (TENSOR, FP8): 1.25, (RING, FP8): 1.25, (LEAN, FP8): 1.25}
 # The (rung, cache format) of this day's decode rungs, as the recorder checks, times and profiles them (but the
 # rung for wide heads, which Nsight has not profiled).
-DECODE_CASES = [key for key in FRACTION if key[0] in (GROUP, FIRST, RUNS, HALF, TENSOR, RING)]
+DECODE_CASES = [key for key in FRACTION if key[0] in (GROUP, FIRST, RUNS, HALF, TENSOR, RING, LEAN)]
 PREFILL = {"B": 2, "heads": 32, "kv_heads": 8, "N": 4096, "d": 128}
 
 
@@ -230,7 +230,7 @@ def fake_dram_bytes():
 # other rung 1.2).
 OTHER_COPY_GBPS = 1.4 * COPY_GBPS
 OTHER_GAIN = {("torch_sdpa_fp16", F16): 1.4, (TENSOR, F16): 1.4, (RUNS, F32): 1.33, (FIRST, F32): 1.15,
-              (HALF, FP8): 1.0, (TENSOR, FP8): 1.15, (RING, FP8): 1.25}
+              (HALF, FP8): 1.0, (TENSOR, FP8): 1.15, (RING, FP8): 1.25, (LEAN, FP8): 1.25}
 OTHER_POINTS = ((16, 8192), (64, 8192), (64, 16384))
 
 

@@ -36,7 +36,6 @@ from course.checking import poison, random_inputs
 from course.traffic import count_traffic
 from kernels import low_precision_attention as lp
 from kernels.intrinsics import bits_float, float_bits, load_shared_u32x2
-from kernels.low_precision_attention import fp8_ring
 from kernels.paged_attention import WARPS
 
 
@@ -63,41 +62,26 @@ def both(case, partition_size):
     return ring, tensor
 
 
+RINGS = ["gqa_decode_fp8_ring", "gqa_decode_fp8_lean_ring"]
+
+
+@pytest.mark.parametrize("rung", RINGS)
 @pytest.mark.parametrize("fmt, block_size, lens, kv_heads, group, d, partition_size", RING_CASES)
-def test_the_ring_gives_the_tensor_core_rung_s_bits_and_meets_the_precision_rule(fmt, block_size, lens, kv_heads,
+def test_the_ring_gives_the_tensor_core_rung_s_bits_and_meets_the_precision_rule(rung, fmt, block_size, lens, kv_heads,
                                                                                   group, d, partition_size):
+    """Both rings (the lean one reads the same words of the same slots, its indices unsigned): every code read once,
+    the precision rule, and the tensor-core rung's bits."""
     case = decode_case(fmt, lens, block_size, kv_heads=kv_heads, group=group, d=d, ramp=max(lens) > 200)
     with count_traffic() as t:
-        ring = lp.gqa_decode_fp8_ring(case.q, case.k_cache, case.v_cache, case.tables, case.lens, **case.extra,
-                                      out=poison(np.empty_like(case.q)), partition_size=partition_size)
-    assert t.kernel_names == ["gqa_decode_fp8_ring_kernel", "paged_attention_v2_merge_kernel"]
+        ring = lp.RUNGS[rung](case.q, case.k_cache, case.v_cache, case.tables, case.lens, **case.extra,
+                              out=poison(np.empty_like(case.q)), partition_size=partition_size)
+    assert t.kernel_names == [f"{rung}_kernel", "paged_attention_v2_merge_kernel"]
     readers = kv_heads * -(-group // 8)
     assert t.load_bytes["k_rows"] == t.load_bytes["v_rows"] == readers * sum(lens) * d, dict(t.load_bytes)
-    check_decode(ring, case, f"gqa_decode_fp8_ring out, group {group}, pages of {block_size}, head_dim {d}")
+    check_decode(ring, case, f"{rung} out, group {group}, pages of {block_size}, head_dim {d}")
     _, tensor = both(case, partition_size)
     np.testing.assert_array_equal(ring.view(np.uint32), tensor.view(np.uint32),
-                                  err_msg=f"gqa_decode_fp8_ring against gqa_decode_tensor_cores, seed {case.seed}")
-
-
-_LEAN_KERNELS = {}
-
-
-def lean_kernel(head_dim, block_size):
-    """The ring's kernel with ``lean=True`` (its slots' words read by ``load_shared_u32x2``), compiled once."""
-    if (head_dim, block_size) not in _LEAN_KERNELS:
-        _LEAN_KERNELS[head_dim, block_size] = fp8_ring._build_ring_kernel(head_dim, block_size, lean=True)
-    return _LEAN_KERNELS[head_dim, block_size]
-
-
-@pytest.mark.parametrize("fmt, block_size, lens, kv_heads, group, d, partition_size", RING_CASES[-4:])
-def test_the_lean_probe_gives_the_ring_s_bits(fmt, block_size, lens, kv_heads, group, d, partition_size):
-    """``_build_ring_kernel(lean=True)`` reads the same words of the same slots, 8 bytes at a time: the same bits."""
-    case = decode_case(fmt, lens, block_size, kv_heads=kv_heads, group=group, d=d)
-    args = (case.q, case.k_cache, case.v_cache, case.tables, case.lens)
-    ring = lp.gqa_decode_fp8_ring(*args, **case.extra, out=poison(np.empty_like(case.q)), partition_size=partition_size)
-    lean = lp.gqa_decode_fp8_ring(*args, **case.extra, out=poison(np.empty_like(case.q)), partition_size=partition_size,
-                                  kernel=lean_kernel)
-    np.testing.assert_array_equal(lean.view(np.uint32), ring.view(np.uint32), err_msg=f"seed {case.seed}")
+                                  err_msg=f"{rung} against gqa_decode_tensor_cores, seed {case.seed}")
 
 
 @pytest.mark.skipif(not course.on_simulator(), reason="tests the simulator twin")
@@ -216,9 +200,8 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
     rows = numba.uint16[:, ::1]
     signature = (f32[:, :, ::1], rows, rows, f32[:, ::1], f32[:, ::1], numba.int32[:, ::1], numba.int32[::1], f32,
                  numba.int64, numba.int64, f32[:, :, ::1], f32[:, :, ::1], f32[:, :, :, ::1])
-    from kernels.low_precision_attention import fp8_ring
     for d, lean in ((64, False), (128, False), (128, True)):
-        kernel = fp8_ring._build_ring_kernel(d, 16, lean=True) if lean else lp.gqa_decode_fp8_ring_kernel(d, 16)
+        kernel = (lp.gqa_decode_fp8_lean_ring_kernel if lean else lp.gqa_decode_fp8_ring_kernel)(d, 16)
         bounds = kernel.targetoptions.get("launch_bounds")
         for (major, minor), ptx in ptx_for_targets(kernel.py_func, signature, COMPUTE_CAPABILITIES,
                                                    launch_bounds=bounds).items():
@@ -258,7 +241,7 @@ def test_ptx_copies_with_cp_async_and_keeps_everything_in_registers(compiled):
         assert r["cp_async"] > 0 and r["waits"] == ["0", "2"], where
         assert r["shared_bytes"] == lp.ring_shared_bytes(r["d"]) <= 48 * 1024, where
         assert r["shared_aligns"] == ["16"], f"{where}: cp.async's 16-byte copies need a 16-byte aligned ring"
-        # the lean probe reads a slot's 8-byte words in one load each: K's 2 x 4 and V's 2 x 2 x 2 a tile at d = 128
+        # the lean ring reads a slot's 8-byte words in one load each, the ring in two
         assert (r["pair_loads"] > 0) == r["lean"], where
 
 
@@ -282,7 +265,7 @@ def test_ptx_assembles_without_stack_or_spills_within_its_launch_bounds(compiled
 
 @pytest.mark.gpu
 def test_gpu_ring_gives_the_tensor_core_rung_s_bits_at_full_size():
-    """16 sequences of 8,192 tokens (the last one 8,000), 8 KV heads, group 4, head_dim 128, pages of 16, in the
+    """Both rings, 16 sequences of 8,192 tokens (the last one 8,000), 8 KV heads, group 4, head_dim 128, pages of 16, in the
     partitions tensor_partition_size picks: the same bits as gqa_decode_tensor_cores, and the precision rule."""
     from numba import cuda
 
@@ -293,7 +276,8 @@ def test_gpu_ring_gives_the_tensor_core_rung_s_bits_at_full_size():
     extra = {k: cuda.to_device(v) for k, v in case.extra.items()}
     ring = lp.gqa_decode_fp8_ring(*args, **extra, max_context=8192).copy_to_host()
     tensor = lp.gqa_decode_tensor_cores(*args, **extra, max_context=8192).copy_to_host()
-    lean = lp.gqa_decode_fp8_ring(*args, **extra, max_context=8192, kernel=lean_kernel).copy_to_host()
+    lean = lp.gqa_decode_fp8_lean_ring(*args, **extra, max_context=8192).copy_to_host()
     np.testing.assert_array_equal(ring.view(np.uint32), tensor.view(np.uint32), err_msg=f"seed {seed}")
-    np.testing.assert_array_equal(lean.view(np.uint32), ring.view(np.uint32), err_msg=f"lean probe, seed {seed}")
+    np.testing.assert_array_equal(lean.view(np.uint32), ring.view(np.uint32),
+                                  err_msg=f"gqa_decode_fp8_lean_ring, seed {seed}")
     check_decode(ring, case, "gqa_decode_fp8_ring at full size")

@@ -79,9 +79,9 @@ DECODE_FORMATS = {"gqa_decode_mixed_group": ("float32", "float16"), "gqa_decode_
                   "gqa_decode_tensor_cores": ("float16", "fp8_e4m3"),          # narrow caches only
                   # head sizes to 256 and a bf16 cache; timed here at the day's head_dim of 128, bf16 among its caches
                   "gqa_decode_wide_heads": (*FORMATS, "bfloat16"),
-                  "gqa_decode_fp8_ring": ("fp8_e4m3",)}                        # fp8 only
+                  "gqa_decode_fp8_ring": ("fp8_e4m3",), "gqa_decode_fp8_lean_ring": ("fp8_e4m3",)}   # fp8 only
 # The decode rungs that take a head_dim a multiple of 16 only (16-byte copies of fp8 codes).
-HEAD_DIM_BY_16 = ("gqa_decode_fp8_ring",)
+HEAD_DIM_BY_16 = ("gqa_decode_fp8_ring", "gqa_decode_fp8_lean_ring")
 PREFILL_RUNGS = ("gqa_prefill_mixed_tiles", "gqa_prefill_mixed_precision", "gqa_prefill_wide_heads",
                  "gqa_prefill_tensor_cores")
 # The prefill rungs that multiply the numbers as stored, on tensor cores: fp16 and bf16 only, head_dim a multiple of 16.

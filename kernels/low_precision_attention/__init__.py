@@ -31,6 +31,8 @@ each module's docstring saying what it adds and what it measured:
   past 128 (8 channels a lane either way), and a bf16 cache, decoded from its words by shifts.
 - ``gqa_decode_fp8_ring`` (``fp8_ring``): the tensor-core rung's steps on an fp8 cache, each warp's next two
   tiles copied by cp.async into a ring in shared memory while it computes one: twice the bytes in flight.
+- ``gqa_decode_fp8_lean_ring`` (``fp8_ring``): the ring with its copies' and reads' indices unsigned and each
+  8-byte word of a slot read by one load: the ring's bits for far fewer instructions a tile.
 
 Tools that build and read an fp8 cache (``fp8``; kernels with launchers of the same pattern, not rungs of
 the ladder: their outputs are bits, checked bit for bit, where the registry's check compares floats):
@@ -77,7 +79,8 @@ from .tensor_core_prefill import (TENSOR_PREFILL_FORMATS, TENSOR_PREFILL_HEAD_DI
                                   tensor_prefill_shared_bytes)
 from .tensor_cores import (P_UNIT, Q_UNIT, TENSOR_MIN_BLOCKS, TILE_TOKENS, gqa_decode_tensor_cores,
                            gqa_decode_tensor_cores_kernel, tensor_core_steps)
-from .fp8_ring import (RING_MIN_BLOCKS, RING_SLOTS, gqa_decode_fp8_ring, gqa_decode_fp8_ring_kernel, ring_chunk,
+from .fp8_ring import (RING_MIN_BLOCKS, RING_SLOTS, gqa_decode_fp8_lean_ring, gqa_decode_fp8_lean_ring_kernel,
+                       gqa_decode_fp8_ring, gqa_decode_fp8_ring_kernel, ring_chunk,
                        ring_shared_bytes)
 from .wide_heads import (WIDE_CHANNELS, WIDE_MIN_BLOCKS, WIDE_RUN_TOKENS, four_bfloat16s, gqa_decode_wide_heads,
                          gqa_decode_wide_heads_kernel, gqa_prefill_wide_heads, gqa_prefill_wide_heads_kernel,
@@ -98,7 +101,8 @@ __all__ = ["E4M3_MAX", "E4M3_MIN_NORMAL", "PREFILL_DTYPES", "CACHE_FORMATS", "TO
            "token_lanes", "wide_decode_tiling", "wide_decode_shared_bytes", "gqa_decode_wide_heads_kernel",
            "gqa_decode_wide_heads", "TENSOR_PREFILL_FORMATS", "tensor_prefill_grid", "tensor_prefill_shared_bytes",
            "gqa_prefill_tensor_cores_kernel", "gqa_prefill_tensor_cores", "tensor_core_steps", "ring_shared_bytes",
-           "ring_chunk", "gqa_decode_fp8_ring_kernel", "gqa_decode_fp8_ring", "RUNGS",
+           "ring_chunk", "gqa_decode_fp8_ring_kernel", "gqa_decode_fp8_ring", "gqa_decode_fp8_lean_ring_kernel",
+           "gqa_decode_fp8_lean_ring", "RUNGS",
            # the constants of days 6 and 7 the kernels use, and those of the later rungs
            "WARP", "WARPS", "THREADS", "CHANNELS", "FULL_MASK", "HEAD_DIM_MAX", "GROUP_MAX", "TILE_POS", "ROWS_MAX",
            "TILE_KV", "HALF", "HALF_CHANNELS", "HALF_MIN_BLOCKS", "Q_UNIT", "P_UNIT", "TENSOR_MIN_BLOCKS",
@@ -130,4 +134,6 @@ RUNGS = ladder(
          "half warps with head_dim up to 256 (a whole warp a token past 128) and a bf16 cache, decoded by shifts"),
     Rung("gqa_decode_fp8_ring", gqa_decode_fp8_ring,
          "the tensor-core steps on fp8, each warp's next two tiles copied by cp.async into a ring in shared memory"),
+    Rung("gqa_decode_fp8_lean_ring", gqa_decode_fp8_lean_ring,
+         "the ring with unsigned index arithmetic and 8-byte reads of its slots: the same bits, fewer instructions"),
 )

@@ -1,4 +1,5 @@
-"""Day 8's fp8 decode with its tiles copied ahead into shared memory: ``gqa_decode_fp8_ring``.
+"""Day 8's fp8 decode with its tiles copied ahead into shared memory: ``gqa_decode_fp8_ring`` and
+``gqa_decode_fp8_lean_ring``.
 
 ``gqa_decode_tensor_cores`` keeps the bytes of at most one tile a warp in flight: the registers that receive
 tile t + 1 while tile t is computed. On an H100 that was enough for an fp8 cache (0.88 to 0.92 of the copy
@@ -47,15 +48,28 @@ added instructions only cost; whether more bytes in flight pay on an H200 cannot
 rung, then: the same ring with the per-tile address work hoisted (a lane's copies and reads are the same offsets
 every tile) and 16-byte shared reads, so a tile costs about what the register rung's does.
 
-A first step of that kind, probed on an H100 (2026-12-07) before becoming a rung: ``_build_ring_kernel(lean=True)``
-reads each 8-byte word of a slot with one ``ld.shared.v2.u32`` (``kernels.intrinsics.load_shared_u32x2``, its address
-computed without numba's wrap-around of a signed index) where this rung issues two 32-bit loads, each after a
-compare and a select per index. Predicted: 0.68 to 0.75 of copy at the long steps, where this rung read 0.58 to 0.60.
-Measured (each step alone, 10 launches between CUDA events, the better median of two runs, the same bits as this
-rung): 0.64 at 16 x 32,768 and 0.67 at 64 x 16,384 (1.10 and 1.12 times this rung; at 16 x 8,192 0.34 against
-0.35), where the register rung read 0.87 and 0.91. The prediction failed: the slot's reads were a tenth of what
-the ring adds, and the rest is the copies' own address work per tile (a lane's 8 copies recompute their row,
-rotated chunk and bounds every tile, in signed 64-bit arithmetic), the next thing to hoist.
+That next rung is ``gqa_decode_fp8_lean_ring`` (``_build_ring_kernel(lean=True)``): the same ring, copies, slots and
+steps, with every index of a lane's copies and reads in unsigned integers (numba's ``//`` and ``%`` on a signed
+integer round towards minus infinity, which costs a few instructions more each, and a signed index is checked for
+wrap-around before every load), and each 8-byte word of a slot read by one ``ld.shared.v2.u32``
+(``kernels.intrinsics.load_shared_u32x2``) where the ring issues two 32-bit loads. The same words reach the same
+steps, so its output is the ring's bits (a test holds that, on the simulator and at full size on a GPU). Measured on
+an H100 (2026-12-07, each step alone, 10 launches between CUDA events, the better median of two runs), in two
+stages:
+
+- the 8-byte reads alone (predicted 0.68 to 0.75 of copy at the long steps): 0.64 at 16 x 32,768 and 0.67 at
+  64 x 16,384, 1.10 and 1.12 times the ring. The prediction failed: the reads were a small part of what the ring
+  adds.
+- with the copies' and reads' indices unsigned too (predicted 0.70 to 0.78): 0.78 and 0.85, 1.38 and 1.44 times the
+  ring, where the register rung read 0.85 and 0.90. Better than predicted: most of what the ring added was signed
+  index arithmetic, recomputed for every tile. At 16 x 8,192 (a warp computes few tiles) 0.29, as the ring's 0.30.
+
+The recording made since (``day08_decode_timing``, the same H100, 2026-12-07, the GPU's time alone): 0.84, 0.84 and
+0.89 of copy at 16 x 32,768, 64 x 8,192 and 64 x 16,384, 1.42 to 1.45 times the ring, 0.93 to 0.95 times the
+register rung, 3.28 to 3.46 times the best float32 step; the full-size checks on that GPU give the ring's errors
+(its bits, checked by a test at full size there too). Whether its bytes in flight pay on a faster memory is what an
+H200's recording will tell
+(``python -m course.record day08 --other-gpu``): the goal there is 0.9 of copy and 3.5 times the best float32 step.
 
 fp8 caches only (the fp16 rung already reads at the copy bandwidth), head_dim a multiple of 16 up to 128 (a
 16-byte copy holds 16 codes), compute capability 8.9 or later (PTX's e4m3 conversion).
@@ -65,7 +79,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import config, cuda, float32, uint32, uint64
+from numba import config, cuda, float32, int64, uint32, uint64
 
 from kernels.gqa_attention import GROUP_MAX
 from kernels.intrinsics import (bits_float, cp_async_16, cp_async_commit_group, cp_async_wait_group, float_bits,
@@ -78,15 +92,18 @@ from .partitions import tensor_partition_size
 from .tensor_cores import TILE_TOKENS, tensor_core_steps
 
 __all__ = ["RING_SLOTS", "RING_MIN_BLOCKS", "ring_shared_bytes", "ring_chunk", "gqa_decode_fp8_ring_kernel",
-           "gqa_decode_fp8_ring"]
+           "gqa_decode_fp8_ring", "gqa_decode_fp8_lean_ring_kernel", "gqa_decode_fp8_lean_ring"]
 
 RING_SLOTS = 3          # tiles a warp's ring holds: the one computed and the next two in flight
 RING_MIN_BLOCKS = 3     # blocks an SM must hold (launch_bounds), as for gqa_decode_tensor_cores on fp8
 _CHUNK = 16             # bytes of a cp.async copy: 16 fp8 codes
 _WORD_BYTES = 4         # the ring's words (uint32)
 _RING_KERNELS: dict = {}
-_REFUSED = {fmt: (f"k_cache must hold fp8 e4m3 codes for gqa_decode_fp8_ring, got {fmt}: gqa_decode_tensor_cores "
-                  f"takes an fp16 cache, gqa_decode_half_warps a float32 one and gqa_decode_wide_heads a bf16 one")
+
+
+def _refused(rung: str) -> dict:
+    return {fmt: (f"k_cache must hold fp8 e4m3 codes for {rung}, got {fmt}: gqa_decode_tensor_cores takes an fp16 "
+                  f"cache, gqa_decode_half_warps a float32 one and gqa_decode_wide_heads a bf16 one")
             for fmt in ("float32", "float16", "bfloat16")}
 
 
@@ -105,10 +122,11 @@ def ring_chunk(row: int, chunk: int, chunks: int) -> int:
 def _build_ring_kernel(D: int, BS: int, min_blocks: int = RING_MIN_BLOCKS, lean: bool = False):
     """The fp8 decode kernel whose warps copy their tiles into a ring in shared memory and compute them with
     ``tensor_core_steps``; head_dim ``D`` and page size ``BS`` fixed when compiling. The ring has RING_SLOTS = 3
-    slots (the loop's ``cp_async_wait_group(2)`` is written for 3). ``lean=True`` (a probe, the module docstring
-    says what it measured) reads a slot's 8-byte words with ``load_shared_u32x2``: the same bits."""
+    slots (the loop's ``cp_async_wait_group(2)`` is written for 3). ``lean=True``: ``gqa_decode_fp8_lean_ring``'s
+    kernel, the copies' and reads' indices unsigned and a slot's 8-byte words read by ``load_shared_u32x2``."""
     if D % _CHUNK or not 0 < D <= HEAD_DIM_MAX:
-        raise ValueError(f"gqa_decode_fp8_ring takes a head_dim that is a multiple of {_CHUNK} up to {HEAD_DIM_MAX} "
+        raise ValueError(f"{'gqa_decode_fp8_lean_ring' if lean else 'gqa_decode_fp8_ring'} takes a head_dim that is a "
+                         f"multiple of {_CHUNK} up to {HEAD_DIM_MAX} "
                          f"(a 16-byte copy holds {_CHUNK} codes), got {D}")
     slots = RING_SLOTS
     ROW_WORDS = D // _WORD_BYTES                    # uint32 words of a row
@@ -215,9 +233,6 @@ def _build_ring_kernel(D: int, BS: int, min_blocks: int = RING_MIN_BLOCKS, lean:
     def word_of(ring, row, r, w):
         """8-byte word w (codes 8 w ... 8 w + 7) of tile row r, stored at ring row ``row``."""
         col = 4 * ((w // 2 + r // SPREAD) % CHUNKS) + 2 * (w % 2)
-        if lean:
-            low, high = load_shared_u32x2(ring, row, col)
-            return uint64(low) | (uint64(high) << uint64(32))
         return uint64(ring[row, col]) | (uint64(ring[row, col + 1]) << uint64(32))
 
     @cuda.jit(device=True, inline=True)
@@ -236,7 +251,61 @@ def _build_ring_kernel(D: int, BS: int, min_blocks: int = RING_MIN_BLOCKS, lean:
                     v_raw[b, e, i, 0] = (word_of(ring, base + TILE_TOKENS + r, r, w) if V_FULL or 8 * w < D
                                          else uint64(0))
 
-    @cuda.jit(launch_bounds=(THREADS, min_blocks))
+    # The lean ring's two changes: every index of a lane's copies and reads in uint32 (numba's // and % on a signed
+    # integer round towards minus infinity, a few instructions more each, and its signed indices wrap around), the
+    # slot's 8-byte words read by one ld.shared.v2.u32 each. The same copies, words and bits.
+    @cuda.jit(device=True, inline=True)
+    def issue_tile_lean(k_rows, v_rows, block_tables, s, kv_head, kv_heads, t, end, lane, ring, base):
+        if t < end:
+            first_row = 0
+            if ONE_PAGE:
+                first_row = (block_tables[s, t // BS] * kv_heads + kv_head) * BS + t % BS
+            left = uint64(end - t)                          # tokens of the context from t on (numba's unsigned
+            # arithmetic is 64 bits wide; an unsigned and a signed integer meet as float64, so each side keeps one)
+            for n in range(COPIES):
+                c = uint32(lane) + uint32(WARP * n)
+                r = (c // uint32(CHUNKS)) % uint32(TILE_TOKENS)
+                chunk = c % uint32(CHUNKS)
+                valid = r < left
+                row = 0
+                if valid:
+                    if ONE_PAGE:
+                        row = first_row + int64(r)
+                    else:
+                        token = t + int64(r)
+                        row = (block_tables[s, token // BS] * kv_heads + kv_head) * BS + token % BS
+                col = uint32(4) * ((chunk + r // uint32(SPREAD)) % uint32(CHUNKS))
+                if c < uint32(TILE_TOKENS * CHUNKS):         # K's copies first, then V's
+                    cp_async_16(ring, uint32(base) + r, col, k_rows, row, uint32(8) * chunk, valid)
+                else:
+                    cp_async_16(ring, uint32(base + TILE_TOKENS) + r, col, v_rows, row, uint32(8) * chunk, valid)
+        cp_async_commit_group()
+
+    @cuda.jit(device=True, inline=True)
+    def word_of_lean(ring, row, r, w):
+        col = uint32(4) * ((w // uint32(2) + r // uint32(SPREAD)) % uint32(CHUNKS)) + uint32(2) * (w % uint32(2))
+        low, high = load_shared_u32x2(ring, row, col)
+        return uint64(low) | (uint64(high) << uint64(32))
+
+    @cuda.jit(device=True, inline=True)
+    def read_tile_lean(ring, base, g, tq, k_raw, v_raw):
+        g, tq, base = uint32(g), uint32(tq), uint32(base)
+        for b in range(2):
+            r = uint32(8 * b) + g
+            for j in range(KCH):
+                w = tq + uint32(4 * j)
+                k_raw[b, j, 0] = (word_of_lean(ring, base + r, r, w) if K_FULL or uint64(8) * w < uint64(D)
+                                  else uint64(0))
+            for e in range(2):
+                r = uint32(8 * b + e) + uint32(2) * tq
+                for i in range(VCH):
+                    w = g + uint32(8 * i)
+                    v_raw[b, e, i, 0] = (word_of_lean(ring, base + uint32(TILE_TOKENS) + r, r, w)
+                                         if V_FULL or uint64(8) * w < uint64(D) else uint64(0))
+
+    issue = issue_tile_lean if lean else issue_tile
+    read = read_tile_lean if lean else read_tile
+
     def gqa_decode_fp8_ring_kernel(q, k_rows, v_rows, k_scales, v_scales, block_tables, context_lens, scale,
                                    partition_size, kv_heads, partial_max, partial_sum, partial_acc):
         s, p, kv_head, first, n_heads, start, end = block_work(q, kv_heads, context_lens, partition_size)
@@ -269,17 +338,17 @@ def _build_ring_kernel(D: int, BS: int, min_blocks: int = RING_MIN_BLOCKS, lean:
         # before the loop; each turn issues the tile two ahead, loads the page scales of the oldest, waits until
         # its copies have landed (at most the two newer groups in flight), reads it into registers and computes it.
         t0 = start + warp * TILE_TOKENS
-        issue_tile(k_rows, v_rows, block_tables, s, kv_head, kv_heads, t0, end, lane, ring, mine)
-        issue_tile(k_rows, v_rows, block_tables, s, kv_head, kv_heads, t0 + STEP, end, lane, ring, mine + TILE_ROWS)
+        issue(k_rows, v_rows, block_tables, s, kv_head, kv_heads, t0, end, lane, ring, mine)
+        issue(k_rows, v_rows, block_tables, s, kv_head, kv_heads, t0 + STEP, end, lane, ring, mine + TILE_ROWS)
         slot = 0
         while t0 < end:
             ahead = slot - 1 if slot > 0 else 2                 # the slot of tile t0 + 2 STEP: (slot + 2) % 3
-            issue_tile(k_rows, v_rows, block_tables, s, kv_head, kv_heads, t0 + 2 * STEP, end, lane, ring,
+            issue(k_rows, v_rows, block_tables, s, kv_head, kv_heads, t0 + 2 * STEP, end, lane, ring,
                        mine + TILE_ROWS * ahead)
             tile_scales(k_scales, v_scales, block_tables, s, kv_head, t0, end, tq, k_sc, v_sc)
             cp_async_wait_group(2)
             cuda.syncwarp(FULL_MASK)                            # every lane's copies of tile t0 have landed
-            read_tile(ring, mine + TILE_ROWS * slot, g, tq, k_raw, v_raw)
+            read(ring, mine + TILE_ROWS * slot, g, tq, k_raw, v_raw)
             cuda.syncwarp(FULL_MASK)                            # read by every lane before the slot is refilled
             running_max, running_sum = compute_tile(qa, k_raw, v_raw, k_sc, v_sc, t0, end, tq, inv_f, pv_unit,
                                                     running_max, running_sum, acc)
@@ -296,14 +365,26 @@ def _build_ring_kernel(D: int, BS: int, min_blocks: int = RING_MIN_BLOCKS, lean:
         store_accumulators(acc, pv_unit, warp, tq, g, ring)
         merge(ring, partial_max, partial_sum, partial_acc, s, first, p, n_heads, D, tid)
 
-    return gqa_decode_fp8_ring_kernel
+    if lean:
+        name = "gqa_decode_fp8_lean_ring_kernel"
+        gqa_decode_fp8_ring_kernel.__name__ = gqa_decode_fp8_ring_kernel.__qualname__ = name
+    return cuda.jit(gqa_decode_fp8_ring_kernel, launch_bounds=(THREADS, min_blocks))
 
 
 def gqa_decode_fp8_ring_kernel(head_dim: int, block_size: int = 16):
     """The ring decode kernel for a head_dim and a page size, compiled on first use and kept."""
-    key = (int(head_dim), int(block_size))
+    key = (int(head_dim), int(block_size), False)
     if key not in _RING_KERNELS:
-        _RING_KERNELS[key] = _build_ring_kernel(*key)
+        _RING_KERNELS[key] = _build_ring_kernel(*key[:2])
+    return _RING_KERNELS[key]
+
+
+def gqa_decode_fp8_lean_ring_kernel(head_dim: int, block_size: int = 16):
+    """The lean ring's decode kernel (``_build_ring_kernel(lean=True)``) for a head_dim and a page size, compiled on
+    first use and kept."""
+    key = (int(head_dim), int(block_size), True)
+    if key not in _RING_KERNELS:
+        _RING_KERNELS[key] = _build_ring_kernel(*key[:2], lean=True)
     return _RING_KERNELS[key]
 
 
@@ -324,8 +405,23 @@ def gqa_decode_fp8_ring(q, k_cache, v_cache, block_tables, context_lens, *, k_sc
     The arguments of ``gqa_decode_tensor_cores`` with an fp8 cache only; head_dim a multiple of 16 up to 128 and
     ``partition_size`` a multiple of 16 (None: ``tensor_partition_size``). ``kernel`` is a function of the head_dim
     and the page size."""
+    return _launch("gqa_decode_fp8_ring", q, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales, scale,
+                   out, partition_size, max_context, kernel, merge_kernel)
+
+
+def gqa_decode_fp8_lean_ring(q, k_cache, v_cache, block_tables, context_lens, *, k_scales=None, v_scales=None,
+                             scale=None, out=None, partition_size=None, max_context=None,
+                             kernel=gqa_decode_fp8_lean_ring_kernel, merge_kernel=paged_attention_v2_merge_kernel):
+    """``gqa_decode_fp8_ring``'s step with its copies' and reads' index arithmetic in unsigned integers and each
+    8-byte word of a slot read by one load; the same arguments, the same bits."""
+    return _launch("gqa_decode_fp8_lean_ring", q, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales,
+                   scale, out, partition_size, max_context, kernel, merge_kernel)
+
+
+def _launch(rung, q, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales, scale, out, partition_size,
+            max_context, kernel, merge_kernel):
     out, step = prepare_decode(q, k_cache, v_cache, block_tables, context_lens, k_scales, v_scales, scale, out,
-                               partition_size, max_context, channels=_CHUNK, refused=_REFUSED,
+                               partition_size, max_context, channels=_CHUNK, refused=_refused(rung),
                                tokens=lambda *_: (TILE_TOKENS, f"{TILE_TOKENS} (a warp's tile of tokens never "
                                                                f"crosses a partition)"),
                                choose_partition=tensor_partition_size)
@@ -334,7 +430,7 @@ def gqa_decode_fp8_ring(q, k_cache, v_cache, block_tables, context_lens, *, k_sc
     if not config.ENABLE_CUDASIM and cuda.is_available():
         have = tuple(cuda.get_current_device().compute_capability)
         if have < (8, 9):
-            raise ValueError(f"k_cache: an fp8 cache needs compute capability 8.9 or later for gqa_decode_fp8_ring, "
+            raise ValueError(f"k_cache: an fp8 cache needs compute capability 8.9 or later for {rung}, "
                              f"this GPU has {have[0]}.{have[1]}: use gqa_decode_half_warps")
     kernel(step.head_dim, step.block_size)[step.grid, THREADS](
         q, _code_rows(k_cache, step.head_dim), _code_rows(v_cache, step.head_dim), step.k_scales, step.v_scales,
