@@ -14,19 +14,30 @@ from kernels.intrinsics._twins import _asm_call, _twin
 # 16-byte loads from global memory: ld.global.nc.v4.u32 (numba's own loads stop at 8 bytes)
 # ----------------------------------------------------------------------------------------------
 
+def _aligned_run(name: str, arg: str, array, dtype, unit: str, row, col, count: int) -> tuple[int, int]:
+    """The twins' check of ``count`` neighbouring elements ``array[row, col ... col + count - 1]`` that one instruction
+    moves: ``array`` 2-dimensional of ``dtype``, the run aligned to its own size (``col`` and the rows' length
+    multiples of ``count``, as the GPU requires, else it faults) and inside the array; returns (row, col) as ints.
+    Errors name the instruction's helper (``name``), the argument (``arg``) and the limit."""
+    if array.dtype != dtype or len(array.shape) != 2:
+        raise TypeError(f"{name}: {arg} must be a 2-dimensional array of {unit}, got {len(array.shape)} dimensions of "
+                        f"{array.dtype}")
+    row, col = int(row), int(col)
+    size = count * array.dtype.itemsize
+    if array.shape[1] % count or col % count:
+        raise ValueError(f"{name}: {size} bytes at a {size}-byte aligned address: {arg}'s rows must be a multiple of "
+                         f"{count} {unit} long and col a multiple of {count}, got rows of {array.shape[1]} and col "
+                         f"{col}")
+    if not (0 <= row < array.shape[0] and 0 <= col and col + count <= array.shape[1]):
+        raise IndexError(f"{name}: {unit} {col} ... {col + count - 1} of row {row} lie outside {arg} of shape "
+                         f"{tuple(array.shape)}")
+    return row, col
+
+
 def _load_u32x4_simulated(array, row, col):
     """Words ``col ... col + 3`` of row ``row`` of the 2-dimensional uint32 ``array``, as a tuple; the 16 bytes must
     be 16-byte aligned (``col`` and the rows' length multiples of 4 words), as the GPU's instruction requires."""
-    if array.dtype != np.uint32 or len(array.shape) != 2:
-        raise TypeError(f"load_u32x4: array must be a 2-dimensional array of uint32 words, got "
-                        f"{len(array.shape)} dimensions of {array.dtype}")
-    row, col = int(row), int(col)
-    if array.shape[1] % 4 or col % 4:
-        raise ValueError(f"load_u32x4: 16 bytes at a 16-byte aligned address: the array's rows must be a multiple "
-                         f"of 4 words long and col a multiple of 4, got rows of {array.shape[1]} words and col {col}")
-    if not (0 <= row < array.shape[0] and 0 <= col and col + 4 <= array.shape[1]):
-        raise IndexError(f"load_u32x4: words {col} ... {col + 3} of row {row} lie outside an array of shape "
-                         f"{tuple(array.shape)}")
+    row, col = _aligned_run("load_u32x4", "array", array, np.uint32, "words", row, col, 4)
     return tuple(uint32(array[row, col + j]) for j in range(4))
 
 
@@ -96,16 +107,7 @@ def _store_f32x2_simulated(array, row, col, low, high):
     """``array[row, col], array[row, col + 1] = low, high`` for a 2-dimensional float32 array, refusing what the
     GPU's instruction would fault on: an address not 8-byte aligned (``col`` odd, or rows of an odd number of
     floats) or a pair outside the array."""
-    if array.dtype != np.float32 or len(array.shape) != 2:
-        raise TypeError(f"store_f32x2: array must be a 2-dimensional float32 array, got {len(array.shape)} "
-                        f"dimensions of {array.dtype}")
-    row, col = int(row), int(col)
-    if array.shape[1] % 2 or col % 2:
-        raise ValueError(f"store_f32x2: 8 bytes at an 8-byte aligned address: the array's rows must hold an even "
-                         f"number of floats and col must be even, got rows of {array.shape[1]} and col {col}")
-    if not (0 <= row < array.shape[0] and 0 <= col and col + 2 <= array.shape[1]):
-        raise IndexError(f"store_f32x2: columns {col} and {col + 1} of row {row} lie outside an array of shape "
-                         f"{tuple(array.shape)}")
+    row, col = _aligned_run("store_f32x2", "array", array, np.float32, "floats", row, col, 2)
     array[row, col] = float32(low)
     array[row, col + 1] = float32(high)
 
@@ -145,16 +147,7 @@ def _load_shared_u32x2_simulated(tile, row, col):
     """Words ``col`` and ``col + 1`` of row ``row`` of the 2-dimensional uint32 ``tile``, refusing what the GPU's
     instruction would fault on: an address not 8-byte aligned (``col`` odd, or rows of an odd number of words) or
     words outside the tile."""
-    if tile.dtype != np.uint32 or len(tile.shape) != 2:
-        raise TypeError(f"load_shared_u32x2: tile must be a 2-dimensional array of uint32 words, got "
-                        f"{len(tile.shape)} dimensions of {tile.dtype}")
-    row, col = int(row), int(col)
-    if tile.shape[1] % 2 or col % 2:
-        raise ValueError(f"load_shared_u32x2: 8 bytes at an 8-byte aligned address: the tile's rows must hold an even "
-                         f"number of words and col must be even, got rows of {tile.shape[1]} and col {col}")
-    if not (0 <= row < tile.shape[0] and 0 <= col and col + 2 <= tile.shape[1]):
-        raise IndexError(f"load_shared_u32x2: words {col} and {col + 1} of row {row} lie outside a tile of shape "
-                         f"{tuple(tile.shape)}")
+    row, col = _aligned_run("load_shared_u32x2", "tile", tile, np.uint32, "words", row, col, 2)
     return uint32(tile[row, col]), uint32(tile[row, col + 1])
 
 

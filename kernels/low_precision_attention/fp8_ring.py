@@ -68,8 +68,8 @@ The recording made since (``day08_decode_timing``, the same H100, 2026-12-07, th
 0.89 of copy at 16 x 32,768, 64 x 8,192 and 64 x 16,384, 1.42 to 1.45 times the ring, 0.93 to 0.95 times the
 register rung, 3.28 to 3.46 times the best float32 step; the full-size checks on that GPU give the ring's errors
 (its bits, checked by a test at full size there too). Whether its bytes in flight pay on a faster memory is what an
-H200's recording will tell
-(``python -m course.record day08 --other-gpu``): the goal there is 0.9 of copy and 3.5 times the best float32 step.
+H200's recording will tell (``python -m course.record day08 --other-gpu``): the goal there is 0.9 of copy and 3.5
+times the best float32 step.
 
 fp8 caches only (the fp16 rung already reads at the copy bandwidth), head_dim a multiple of 16 up to 128 (a
 16-byte copy holds 16 codes), compute capability 8.9 or later (PTX's e4m3 conversion).
