@@ -139,28 +139,28 @@ registers from the first step to the last; lane 4 g + t stores rows g, g + 8 and
   0.41 at 4,096). Nsight Compute (``day08_shared_memory``, 4,096^3): its tensor pipes
   busy in 47% of cycles (v6's 43%), its warps, 2 a scheduler, waiting most on fixed latencies (``wait``: an mma
   on the fragments an ldmatrix just loaded, or on the mma before it), as v6's.
-- v9: v8's kernel with another epilogue. Lane 4 g + t holds, for each of its mma tiles, columns 2t and 2t + 1 of
-  rows g and g + 8; v1 to v8 write them one float32 a store (numba's stores of a float32 are 4 bytes), so each
-  store instruction of a warp writes 8 rows x 16 bytes, half of each row's 32-byte sector, and the next one the
-  other half. v9 writes each pair with one 8-byte store (``kernels.intrinsics.store_f32x2``, PTX's
-  ``st.global.v2.f32``; ``paired_store``): whole sectors, 64 store instructions a lane instead of 128, the same
-  sums, so v1's bits. C is not small: at 4,096^3 its 64 MB are as many bytes as A and w together, all written in
-  each block's last moments, when its warps have no mma left to issue. Found by a probe on an H100 (2026-12-07,
-  each kernel alone, 8 launches between CUDA events, the median of 7, the two kernels alternated three times): v8
-  with paired stores ran at 296, 310 and 312 TFLOP/s at N = 4,096 where v8 ran at 280, 287 and 284 (1.06 to 1.09
-  times), and 1.01 to 1.03 times v8's rate at 8,192, where each tile takes twice the steps along K for the same
-  stores. The same probe found nothing else worth a rung: blocks ordered in groups of 8 or 16 rows of tiles (for L2),
-  the next A fragment loaded before the current mmas, and steps of 32 in a ring of 4 all within 1% of v8 at 4,096;
-  tiles of 256 x 128 and 128 x 256 (8 warps, one block an SM) 0.96 and 0.94 times v8 there; a persistent grid of 2
-  blocks an SM starting the next tile's copies before its stores 0.97 times v8 at 8,192. Predicted for the
-  recording: about 1.06 times v8 at 4,096, at or just above 0.4 of cuBLAS, and about 1.02 times at 8,192. The
-  recording remade with v9 (``day08_tc_gemm_timing``, H100, 2026-12-07) measured v9 at 319 TFLOP/s at 4,096, 0.435
-  of cuBLAS's by the calls' medians and 0.424 by the GPU's time alone, 1.07 times v8 in the same run, and 1.01 times
-  v8 at 8,192 (0.44 of cuBLAS by the GPU's time). Nsight Compute (``day08_shared_memory``, 4,096^3): v9's kernel
-  443 us to v8's 468, the tensor pipes busy in 50% of cycles (v8's 48%), the same shared-load wavefronts, its warps
-  still waiting most on ``wait``. On that GPU at full size (4,096^3 and 1,000 x 1,031 x 1,000, fp16 and bf16) it
-  gave v1's bits, and compute-sanitizer's memcheck and racecheck found no error. The prediction held, and with it
-  the goal of 0.4 of cuBLAS at 4,096, by both witnesses, on the H100.
+- v9: v8's kernel with another epilogue. Lane 4 g + t holds, for each of its mma tiles, columns 2t and 2t + 1 of rows
+  g and g + 8; v1 to v8 write them one float32 a store (numba's stores of a float32 are 4 bytes), so each store
+  instruction of a warp writes 8 rows x 16 bytes, half of each row's 32-byte sector, and the next one the other half.
+  v9 writes each pair with one 8-byte store (``kernels.intrinsics.store_f32x2``, PTX's ``st.global.v2.f32``,
+  ``_accumulators(paired=True)``): whole sectors, 64 store instructions a lane instead of 128, the same sums, so v1's
+  bits. C is not small: at 4,096^3 its 64 MB are as many bytes as A and w together, all written in each block's last
+  moments, when its warps have no mma left to issue. Found by a probe on an H100 (2026-12-07, each kernel alone, 8
+  launches between CUDA events, the median of 7, the two kernels alternated three times): v8 with paired stores ran at
+  296, 310 and 312 TFLOP/s at N = 4,096 where v8 ran at 280, 287 and 284 (1.06 to 1.09 times), and 1.01 to 1.03 times
+  v8's rate at 8,192, where each tile takes twice the steps along K for the same stores. The same probe found nothing
+  else worth a rung: blocks ordered in groups of 8 or 16 rows of tiles (for L2), the next A fragment loaded before the
+  current mmas, and steps of 32 in a ring of 4 all within 1% of v8 at 4,096; tiles of 256 x 128 and 128 x 256 (8
+  warps, one block an SM) 0.96 and 0.94 times v8 there; a persistent grid of 2 blocks an SM starting the next tile's
+  copies before its stores 0.97 times v8 at 8,192. Predicted for the recording: about 1.06 times v8 at 4,096, at or
+  just above 0.4 of cuBLAS, and about 1.02 times at 8,192. The recording remade with v9 (``day08_tc_gemm_timing``,
+  H100, 2026-12-07) measured v9 at 319 TFLOP/s at 4,096, 0.435 of cuBLAS's by the calls' medians and 0.424 by the
+  GPU's time alone, 1.07 times v8 in the same run, and 1.01 times v8 at 8,192 (0.44 of cuBLAS by the GPU's time).
+  Nsight Compute (``day08_shared_memory``, 4,096^3): v9's kernel 443 us to v8's 468, the tensor pipes busy in 50% of
+  cycles (v8's 48%), the same shared-load wavefronts, its warps still waiting most on ``wait``. On that GPU at full
+  size (4,096^3 and 1,000 x 1,031 x 1,000, fp16 and bf16) it gave v1's bits, and compute-sanitizer's memcheck and
+  racecheck found no error. The prediction held, and with it the goal of 0.4 of cuBLAS at 4,096, by both witnesses, on
+  the H100.
 
 Predictions made before the first GPU run (the recording ``course/data/day08_tc_gemm_timing.json`` measured
 v1 to v5 on an H100 since; day 8's lesson shows it): v1 and v2 spend more
@@ -220,7 +220,7 @@ __all__ = ["FORMATS", "BLOCK_M", "BLOCK_N", "BLOCK_K", "K_WORDS", "WARPS_M", "WA
            "tc_gemm_v5_large_tiles", "WIDE_WARPS_M", "WIDE_WARPS_N", "WIDE_WARP_TILE_M", "WIDE_WARP_TILE_N",
            "WIDE_THREADS", "tc_gemm_v6_wide_warps_kernel", "tc_gemm_v6_wide_warps", "TILES", "BLOCKS_TO_FILL",
            "tile_threads", "tc_gemm_v7_tuned_kernel", "untuned_tile", "tile_for", "tuned", "tc_gemm_v7_tuned",
-           "swizzled_mainloop", "DEEP_K", "DEEP_STAGES", "ring_swizzle", "ring_mainloop", "ring_bytes", "paired_store",
+           "swizzled_mainloop", "DEEP_K", "DEEP_STAGES", "ring_swizzle", "ring_mainloop", "ring_bytes",
            "tc_gemm_v8_deep_steps_kernel", "tc_gemm_v8_deep_steps", "tc_gemm_v9_paired_stores_kernel",
            "tc_gemm_v9_paired_stores"]
 
@@ -341,9 +341,12 @@ def _stage(tile, x, first, k0, thread):
         tile[r, kw] = low | (high << uint32(16))
 
 
-def _accumulators(mmas_m: int, mmas_n: int):
+def _accumulators(mmas_m: int, mmas_n: int, paired: bool = False):
     """``clear(acc)`` and ``store(c, acc, row, col, g, t)`` for a warp's mmas_m x mmas_n mma tiles (constants of
-    the device functions, so their loops unroll and acc stays in registers)."""
+    the device functions, so their loops unroll and acc stays in registers). ``paired`` (v9): each lane's two
+    neighbouring sums of a row (columns 2t and 2t + 1 of an mma tile) written by one 8-byte ``store_f32x2`` where c's
+    rows hold an even number of floats (every pair then starts on an 8-byte boundary); an odd N, or C's last
+    column, one float a store, as without it."""
 
     @cuda.jit(device=True, inline=True)
     def clear(acc):
@@ -363,31 +366,14 @@ def _accumulators(mmas_m: int, mmas_n: int):
                 r = row + mi * MMA_M + g + 8 * h
                 if r < m:
                     for ni in range(mmas_n):
-                        for e in range(2):
-                            cc = col + ni * MMA_N + 2 * t + e
-                            if cc < n:
-                                c[r, cc] = acc[mi, ni, 2 * h + e]
-
-    return clear, store
-
-
-def paired_store(mmas_m: int, mmas_n: int):
-    """``store(c, acc, row, col, g, t)``: ``_accumulators``' store, each lane's two neighbouring sums of a row
-    (columns 2t and 2t + 1 of an mma tile) written by one 8-byte ``store_f32x2``, where c's rows hold an even number
-    of floats (every pair then starts on an 8-byte boundary); an odd N, or the last column, one float a store."""
-
-    @cuda.jit(device=True, inline=True)
-    def store(c, acc, row, col, g, t):
-        m = c.shape[0]
-        n = c.shape[1]
-        even = n % 2 == 0
-        for mi in range(mmas_m):
-            for h in range(2):
-                r = row + mi * MMA_M + g + 8 * h
-                if r < m:
-                    for ni in range(mmas_n):
+                        if not paired:      # v1-v8, as they were frozen
+                            for e in range(2):
+                                cc = col + ni * MMA_N + 2 * t + e
+                                if cc < n:
+                                    c[r, cc] = acc[mi, ni, 2 * h + e]
+                            continue
                         cc = col + ni * MMA_N + 2 * t
-                        if even and cc + 1 < n:
+                        if n % 2 == 0 and cc + 1 < n:
                             store_f32x2(c, r, cc, acc[mi, ni, 2 * h], acc[mi, ni, 2 * h + 1])
                         else:               # written out, not a loop: every index of acc stays a constant
                             if cc < n:
@@ -395,7 +381,7 @@ def paired_store(mmas_m: int, mmas_n: int):
                             if cc + 1 < n:
                                 c[r, cc + 1] = acc[mi, ni, 2 * h + 1]
 
-    return store
+    return clear, store
 
 
 _clear, _store = _accumulators(MMAS_M, MMAS_N)                          # v1-v4: 2 x 4 mma tiles a warp
@@ -1023,11 +1009,9 @@ def ring_bytes(block_m: int, block_n: int, block_k: int, stages: int) -> int:
 def _build_ring(fmt: str, block_m: int, block_n: int, warps_n: int, mmas_m: int, mmas_n: int, block_k: int,
                 stages: int, name: str, paired: bool = False):
     """The kernel of ``ring_mainloop``'s shapes: accumulators cleared, the loop, each lane's accumulators stored
-    into c (as ``_build_swizzled``'s; ``paired``: by ``paired_store``), named ``name``."""
+    into c (as ``_build_swizzled``'s; ``paired``: two sums a store, ``_accumulators``'), named ``name``."""
     mainloop = ring_mainloop(_MMA[fmt], block_m, block_n, warps_n, mmas_m, mmas_n, block_k, stages)
-    clear, store = _accumulators(mmas_m, mmas_n)
-    if paired:
-        store = paired_store(mmas_m, mmas_n)
+    clear, store = _accumulators(mmas_m, mmas_n, paired)
     warp_tile_m, warp_tile_n = mmas_m * MMA_M, mmas_n * MMA_N
 
     def tc_gemm_ring_kernel(a, w, c):

@@ -86,8 +86,8 @@ def test_the_ring_gives_the_tensor_core_rung_s_bits_and_meets_the_precision_rule
 
 @pytest.mark.skipif(not course.on_simulator(), reason="tests the simulator twin")
 @pytest.mark.parametrize("shape, row, col, error, words", [
-    ((4, 8), 1, 3, ValueError, "8-byte aligned address.*col a multiple of 2, got rows of 8 and col 3"),
-    ((4, 7), 0, 0, ValueError, "tile's rows must be a multiple of 2 words long.*got rows of 7"),
+    ((4, 8), 1, 3, ValueError, "8-byte aligned address.*col a multiple of 2, got rows of 8 words and col 3"),
+    ((4, 7), 0, 0, ValueError, "tile's rows must be a multiple of 2 words long.*got rows of 7 words"),
     ((4, 8), 4, 0, IndexError, "words 0 ... 1 of row 4 lie outside tile of shape \\(4, 8\\)"),
     ((4, 8), 0, 8, IndexError, "words 8 ... 9 of row 0 lie outside"),
 ])

@@ -380,8 +380,8 @@ def test_store_f32x2_writes_both_floats_and_nothing_else():
 
 @pytest.mark.skipif(not course.on_simulator(), reason="tests the simulator twin's refusals")
 @pytest.mark.parametrize("shape, dtype, row, col, error, words", [
-    ((2, 8), np.float32, 0, 3, ValueError, "8-byte aligned address.*col a multiple of 2, got rows of 8 and col 3"),
-    ((2, 7), np.float32, 1, 2, ValueError, "rows must be a multiple of 2 floats long.*got rows of 7 and col 2"),
+    ((2, 8), np.float32, 0, 3, ValueError, "8-byte aligned address.*col a multiple of 2, got rows of 8 floats and col 3"),
+    ((2, 7), np.float32, 1, 2, ValueError, "rows must be a multiple of 2 floats long.*got rows of 7 floats and col 2"),
     ((2, 8), np.float32, 2, 0, IndexError, "floats 0 ... 1 of row 2 lie outside array of shape \\(2, 8\\)"),
     ((2, 8), np.float32, 0, 8, IndexError, "floats 8 ... 9 of row 0 lie outside"),
     ((2, 8), np.float64, 0, 0, TypeError, "a 2-dimensional array of floats, got 2 dimensions of float64"),

@@ -7,32 +7,12 @@ from llvmlite import ir
 from numba import float32, types, uint32
 from numba.cuda import cgutils
 
-from kernels.intrinsics._twins import _asm_call, _twin
+from kernels.intrinsics._twins import GLOBAL, SHARED, _aligned_run, _asm_call, _element_address, _twin
 
 
 # ----------------------------------------------------------------------------------------------
 # 16-byte loads from global memory: ld.global.nc.v4.u32 (numba's own loads stop at 8 bytes)
 # ----------------------------------------------------------------------------------------------
-
-def _aligned_run(name: str, arg: str, array, dtype, unit: str, row, col, count: int) -> tuple[int, int]:
-    """The twins' check of ``count`` neighbouring elements ``array[row, col ... col + count - 1]`` that one instruction
-    moves: ``array`` 2-dimensional of ``dtype``, the run aligned to its own size (``col`` and the rows' length
-    multiples of ``count``, as the GPU requires, else it faults) and inside the array; returns (row, col) as ints.
-    Errors name the instruction's helper (``name``), the argument (``arg``) and the limit."""
-    if array.dtype != dtype or len(array.shape) != 2:
-        raise TypeError(f"{name}: {arg} must be a 2-dimensional array of {unit}, got {len(array.shape)} dimensions of "
-                        f"{array.dtype}")
-    row, col = int(row), int(col)
-    size = count * array.dtype.itemsize
-    if array.shape[1] % count or col % count:
-        raise ValueError(f"{name}: {size} bytes at a {size}-byte aligned address: {arg}'s rows must be a multiple of "
-                         f"{count} {unit} long and col a multiple of {count}, got rows of {array.shape[1]} and col "
-                         f"{col}")
-    if not (0 <= row < array.shape[0] and 0 <= col and col + count <= array.shape[1]):
-        raise IndexError(f"{name}: {unit} {col} ... {col + count - 1} of row {row} lie outside {arg} of shape "
-                         f"{tuple(array.shape)}")
-    return row, col
-
 
 def _load_u32x4_simulated(array, row, col):
     """Words ``col ... col + 3`` of row ``row`` of the 2-dimensional uint32 ``array``, as a tuple; the 16 bytes must
@@ -53,11 +33,7 @@ def load_u32x4(typingctx, array, row, col):
         return None
 
     def codegen(context, builder, signature, args):
-        array_type = signature.args[0]
-        made = context.make_array(array_type)(context, builder, args[0])
-        indices = [context.cast(builder, value, kind, types.intp) for value, kind in zip(args[1:], signature.args[1:])]
-        element = cgutils.get_item_pointer(context, builder, array_type, made, indices, wraparound=False)
-        address = builder.ptrtoint(builder.addrspacecast(element, ir.PointerType(ir.IntType(32), 1)), ir.IntType(64))
+        address = _element_address(context, builder, signature.args[0], args[0], args[1:], signature.args[1:], GLOBAL)
         words = _asm_call(builder, "ld.global.nc.v4.u32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l",
                           [ir.IntType(32)] * 4, [address])
         return context.make_tuple(builder, signature.return_type, words)
@@ -89,11 +65,8 @@ def load_f32_l2(typingctx, array, index):
 
     def codegen(context, builder, signature, args):
         array_type, index_type = signature.args
-        made = context.make_array(array_type)(context, builder, args[0])
         values = cgutils.unpack_tuple(builder, args[1], len(index_type))
-        indices = [context.cast(builder, value, kind, types.intp) for value, kind in zip(values, index_type)]
-        element = cgutils.get_item_pointer(context, builder, array_type, made, indices, wraparound=False)
-        address = builder.ptrtoint(builder.addrspacecast(element, ir.PointerType(ir.FloatType(), 1)), ir.IntType(64))
+        address = _element_address(context, builder, array_type, args[0], values, index_type, GLOBAL)
         return _asm_call(builder, "ld.global.cg.f32 $0, [$1];", "=f,l", [ir.FloatType()], [address],
                          side_effect=True)[0]
     return types.float32(array, index), codegen
@@ -125,12 +98,8 @@ def store_f32x2(typingctx, array, row, col, low, high):
         return None
 
     def codegen(context, builder, signature, args):
-        array_type = signature.args[0]
-        made = context.make_array(array_type)(context, builder, args[0])
         kinds = signature.args
-        indices = [context.cast(builder, value, kind, types.intp) for value, kind in zip(args[1:3], kinds[1:3])]
-        element = cgutils.get_item_pointer(context, builder, array_type, made, indices, wraparound=False)
-        address = builder.ptrtoint(builder.addrspacecast(element, ir.PointerType(ir.FloatType(), 1)), ir.IntType(64))
+        address = _element_address(context, builder, kinds[0], args[0], args[1:3], kinds[1:3], GLOBAL)
         values = [context.cast(builder, value, kind, types.float32) for value, kind in zip(args[3:], kinds[3:])]
         function = ir.FunctionType(ir.VoidType(), [ir.IntType(64), ir.FloatType(), ir.FloatType()])
         builder.call(ir.InlineAsm(function, "st.global.v2.f32 [$0], {$1, $2};", "l,f,f", side_effect=True),
@@ -163,11 +132,7 @@ def load_shared_u32x2(typingctx, tile, row, col):
         return None
 
     def codegen(context, builder, signature, args):
-        tile_type = signature.args[0]
-        made = context.make_array(tile_type)(context, builder, args[0])
-        indices = [context.cast(builder, value, kind, types.intp) for value, kind in zip(args[1:], signature.args[1:])]
-        element = cgutils.get_item_pointer(context, builder, tile_type, made, indices, wraparound=False)
-        address = builder.ptrtoint(builder.addrspacecast(element, ir.PointerType(ir.IntType(32), 3)), ir.IntType(32))
+        address = _element_address(context, builder, signature.args[0], args[0], args[1:], signature.args[1:], SHARED)
         words = _asm_call(builder, "ld.shared.v2.u32 {$0, $1}, [$2];", "=r,=r,r", [ir.IntType(32)] * 2, [address],
                           side_effect=True)
         return context.make_tuple(builder, signature.return_type, words)
@@ -240,17 +205,9 @@ def cp_async_16(typingctx, tile, row, col, src, src_row, src_col, valid):
 
     def codegen(context, builder, signature, args):
         i32, i64 = ir.IntType(32), ir.IntType(64)
-
-        def element(array_type, value, index_values, index_types, space, width):
-            array = context.make_array(array_type)(context, builder, value)
-            indices = [context.cast(builder, v, t, types.intp) for v, t in zip(index_values, index_types)]
-            pointer = cgutils.get_item_pointer(context, builder, array_type, array, indices, wraparound=False)
-            moved = builder.addrspacecast(pointer, ir.PointerType(pointer.type.pointee, space))
-            return builder.ptrtoint(moved, width)
-
         kinds = signature.args
-        destination = element(kinds[0], args[0], args[1:3], kinds[1:3], 3, i32)
-        source = element(kinds[3], args[3], args[4:6], kinds[4:6], 1, i64)
+        destination = _element_address(context, builder, kinds[0], args[0], args[1:3], kinds[1:3], SHARED)
+        source = _element_address(context, builder, kinds[3], args[3], args[4:6], kinds[4:6], GLOBAL)
         present = context.cast(builder, args[6], kinds[6], types.boolean)        # an i1
         size = builder.select(present, ir.Constant(i32, 16), ir.Constant(i32, 0))
         function = ir.FunctionType(ir.VoidType(), [i32, i64, i32])

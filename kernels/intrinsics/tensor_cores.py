@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import cuda, types, uint32
-from numba.cuda import cgutils
 
-from kernels.intrinsics._twins import _asm_call, _twin
+from kernels.intrinsics._twins import SHARED, _aligned_run, _asm_call, _element_address, _twin
 from kernels.launching import FULL_MASK
 
 
@@ -133,17 +132,7 @@ def _named_row(name, tile, row, col):
     """The 4 words of the row a lane names for ldmatrix (``name`` is the helper, for the errors): words ``col``
     ... ``col + 3`` of row ``row`` of ``tile``, 16 bytes that must be 16-byte aligned (``col`` and the row's length
     multiples of 4 words)."""
-    if tile.dtype != np.uint32 or len(tile.shape) != 2:
-        raise TypeError(f"{name}: tile must be a 2-dimensional shared array of uint32 words, got "
-                        f"{len(tile.shape)} dimensions of {tile.dtype}")
-    row, col = int(row), int(col)
-    if tile.shape[1] % _ROW_WORDS or col % _ROW_WORDS:
-        raise ValueError(f"{name}: a row of a matrix is 16 bytes at a 16-byte aligned address: tile's rows "
-                         f"must be a multiple of {_ROW_WORDS} words long and col a multiple of {_ROW_WORDS}, got "
-                         f"rows of {tile.shape[1]} words and col {col}")
-    if not (0 <= row < tile.shape[0] and 0 <= col and col + _ROW_WORDS <= tile.shape[1]):
-        raise IndexError(f"{name}: words {col} ... {col + _ROW_WORDS - 1} of row {row} lie outside tile of "
-                         f"shape {tuple(tile.shape)}")
+    row, col = _aligned_run(name, "tile", tile, np.uint32, "words", row, col, _ROW_WORDS, what="a row of a matrix is ")
     return tuple(int(tile[row, col + j]) for j in range(_ROW_WORDS))
 
 
@@ -160,12 +149,7 @@ def _ldmatrix_x4_simulated(tile, row, col):
 def _ldmatrix_codegen(text):
     """The code generator of an ldmatrix.x4 whose PTX is ``text`` (its 4 results, then the shared address)."""
     def codegen(context, builder, signature, args):
-        tile_type = signature.args[0]
-        array = context.make_array(tile_type)(context, builder, args[0])
-        indices = [context.cast(builder, value, kind, types.intp) for value, kind in zip(args[1:], signature.args[1:])]
-        element = cgutils.get_item_pointer(context, builder, tile_type, array, indices, wraparound=False)
-        shared = builder.addrspacecast(element, ir.PointerType(ir.IntType(32), 3))
-        address = builder.ptrtoint(shared, ir.IntType(32))
+        address = _element_address(context, builder, signature.args[0], args[0], args[1:], signature.args[1:], SHARED)
         words = _asm_call(builder, text, "=r,=r,=r,=r,r", [ir.IntType(32)] * 4, [address], side_effect=True)
         return context.make_tuple(builder, signature.return_type, words)
     return codegen
