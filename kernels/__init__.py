@@ -49,7 +49,9 @@ choose the device (``course.use_device()``) before a kernel module loads numba.
 - ``kernels.quantized_gemv_wide``: day 9's ladder at the memory's speed: one launch per GEMV (each block of
   threads quantizes x into its shared memory) and a whole block's codes per 16-byte load, for Q4_1 and Q8_0
 - ``kernels.quantized_gemv_persistent``: day 9's ladder continued on a persistent grid (x quantized once per
-  resident block of threads, unsigned indices), for Q4_1 and Q4_0; its ``RUNGS`` is day 9's whole GEMV ladder
+  resident block of threads, unsigned indices), for Q4_1, Q4_0 and int4 with a scale per 128
+- ``kernels.quantized_gemv_prequantized``: the persistent walk on x already quantized to q8_1 by the kernel that
+  made it (no prologue); its ``RUNGS`` is day 9's whole GEMV ladder
 - ``kernels.quantized_gemm``: day 9, the W8A8 prefill GEMM y = (A_q W_q^T) sa sw on int8 codes with a scale
   per token and per channel: shared tiles and dp4a, then the same tiles on int8 tensor cores (mma.sync m16n8k32)
 - ``kernels.tensor_core_gemm``: the tensor-core GEMM on fp16 or bf16 numbers with float32 sums, day 4's ladder

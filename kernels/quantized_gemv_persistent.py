@@ -220,20 +220,11 @@ def persistent_grid(like) -> int:
     return sm_count(like) or 2
 
 
-def _build(fmt: str, rows: int = PERSISTENT_ROWS, per_lane: int = PERSISTENT_BLOCKS_PER_LANE,
-           warps: int = PERSISTENT_WARPS, per_sm: int = PERSISTENT_BLOCKS_PER_SM, quantize: bool = True,
-           walk: bool = True, prefetch: bool = False):
-    """The rung's kernel for ``fmt``, "q4_1" (scales: uint32, d low and m high), "q4_0" (scales: uint16 d, and
-    m = -8 d) or "int4_g128" (scales: uint16 d per group of 4 blocks, m = -8 d; the first lane of each 4 loads its
-    group's d and shuffles it to the other 3, so each scale is read once): ``warps`` warps a block, ``per_sm`` blocks an SM, each warp ``rows`` rows at a time, a lane
-    ``per_lane`` blocks of each per step. Two switches time the kernel's halves apart and give wrong answers:
-    ``quantize=False`` skips x's quantization (the activations are whatever shared memory holds), ``walk=False``
-    skips the rows (y is not written). ``prefetch=True`` issues the loads of each warp's first step before x's
-    quantization, so that the prologue's latency hides behind them."""
-    q4_1 = fmt == "q4_1"
+def step_loader(fmt: str, rows: int, per_lane: int):
+    """The device function ``load_step(codes, scales, w_codes, w_scales, first, start, lane, n, blocks)`` of the
+    persistent rungs and their successors for ``fmt`` ("q4_1", "q4_0" or "int4_g128"): a lane's loads of one step
+    into its registers ``w_codes`` (rows, per_lane, 4) and ``w_scales`` (rows, per_lane)."""
     grouped = fmt == "int4_g128"
-    step_blocks = per_lane * WARP
-    threads = warps * WARP
 
     @cuda.jit(device=True, inline=True)
     def load_step(codes, scales, w_codes, w_scales, first, start, lane, n, blocks):
@@ -258,6 +249,26 @@ def _build(fmt: str, rows: int = PERSISTENT_ROWS, per_lane: int = PERSISTENT_BLO
                         scale = int32(scales[row, b // uint32(_GROUP_BLOCKS)])
                     w_scales[r, u] = uint32(cuda.shfl_sync(_FULL_MASK, scale,
                                                            int32(lane & uint32(32 - _GROUP_BLOCKS))))
+
+    return load_step
+
+
+def _build(fmt: str, rows: int = PERSISTENT_ROWS, per_lane: int = PERSISTENT_BLOCKS_PER_LANE,
+           warps: int = PERSISTENT_WARPS, per_sm: int = PERSISTENT_BLOCKS_PER_SM, quantize: bool = True,
+           walk: bool = True, prefetch: bool = False):
+    """The rung's kernel for ``fmt``, "q4_1" (scales: uint32, d low and m high), "q4_0" (scales: uint16 d, and
+    m = -8 d) or "int4_g128" (scales: uint16 d per group of 4 blocks, m = -8 d; the first lane of each 4 loads its
+    group's d and shuffles it to the other 3, so each scale is read once): ``warps`` warps a block, ``per_sm`` blocks an SM, each warp ``rows`` rows at a time, a lane
+    ``per_lane`` blocks of each per step. Two switches time the kernel's halves apart and give wrong answers:
+    ``quantize=False`` skips x's quantization (the activations are whatever shared memory holds), ``walk=False``
+    skips the rows (y is not written). ``prefetch=True`` issues the loads of each warp's first step before x's
+    quantization, so that the prologue's latency hides behind them."""
+    q4_1 = fmt == "q4_1"
+    grouped = fmt == "int4_g128"
+    step_blocks = per_lane * WARP
+    threads = warps * WARP
+
+    load_step = step_loader(fmt, rows, per_lane)
 
     def kernel(codes, scales, x, y):
         x_words = cuda.shared.array(0, uint32)      # x's q8_1 codes, block-major: 8 words (4 uint64) a block ...

@@ -291,9 +291,9 @@ def gemv_timing_claims(shown: str, gemv, batched) -> None:
     for row, r in zip(rows, gemv.rows):
         assert row[0].strip("`") == r["rung"] and row[3] == f"{r['kernel_ms'] * 1e3:,.1f}"
         assert row[4] == f"{r['kernel_gbps'] / copy:.2f}"
-    from kernels import quantized_gemv_persistent
+    from kernels import quantized_gemv_prequantized
 
-    unrecorded = [name for name in quantized_gemv_persistent.RUNGS if not gemv.where(rung=name)]
+    unrecorded = [name for name in quantized_gemv_prequantized.RUNGS if not gemv.where(rung=name)]
     line = re.search(r"^not in this recording \(it was made before they existed\): (.*)$", shown, re.M)
     assert (line.group(1).split(", ") if line else []) == unrecorded
     memset = "this recording flushed L2 by writing a buffer (a memset)"

@@ -31,6 +31,7 @@ from kernels import intrinsics
 from kernels import quantized_gemv as qg
 from kernels import quantized_gemv_repacked as qgr
 from kernels import quantized_gemv_persistent as qgp
+from kernels import quantized_gemv_prequantized as qpq
 from kernels import quantized_gemv_wide as qgw
 from kernels import reference
 from kernels.launching import WARP, cdiv
@@ -45,7 +46,7 @@ SHAPES = [(1, 32), (5, 32), (9, 64), (2, 33 * 32)]
 # The repacked rungs besides: N odd (a warp of 2 rows with one), 11 rows (the batched rung's last warp has 3 rows),
 # a row of a whole chunk of 128 blocks and one more (the repacked rung's chunk loop, then its tail).
 REPACKED_SHAPES = [(1, 32), (3, 96), (11, 32 * 5), (2, 129 * 32)]
-LADDER = qgp.RUNGS               # day 9's whole ladder: quantized_gemv's four, the repacked, wide and persistent
+LADDER = qpq.RUNGS               # day 9's whole ladder: quantized_gemv's four, the repacked, wide, persistent, prequantized
 # The wide rungs besides: 33 rows (a block of 32 rows and one more), 70 rows (the last warp with 2 of its 4 rows),
 # a row of a whole chunk (64 blocks for Q4_1, 32 for Q8_0) and one more, and of 3 chunks.
 WIDE_SHAPES = [(33, 96), (70, 65 * 32), (6, 64 * 32), (3, 129 * 32)]
@@ -100,6 +101,7 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
     from kernels import quantized_gemv_repacked as qgr
     from kernels import quantized_gemv_wide as qgw
     from kernels import quantized_gemv_persistent as qgp
+    from kernels import quantized_gemv_prequantized as qpq
     f32, u32, u8 = numba.float32[::1], numba.uint32[::1], numba.uint8[:, :, ::1]
     u64_3d, u32_2d, f32_2d = numba.uint64[:, :, ::1], numba.uint32[:, ::1], numba.float32[:, ::1]
     kernels = [
@@ -119,6 +121,11 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
         ("q4_0_gemv_q8_1_persistent", qgp.q4_0_gemv_q8_1_persistent_kernel, (u32_2d, numba.uint16[:, ::1], f32, f32)),
         ("int4_g128_gemv_q8_1_persistent", qgp.int4_g128_gemv_q8_1_persistent_kernel,
          (u32_2d, numba.uint16[:, ::1], f32, f32)),
+        ("q4_1_gemv_q8_1_prequantized", qpq.q4_1_gemv_q8_1_prequantized_kernel, (u32_2d, u32_2d, u32_2d, f32, f32, f32)),
+        ("q4_0_gemv_q8_1_prequantized", qpq.q4_0_gemv_q8_1_prequantized_kernel,
+         (u32_2d, numba.uint16[:, ::1], u32_2d, f32, f32, f32)),
+        ("int4_g128_gemv_q8_1_prequantized", qpq.int4_g128_gemv_q8_1_prequantized_kernel,
+         (u32_2d, numba.uint16[:, ::1], u32_2d, f32, f32, f32)),
     ]
     for name, kernel, signature in kernels:
         for (major, minor), ptx in ptx_for_targets(kernel.py_func, signature, COMPUTE_CAPABILITIES).items():
@@ -612,6 +619,91 @@ def test_bad_arguments_of_the_persistent_rungs_are_named(call, error, words):
         call()
 
 
+# The prequantized rungs: the persistent rungs' shapes and int4_g128's.
+PREQUANTIZED = {"q4_1": (qgp.q4_1_gemv_q8_1_persistent, qpq.q4_1_gemv_q8_1_prequantized, qgr.q4_1_repack),
+                "q4_0": (qgp.q4_0_gemv_q8_1_persistent, qpq.q4_0_gemv_q8_1_prequantized, qgp.q4_0_repack),
+                "int4_g128": (qgp.int4_g128_gemv_q8_1_persistent, qpq.int4_g128_gemv_q8_1_prequantized,
+                              qgp.int4_g128_repack)}
+
+
+@pytest.mark.parametrize("fmt, shape", [(fmt, shape) for fmt in PREQUANTIZED
+                                        for shape in (INT4_SHAPES[1:] if fmt == "int4_g128" else PERSISTENT_SHAPES)],
+                         ids=lambda v: v if isinstance(v, str) else f"N{v[0]}_K{v[1]}")
+def test_prequantized_rungs_equal_the_persistent_rungs_bit_for_bit(fmt, shape, rng_seed):
+    """x's q8_1 blocks read from global memory where the persistent rungs read them from shared memory, the same
+    sums in the same order: the same bits on the simulator, from a float32 x (quantized first) and from x's q8_1
+    blocks, from the GGUF bytes and from weights repacked once, on any grid."""
+    rng, seed = rng_seed
+    persistent, prequantized, repack = PREQUANTIZED[fmt]
+    w, x = gguf_weights(rng, fmt, *shape), activations(rng, shape[1])
+    y = prequantized(w, x, out=poison(np.empty(shape[0], np.float32)))
+    check(y, reference.gemv_q8_1(w, x, fmt), name=f"{fmt}_gemv_q8_1_prequantized", seed=seed)
+    np.testing.assert_array_equal(y, persistent(w, x), err_msg=f"seed {seed}")
+    np.testing.assert_array_equal(prequantized(repack(w), qpq.quantize_activations(x), grid=3), y,
+                                  err_msg=f"seed {seed}")
+
+
+def test_quantize_activations_writes_reference_q8_1_blocks(rng_seed):
+    """Codes, scales and sums as ``reference.quantize_q8_1`` gives them (a block of zeros first), 4 codes a word."""
+    rng, seed = rng_seed
+    x = activations(rng, 5 * 32)
+    x[40] = 1e30                                          # a block whose amax is far above the others
+    codes, scales, sums = qpq.quantize_activations(x)
+    want_codes, want_scales, want_sums = reference.quantize_q8_1(x)
+    np.testing.assert_array_equal(codes.view(np.int8), want_codes, err_msg=f"seed {seed}")
+    np.testing.assert_array_equal(scales, want_scales.astype(np.float32))
+    np.testing.assert_allclose(sums, want_sums, rtol=1e-6)
+    assert codes.shape == (40,) and codes.dtype == np.uint32 and scales[0] == 0.0
+
+
+def test_prequantized_rung_reads_each_block_of_x_with_its_own_scale_and_sum():
+    """Position-coded x: block b of x is one-hot on position (5 b) % 32 with value b + 1, so its scale is
+    (b + 1) / 127 and its sum b + 1; W's codes are j % 16 (Q4_1, d = 1, m = 1000): y = sum over b of
+    ((5 b) % 32 % 16) (b + 1) + 1000 (b + 1): a block's codes paired with another block's scale or sum, or the
+    nibbles in another order, give another number."""
+    blocks = 6
+    w = np.zeros((1, blocks, 20), np.uint8)
+    w[..., :4] = np.array([1.0, 1000.0], "<f2").view(np.uint8)
+    w[..., 4:] = (np.arange(16) % 16) | ((np.arange(16, 32) % 16) << 4)
+    x = np.zeros(32 * blocks, np.float32)
+    for b in range(blocks):
+        x[32 * b + (5 * b) % 32] = b + 1
+    want = sum(((5 * b) % 32 % 16) * (b + 1) + 1000 * (b + 1) for b in range(blocks))
+    assert qpq.q4_1_gemv_q8_1_prequantized(w, qpq.quantize_activations(x))[0] == np.float32(want)
+
+
+XQ = qpq.quantize_activations(np.zeros(96, np.float32))
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: qpq.q4_1_gemv_q8_1_prequantized(W41, XQ._replace(codes=np.zeros(23, np.uint32))), ValueError,
+     r"x.codes must have shape \(code_words=24,\), got \(23,\)"),
+    (lambda: qpq.q4_1_gemv_q8_1_prequantized(W41, XQ._replace(codes=np.zeros(24, np.int32))), TypeError,
+     "x.codes must have dtype uint32, got int32"),
+    (lambda: qpq.q4_0_gemv_q8_1_prequantized(W40, XQ._replace(scales=np.zeros(2, np.float32))), ValueError,
+     r"x.scales must have shape \(blocks=3,\), got \(2,\)"),
+    (lambda: qpq.q4_0_gemv_q8_1_prequantized(W40, XQ._replace(sums=np.zeros(3, np.float64))), TypeError,
+     "x.sums must have dtype float32, got float64"),
+    (lambda: qpq.q4_1_gemv_q8_1_prequantized(W41, XQ._replace(sums=cuda.to_device(XQ.sums))), TypeError,
+     "x.codes, x.scales, x.sums must all be NumPy arrays or all be device arrays"),
+    (lambda: qpq.q4_1_gemv_q8_1_prequantized(W41, tuple(XQ)), TypeError,
+     "x must be a float32 .K,. array or Q8_1Activations, got a tuple of 3"),
+    (lambda: qpq.q4_1_gemv_q8_1_prequantized(W41, X[:64]), ValueError, r"x must have shape \(K=96,\), got \(64,\)"),
+    (lambda: qpq.q4_1_gemv_q8_1_prequantized(cuda.to_device(W41), XQ), TypeError,
+     "w, x must all be NumPy arrays or all be device arrays"),
+    (lambda: qpq.q4_0_gemv_q8_1_prequantized(W40, XQ, grid=0), ValueError, "grid must be"),
+    (lambda: qpq.int4_g128_gemv_q8_1_prequantized(W40, XQ, out=np.zeros(2, np.float32)), ValueError,
+     r"w must have shape \(rows=any, groups=any, int4_g128_block_bytes=66\), got \(2, 3, 18\)"),
+    (lambda: qpq.q4_1_gemv_q8_1_prequantized(W41, X, out=np.zeros(3, np.float32)), ValueError,
+     r"out must have shape \(rows=2,\), got \(3,\)"),
+    (lambda: qpq.quantize_activations(np.zeros(40, np.float32)), ValueError,
+     "x must have a multiple of 32 elements .q8_1 blocks of 32., got K = 40"),
+])
+def test_bad_arguments_of_the_prequantized_rungs_are_named(call, error, words):
+    with pytest.raises(error, match=words):
+        call()
+
+
 # ------------------------------------------------------------------------------------------------
 # Traffic and the byte model
 # ------------------------------------------------------------------------------------------------
@@ -677,6 +769,9 @@ def test_byte_model_numbers():
             == model.compulsory_bytes("q8_0_gemv_warp_per_row", 2, 64))
     assert model.WIDE_ROWS_PER_BLOCK == qgw.WIDE_WARPS * qgw.WIDE_ROWS_PER_WARP
     assert set(model.RUNG_FORMATS) == set(LADDER) and model.BATCHED_RUNGS == ("q4_1_gemv_q8_1_small_batch",)
+    # the prequantized rungs, timed on x's q8_1 blocks: W, the blocks (K bytes of codes, 8 a block) and y once
+    assert model.compulsory_bytes("int4_g128_gemv_q8_1_prequantized", 5, 256) == 5 * 2 * 66 + (256 + 8 * 8) + 5 * 4
+    assert model.PREQUANTIZED_RUNGS == tuple(name for name in LADDER if name.endswith("_prequantized"))
     for call, error in [(lambda: model.weight_bytes("q5_0", 1, 32), ValueError),
                         (lambda: model.weight_bytes("q4_0", 1, 48), ValueError),
                         (lambda: model.weight_bytes("int4_g128", 1, 96), ValueError),
@@ -701,7 +796,8 @@ def test_ptx_of_every_kernel(compiled):
     records = compiled()
     assert {(r["kernel"], r["cc"]) for r in records} == {(k, cc) for k in (*WARP_PER_ROW, "q8_1_quantize",
                                                                          "q8_0_quantize", "q4_1_gemv_q8_1_dp4a",
-                                                                         *REPACKED, *WIDE, *PERSISTENT)
+                                                                         *REPACKED, *WIDE, *PERSISTENT,
+                                                                         *PREQUANTIZED_PTX)
                                                           for cc in ("sm_80", "sm_90")}
     for r in records:
         assert not r["local"] and not r["f64"], r
@@ -718,6 +814,9 @@ def test_ptx_of_every_kernel(compiled):
         if r["kernel"] in PERSISTENT:
             assert r["byte_loads"] == 0 and r["dp4a"] >= PERSISTENT[r["kernel"]]["dp4a"], r
             assert r["loads_16_bytes"] >= PERSISTENT[r["kernel"]]["loads_16_bytes"], r
+        if r["kernel"] in PREQUANTIZED_PTX:
+            assert r["byte_loads"] == 0 and r["dp4a"] >= PREQUANTIZED_PTX[r["kernel"]]["dp4a"], r
+            assert r["loads_16_bytes"] >= PREQUANTIZED_PTX[r["kernel"]]["loads_16_bytes"], r
 
 
 # At least: the repacked rung's chunk unrolled, 2 rows x 4 blocks x 8 dp4a and 2 rows x 4 blocks x 2 8-byte loads of
@@ -735,3 +834,8 @@ WIDE = {"q4_1_gemv_q8_1_wide": {"dp4a": 64, "loads_16_bytes": 16},
 PERSISTENT = {name: {"dp4a": 8 * qgp.PERSISTENT_ROWS * qgp.PERSISTENT_BLOCKS_PER_LANE,
                      "loads_16_bytes": qgp.PERSISTENT_ROWS * qgp.PERSISTENT_BLOCKS_PER_LANE}
               for name in ("q4_1_gemv_q8_1_persistent", "q4_0_gemv_q8_1_persistent", "int4_g128_gemv_q8_1_persistent")}
+# At least: a step unrolled, PREQUANTIZED_BLOCKS_PER_LANE blocks x 8 dp4a, each block's codes in one 16-byte load and
+# its activation codes in two.
+PREQUANTIZED_PTX = {f"{fmt}_gemv_q8_1_prequantized": {"dp4a": 8 * qpq.PREQUANTIZED_BLOCKS_PER_LANE,
+                                                 "loads_16_bytes": 3 * qpq.PREQUANTIZED_BLOCKS_PER_LANE}
+                    for fmt in ("q4_1", "q4_0", "int4_g128")}

@@ -137,7 +137,7 @@ def day08_fp8_cases() -> list[Case]:
 # ---------------------------------------------------------------------------------------------
 
 def day09_gguf_cases() -> list[Case]:
-    """Each rung of day 9's ladder (``kernels.quantized_gemv_persistent.RUNGS``) on test_day09_quantized_gemv.py's
+    """Each rung of day 9's ladder (``kernels.quantized_gemv_prequantized.RUNGS``) on test_day09_quantized_gemv.py's
     awkward weights (a block of zeros, a block of two values, a constant block, and a last row of raw random bytes
     under random fp16 scales: every code, Q8_0's -128 and subnormal scales appear) at 5 rows of 33 blocks (lane 0
     takes two; int4_g128, whose K is a multiple of 128: 36), x's first block zeros (q8_1: d = 0); and the day's quantizer ``q8_0_quantize`` at its rounding corners
@@ -146,14 +146,14 @@ def day09_gguf_cases() -> list[Case]:
     import test_day09_quantized_gemv as day09
     from course.models.quantized import RUNG_FORMATS
     from kernels import quantized_gemv as qg
-    from kernels import quantized_gemv_persistent as qgp
+    from kernels import quantized_gemv_prequantized as qpq
 
     def gemv(name):
         def build():
             rng = np.random.default_rng(SEED)
             k = 33 * 32 if RUNG_FORMATS[name] != "int4_g128" else 36 * 32      # int4_g128: K a multiple of 128
             w = day09.gguf_weights(rng, RUNG_FORMATS[name], 5, k)
-            return qgp.RUNGS[name], (w, day09.activations(rng, k)), dict(out=np.full(5, np.nan, np.float32))
+            return qpq.RUNGS[name], (w, day09.activations(rng, k)), dict(out=np.full(5, np.nan, np.float32))
         return Case(f"{name}_gguf_corners", build)
 
     def quantize_corners():
@@ -164,7 +164,7 @@ def day09_gguf_cases() -> list[Case]:
         x[2, 96:] *= np.float32(3e4)
         return qg.q8_0_quantize, (x,), {}
 
-    return [*(gemv(name) for name in qgp.RUNGS), Case("q8_0_quantize_corners", quantize_corners)]
+    return [*(gemv(name) for name in qpq.RUNGS), Case("q8_0_quantize_corners", quantize_corners)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,7 +181,8 @@ DAYS = (
     GpuDay("day07", ladders=("kernels.gqa_attention",), other_gpu=True),
     GpuDay("day08", ladders=("kernels.low_precision_attention",), other_gpu=True, extra_cases=day08_fp8_cases),
     GpuDay("day09", ladders=("kernels.quantized_gemv", "kernels.quantized_gemv_repacked", "kernels.quantized_gemv_wide",
-                              "kernels.quantized_gemv_persistent", "kernels.quantized_gemm"),
+                              "kernels.quantized_gemv_persistent", "kernels.quantized_gemv_prequantized",
+                              "kernels.quantized_gemm"),
            other_gpu=True, extra_cases=day09_gguf_cases),
 )
 # Ladders of kernels/ that no row holds, and why.

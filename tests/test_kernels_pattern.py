@@ -836,7 +836,7 @@ def compile_every_rung(emit=print) -> None:
         args, kwargs = operation_of(rung).inputs(np.random.default_rng(0), rung)
         if rung.launcher.__name__ == "copy_v2_grid_stride":
             kwargs["blocks"] = 2                  # the default asks the (absent) GPU for its SM count
-        if rung.launcher.__name__.endswith("_persistent"):
+        if rung.launcher.__name__.endswith(("_persistent", "_prequantized")):
             kwargs["grid"] = 2                    # the same
         launches = []
         rung(*args, **kwargs, **seen_kernels(rung, launches, compile_launch))

@@ -571,20 +571,21 @@ def test_a_sweep_asked_for_it_times_the_kernel_with_l2_warm_too():
 
 
 def test_day09_declares_every_rung_of_its_ladder_at_llama_shapes():
-    """The checks, the sweep and Nsight's cases come from ``kernels.quantized_gemv_persistent.RUNGS`` (the day's
+    """The checks, the sweep and Nsight's cases come from ``kernels.quantized_gemv_prequantized.RUNGS`` (the day's
     ladder, ``kernels.quantized_gemv``'s rungs first), each rung with the format the byte model gives it; the sweep
     flushes L2 (a Q4 matrix of 8192 x 8192 fits in it) and times it warm too; the batched sweep times the batched
     rung at T = 1 ... 16 beside torch's fp16 matmul, at both shapes."""
     from course.models import quantized as model
     from course.record import day09
-    from kernels import quantized_gemv, quantized_gemv_persistent
+    from kernels import quantized_gemv, quantized_gemv_prequantized
 
-    assert list(day09.FORMATS) == list(quantized_gemv_persistent.RUNGS) and day09.FORMATS == model.RUNG_FORMATS
+    assert list(day09.FORMATS) == list(quantized_gemv_prequantized.RUNGS) and day09.FORMATS == model.RUNG_FORMATS
     assert list(day09.FORMATS)[:len(quantized_gemv.RUNGS)] == list(quantized_gemv.RUNGS)
     assert day09.REPACKED == ("q4_1_gemv_q8_1_repacked", "q4_1_gemv_q8_1_small_batch", "q4_1_gemv_q8_1_wide",
                               "q8_0_gemv_q8_1_wide", "q4_1_gemv_q8_1_persistent", "q4_0_gemv_q8_1_persistent",
-                              "int4_g128_gemv_q8_1_persistent")
-    assert [c.label for c in day09.ncu_cases()] == list(quantized_gemv_persistent.RUNGS)
+                              "int4_g128_gemv_q8_1_persistent", "q4_1_gemv_q8_1_prequantized", "q4_0_gemv_q8_1_prequantized",
+                              "int4_g128_gemv_q8_1_prequantized")
+    assert [c.label for c in day09.ncu_cases()] == list(quantized_gemv_prequantized.RUNGS)
     assert {(c.N, day09.ncu_shape(c.N)["K"]) for c in day09.ncu_cases()} == {(8192, 8192)}
     sweep = day09.gemv_sweep()
     assert sweep.points == ((8192, 8192), (28672, 8192)) and set(sweep.quick_points) <= set(sweep.points)

@@ -377,12 +377,13 @@ NOT_RUNGS = {"kv_cache_write", "fp8_quantize"}
 
 def _ladders() -> tuple:
     from kernels import (attention, flash_attention, gqa_attention, low_precision_attention, paged_attention,
-                         quantized_gemm, quantized_gemv, quantized_gemv_persistent, quantized_gemv_repacked,
-                         quantized_gemv_wide, softmax,
+                         quantized_gemm, quantized_gemv, quantized_gemv_persistent, quantized_gemv_prequantized,
+                         quantized_gemv_repacked, quantized_gemv_wide, softmax,
                          tensor_core_gemm)
 
     return (attention, softmax, flash_attention, paged_attention, gqa_attention, low_precision_attention, quantized_gemv,
-            quantized_gemv_repacked, quantized_gemv_wide, quantized_gemv_persistent, quantized_gemm, tensor_core_gemm)
+            quantized_gemv_repacked, quantized_gemv_wide, quantized_gemv_persistent, quantized_gemv_prequantized,
+            quantized_gemm, tensor_core_gemm)
 
 
 def _registry_names() -> set:

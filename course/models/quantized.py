@@ -26,9 +26,13 @@ weight (``FORMAT_BLOCKS`` gives every format's weights and bytes a block).
   The persistent rungs (``traffic_q4_1_gemv_q8_1_persistent(N, K, grid)``, its Q4_0 and int4_g128 twins) read W's
   codes and scales once (int4_g128: a scale per group of 128, each read by one lane) and x once per block of
   threads of their grid (``SIMULATOR_GRID`` on the simulator, one per SM on a GPU), whatever N, and write y.
+  The prequantized rungs (``traffic_q4_1_gemv_q8_1_prequantized(N, K)``, its Q4_0 and int4_g128 twins), called with a
+  float32 x, run the quantize kernel first; their GEMV reads W's codes and scales once and x's q8_1 blocks once per
+  row (from L1 on a GPU), and writes y.
 - ``bytes_<rung>(N, K)``: the total of ``traffic_<rung>`` (``bytes_q4_1_gemv_q8_1_small_batch(N, K, T)``).
 - ``compulsory_bytes(rung, N, K, T=1)``: what must cross DRAM at least: W once, x and y once per token, and for
-  the q8_1 rungs their q8_1 blocks written once and read once per token. Timings divide these by the time.
+  the q8_1 rungs their q8_1 blocks written once and read once per token; for the prequantized rungs, timed on x's
+  q8_1 blocks, W, those blocks and y once. Timings divide these by the time.
 - ``flops(N, K, T=1)``: a multiply and an add per weight and token, 2 T N K, for every rung (T = 1 but for
   the batched rung); ``dp4a_count(N, K, T=1)``: the dp4a a q8_1 rung issues, one per 4 weights and token,
   T N K / 4 lane-instructions (T N K / 128 warp instructions).
@@ -61,7 +65,10 @@ __all__ = ["QK", "BLOCK_BYTES", "FORMAT_BLOCKS", "RUNG_FORMATS", "BATCHED_RUNGS"
            "bytes_q4_1_gemv_q8_1_wide", "bytes_q8_0_gemv_q8_1_wide", "SIMULATOR_GRID",
            "traffic_q4_1_gemv_q8_1_persistent", "traffic_q4_0_gemv_q8_1_persistent",
            "bytes_q4_1_gemv_q8_1_persistent", "bytes_q4_0_gemv_q8_1_persistent",
-           "traffic_int4_g128_gemv_q8_1_persistent", "bytes_int4_g128_gemv_q8_1_persistent", "traffic",
+           "traffic_int4_g128_gemv_q8_1_persistent", "bytes_int4_g128_gemv_q8_1_persistent",
+           "PREQUANTIZED_RUNGS", "traffic_q4_1_gemv_q8_1_prequantized", "traffic_q4_0_gemv_q8_1_prequantized",
+           "traffic_int4_g128_gemv_q8_1_prequantized", "bytes_q4_1_gemv_q8_1_prequantized", "bytes_q4_0_gemv_q8_1_prequantized",
+           "bytes_int4_g128_gemv_q8_1_prequantized", "traffic",
            "compulsory_bytes"]
 
 QK = GGUF_BLOCK_SIZE
@@ -74,7 +81,9 @@ RUNG_FORMATS = {"q8_0_gemv_warp_per_row": "q8_0", "q4_0_gemv_warp_per_row": "q4_
                 "q4_1_gemv_warp_per_row": "q4_1", "q4_1_gemv_q8_1_dp4a": "q4_1", "q4_1_gemv_q8_1_repacked": "q4_1",
                 "q4_1_gemv_q8_1_small_batch": "q4_1", "q4_1_gemv_q8_1_wide": "q4_1", "q8_0_gemv_q8_1_wide": "q8_0",
                 "q4_1_gemv_q8_1_persistent": "q4_1", "q4_0_gemv_q8_1_persistent": "q4_0",
-                "int4_g128_gemv_q8_1_persistent": "int4_g128"}
+                "int4_g128_gemv_q8_1_persistent": "int4_g128", "q4_1_gemv_q8_1_prequantized": "q4_1",
+                "q4_0_gemv_q8_1_prequantized": "q4_0", "int4_g128_gemv_q8_1_prequantized": "int4_g128"}
+PREQUANTIZED_RUNGS = ("q4_1_gemv_q8_1_prequantized", "q4_0_gemv_q8_1_prequantized", "int4_g128_gemv_q8_1_prequantized")
 BATCHED_RUNGS = ("q4_1_gemv_q8_1_small_batch",)      # the rungs that take T tokens at once
 ROWS_PER_WARP = 2              # rows per warp of q4_1_gemv_q8_1_repacked: its warps read the q8_1 blocks
 BATCH_ROWS_PER_WARP = 4        # rows per warp of q4_1_gemv_q8_1_small_batch
@@ -243,6 +252,36 @@ def traffic_int4_g128_gemv_q8_1_persistent(N: int, K: int, grid: int = SIMULATOR
     return _persistent("int4_g128", N, K, grid)
 
 
+def _prequantized(fmt: str, N: int, K: int) -> dict:
+    """The q8_1 quantize kernel on x, then one kernel: W's codes and scales once, x's q8_1 blocks once per row (each
+    warp reads every block of x for each row it walks: L1 serves them after the first warp of an SM), y written."""
+    _check(N=N, K=K)
+    blocks = K // QK
+    found = _q8_1_quantize(K, 1)
+    for name, loads in (("x_q", N * K), ("x_scale", N * blocks * FLOAT32), ("x_sum", N * blocks * FLOAT32)):
+        found[name] = (loads, found[name][1])
+    size = weight_bytes(fmt, N, K)
+    found.update({"codes": (N * K // 2, 0), "scales": (size - N * K // 2, 0), "y": (0, N * FLOAT32)})
+    return found
+
+
+def traffic_q4_1_gemv_q8_1_prequantized(N: int, K: int) -> dict:
+    """Given a float32 x (the registry's call): the quantize kernel, then W's 16 bytes of codes and 4 of scales per
+    block once, x's q8_1 blocks (K bytes of codes, a scale and a sum a block) once per row, y written. Given x's
+    q8_1 blocks (what a model and the recordings pass), the same without the quantize kernel."""
+    return _prequantized("q4_1", N, K)
+
+
+def traffic_q4_0_gemv_q8_1_prequantized(N: int, K: int) -> dict:
+    """As ``traffic_q4_1_gemv_q8_1_prequantized``, with 2 bytes of scale per block."""
+    return _prequantized("q4_0", N, K)
+
+
+def traffic_int4_g128_gemv_q8_1_prequantized(N: int, K: int) -> dict:
+    """As ``traffic_q4_1_gemv_q8_1_prequantized``, with 2 bytes of scale per group of 128 (one lane of 4 loads each)."""
+    return _prequantized("int4_g128", N, K)
+
+
 def _total(traffic: dict) -> int:
     return sum(loads + stores for loads, stores in traffic.values())
 
@@ -302,6 +341,21 @@ def bytes_int4_g128_gemv_q8_1_persistent(N: int, K: int, grid: int = SIMULATOR_G
     return _total(traffic_int4_g128_gemv_q8_1_persistent(N, K, grid))
 
 
+def bytes_q4_1_gemv_q8_1_prequantized(N: int, K: int) -> int:
+    """All of ``traffic_q4_1_gemv_q8_1_prequantized``."""
+    return _total(traffic_q4_1_gemv_q8_1_prequantized(N, K))
+
+
+def bytes_q4_0_gemv_q8_1_prequantized(N: int, K: int) -> int:
+    """All of ``traffic_q4_0_gemv_q8_1_prequantized``."""
+    return _total(traffic_q4_0_gemv_q8_1_prequantized(N, K))
+
+
+def bytes_int4_g128_gemv_q8_1_prequantized(N: int, K: int) -> int:
+    """All of ``traffic_int4_g128_gemv_q8_1_prequantized``."""
+    return _total(traffic_int4_g128_gemv_q8_1_prequantized(N, K))
+
+
 _TRAFFIC = {"q8_0_gemv_warp_per_row": traffic_q8_0_gemv_warp_per_row,
             "q4_0_gemv_warp_per_row": traffic_q4_0_gemv_warp_per_row,
             "q4_1_gemv_warp_per_row": traffic_q4_1_gemv_warp_per_row,
@@ -312,7 +366,10 @@ _TRAFFIC = {"q8_0_gemv_warp_per_row": traffic_q8_0_gemv_warp_per_row,
             "q8_0_gemv_q8_1_wide": traffic_q8_0_gemv_q8_1_wide,
             "q4_1_gemv_q8_1_persistent": traffic_q4_1_gemv_q8_1_persistent,
             "q4_0_gemv_q8_1_persistent": traffic_q4_0_gemv_q8_1_persistent,
-            "int4_g128_gemv_q8_1_persistent": traffic_int4_g128_gemv_q8_1_persistent}
+            "int4_g128_gemv_q8_1_persistent": traffic_int4_g128_gemv_q8_1_persistent,
+            "q4_1_gemv_q8_1_prequantized": traffic_q4_1_gemv_q8_1_prequantized,
+            "q4_0_gemv_q8_1_prequantized": traffic_q4_0_gemv_q8_1_prequantized,
+            "int4_g128_gemv_q8_1_prequantized": traffic_int4_g128_gemv_q8_1_prequantized}
 
 
 def _tokens(rung: str, T) -> int:
@@ -336,8 +393,11 @@ def traffic(rung: str, N: int, K: int, T: int = 1) -> dict:
 def compulsory_bytes(rung: str, N: int, K: int, T: int = 1) -> int:
     """What must cross DRAM at least: W in the rung's format once, x and y once per token; the blocks of the q8_1
     rungs that quantize x in a kernel of its own (K bytes of codes, a scale and a sum per block) are written once
-    and read once per token as well (the wide rungs keep them in shared memory)."""
+    and read once per token as well (the wide rungs keep them in shared memory). The prequantized rungs, given x's
+    q8_1 blocks (as they are timed), read those blocks once and never x."""
     T = _tokens(rung, T)
+    if rung in PREQUANTIZED_RUNGS:
+        return weight_bytes(RUNG_FORMATS[rung], N, K) + T * (K + K // QK * Q8_1_EXTRA + N * FLOAT32)
     total = weight_bytes(RUNG_FORMATS[rung], N, K) + T * (K * FLOAT32 + N * FLOAT32)
     if rung in Q8_1_RUNGS:
         total += 2 * T * (K + K // QK * Q8_1_EXTRA)

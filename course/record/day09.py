@@ -1,7 +1,8 @@
 """GPU recordings of day 9: quantized GEMV over GGUF blocks (``kernels.quantized_gemv`` and its continuations
-``kernels.quantized_gemv_repacked``, ``kernels.quantized_gemv_wide`` and ``kernels.quantized_gemv_persistent``).
+``kernels.quantized_gemv_repacked``, ``kernels.quantized_gemv_wide``, ``kernels.quantized_gemv_persistent`` and
+``kernels.quantized_gemv_prequantized``).
 
-A declaration for ``course.record.harness`` over the registry ``kernels.quantized_gemv_persistent.RUNGS`` (the
+A declaration for ``course.record.harness`` over the registry ``kernels.quantized_gemv_prequantized.RUNGS`` (the
 day's whole ladder, ``LADDER``): y = W x at batch 1, the decode step's matrix-vector product, with W stored in its
 llama.cpp bytes (``RUNG_FORMATS``: Q8_0, Q4_0, Q4_1; and the course's int4 with an fp16 scale per group of 128,
 ``int4_g128``) at two shapes of Llama 3 70B's layers (``SHAPES``, (N, K): 8192 x 8192, the attention output
@@ -11,7 +12,9 @@ trained layer's weights), quantized by ``kernels.reference`` (``quantize_q8_0``,
 ``RUNGS`` (or torch's call, ``torch_...``), the shape it measured in ``N`` and ``K`` and the weights' format in
 ``fmt``. The rungs that read repacked weights (``REPACKED``) are given ``q4_1_repack(w)`` (``q8_0_repack``,
 ``q4_0_repack`` and ``int4_g128_repack`` for the other formats), made once on the device before any timing (the
-repacking is a load-time step, never timed). The checks run first, then ``record(out_dir)`` writes:
+repacking is a load-time step, never timed); the prequantized rungs (``model.PREQUANTIZED_RUNGS``) are timed on x's
+q8_1 blocks, made once before any timing by ``quantize_activations`` as the kernel that makes x would write them (their
+checks pass a float32 x, which their launchers quantize first). The checks run first, then ``record(out_dir)`` writes:
 
 - ``day09_full_size_checks.json``: every rung at both shapes against the float64 reference: the
   dequantized W (``reference.dequantize_<fmt>``) times x; for the q8_1 rungs (``Q8_1_RUNGS``), W times x
@@ -28,7 +31,8 @@ repacking is a load-time step, never timed). The checks run first, then ``record
   (``torch._weight_int4pack_mm``, tinygemm) on the same Q4_1 matrix (codes, scales and minimums, groups of
   32, bf16 scales and x), where this torch and GPU have it (the sweep's notes say why not otherwise).
   ``bytes``: the compulsory bytes of one call (``course.models.quantized.compulsory_bytes``: W in its format,
-  x and y once, the dp4a rung's q8_1 blocks written and read; torch's at its formats), ``gbps`` from
+  x and y once, the dp4a rung's q8_1 blocks written and read, the prequantized rungs' read instead of x; torch's at
+  its formats), ``gbps`` from
   ``median_ms``, ``kernel_gbps`` and ``warm_kernel_gbps`` from the GPU's time alone,
   ``kernel_speedup_over_fp16`` (and ``kernel_speedup_over_int4pack``) torch's ``kernel_ms`` over the row's.
 - ``day09_batched_timing.json``: ``q4_1_gemv_q8_1_small_batch`` on a decode batch of T = 1, 2, 4, 8, 16 tokens
@@ -67,8 +71,8 @@ from course.models import quantized as model
 from course.record import harness
 from course.record.harness import Check, NcuCase, Sweep, Timed
 from course.models import quantized_gemm as gemm_model
-from kernels import (quantized_gemm, quantized_gemv, quantized_gemv_persistent, quantized_gemv_repacked,
-                     quantized_gemv_wide, reference)
+from kernels import (quantized_gemm, quantized_gemv, quantized_gemv_persistent, quantized_gemv_prequantized,
+                     quantized_gemv_repacked, quantized_gemv_wide, reference)
 
 SHAPES = ((8192, 8192), (28672, 8192))         # (N, K): Llama 3 70B's o_proj, and its gate and up projections
 QUICK_CHECK_SHAPES = ((1024, 4096),)
@@ -80,12 +84,13 @@ CHUNK_ROWS = 1024          # rows of W made, quantized and multiplied at a time 
 QK = model.QK
 DP4A = "q4_1_gemv_q8_1_dp4a"
 BATCHED = "q4_1_gemv_q8_1_small_batch"
-LADDER = quantized_gemv_persistent.RUNGS        # the day's whole ladder: quantized_gemv's rungs and their successors
+LADDER = quantized_gemv_prequantized.RUNGS      # the day's whole ladder: quantized_gemv's rungs and their successors
 # The weight format of each rung, in ladder order (a test checks that these are the ladder's rungs).
 FORMATS = {name: model.RUNG_FORMATS[name] for name in LADDER}
 # The rungs whose reference is W times the q8_1 activations, and those timed on repacked weights.
 Q8_1_RUNGS = (DP4A, "q4_1_gemv_q8_1_repacked", BATCHED, "q4_1_gemv_q8_1_wide", "q8_0_gemv_q8_1_wide",
-              "q4_1_gemv_q8_1_persistent", "q4_0_gemv_q8_1_persistent", "int4_g128_gemv_q8_1_persistent")
+              "q4_1_gemv_q8_1_persistent", "q4_0_gemv_q8_1_persistent", "int4_g128_gemv_q8_1_persistent",
+              *model.PREQUANTIZED_RUNGS)
 REPACKED = tuple(name for name in LADDER if name not in quantized_gemv.RUNGS)
 TOKENS = (1, 2, 4, 8, 16)                      # the decode batches of the batched sweep
 QUICK_BATCH_POINTS = ((8192, 8192, 1), (8192, 8192, 16))
@@ -354,10 +359,12 @@ def _gemv_cases(point) -> list[Timed]:
     flops = model.flops(n, k)
     on_device = {}
     cases = []
+    dx_q = quantized_gemv_prequantized.quantize_activations(dx)      # what the kernel that makes x writes
     for name, rung in LADDER.items():
         fmt = FORMATS[name]
         moved = model.compulsory_bytes(name, n, k)
-        cases.append(Timed(name, _launch_deferring_frees(rung, device_weights(name, n, k, on_device), dx, out),
+        given = dx_q if name in model.PREQUANTIZED_RUNGS else dx
+        cases.append(Timed(name, _launch_deferring_frees(rung, device_weights(name, n, k, on_device), given, out),
                            moved, flops, _columns(fmt, model.bits_per_weight(fmt), moved, flops)))
     torch = baselines.cuda_torch()
     generator = torch.Generator(device="cuda").manual_seed(SEED * 100003 + n)
@@ -390,7 +397,7 @@ def gemv_sweep() -> Sweep:
         name="day09_gemv_timing",
         notes=("y = W x at batch 1, W (N, K) in GGUF blocks of 32 (fmt: q8_0, q4_0, q4_1) or in int4 groups of 128 with "
                "an fp16 scale (int4_g128); Gaussian W, std 0.02, quantized by kernels.reference, x (K,) and y (N,) float32; rung: the rung of "
-               "kernels.quantized_gemv_persistent.RUNGS ("
+               "kernels.quantized_gemv_prequantized.RUNGS ("
                + ", ".join(f"{name} on {fmt}" for name, fmt in FORMATS.items()) + "; " + ", ".join(REPACKED)
                + " on the weights repacked once by q4_1_repack, q4_0_repack, q8_0_repack or int4_g128_repack before "
                "timing, the "
@@ -464,6 +471,8 @@ def _ncu_launch(name: str, n: int, k: int):
 
     dw = device_weights(name, n, k, {})
     dx = cuda.to_device(activations(k))
+    if name in model.PREQUANTIZED_RUNGS:
+        dx = quantized_gemv_prequantized.quantize_activations(dx)
     out = cuda.device_array(n, np.float32)
     rung = LADDER[name]
     return lambda: rung(dw, dx, out=out)
@@ -471,7 +480,8 @@ def _ncu_launch(name: str, n: int, k: int):
 
 def ncu_cases() -> list[NcuCase]:
     """Each rung once at NCU_N x NCU_K (the q8_1 rungs: their two kernels, the q8_1 quantizer and the GEMV; the
-    batched rung at batch 1; the repacked rungs on weights repacked beforehand)."""
+    batched rung at batch 1; the repacked rungs on weights repacked beforehand; the prequantized rungs on x's q8_1
+    blocks made beforehand, their GEMV alone)."""
     return [NcuCase(name, NCU_N, harness.lazy(_ncu_launch, name, NCU_N, NCU_K)) for name in LADDER]
 
 
@@ -516,7 +526,7 @@ def recorder() -> harness.Recorder:
         day="day09", checks=lambda quick: (checks(QUICK_CHECK_SHAPES if quick else SHAPES)
                                            + gemm_checks(QUICK_GEMM_SIZES[0] if quick else GEMM_CHECK_SIZE)),
         check_recording="day09_full_size_checks",
-        check_notes=("every rung of kernels.quantized_gemv_persistent.RUNGS (day 9's ladder) on Gaussian W (std 0.02) "
+        check_notes=("every rung of kernels.quantized_gemv_prequantized.RUNGS (day 9's ladder) on Gaussian W (std 0.02) "
                      "quantized by kernels.reference (fmt), x Gaussian float32, against the float64 reference: the "
                      "dequantized W times x (against='x'); for the q8_1 rungs (" + ", ".join(Q8_1_RUNGS) + "), the "
                      "dequantized W times x quantized to q8_1 (reference.quantize_q8_1) in the codes' product and "
