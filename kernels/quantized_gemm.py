@@ -55,7 +55,8 @@ read once per thread that holds the row or the column.
   (``course/data/day09_gemm_timing.json``, L2 flushed, the GPU's time alone): 459 TOP/s at 4096^3 and 529 at
   8192^3, 0.54 and 0.57 of torch._int_mm in the same run (844 and 932 TOP/s), 1.9 and 2.2 times the fp16 v5's
   rate in day 8's H100 recording: inside the predicted band at 4,096, just above it at 8,192, so v3 is limited
-  where v5 is, not by the int8 tensor cores' rate.
+  where v5 is, not by the int8 tensor cores' rate. On an H200 (``day09_gemm_timing_other_gpu``, 2026-12-07): 461
+  TOP/s at 4096^3, 0.55 of torch._int_mm's 841 in the same run.
 
 A tool beside the ladder (a kernel with a launcher of the same pattern, not a rung: its output is codes, checked
 bit for bit):

@@ -33,7 +33,7 @@ bytes in flight are what held that rung back; at short partitions (16 x 8,192) n
 then computes a few tiles and fills its ring once for them. If it stays near the register rung at long contexts,
 the limit is elsewhere (the instructions a tile costs: Nsight's issue-slot and stall figures will say).
 
-Measured since, on an H100 only (no H200 could be had for it yet): at 16 x 8,192, 16 x 32,768 and 64 x 16,384
+Measured since, first on an H100: at 16 x 8,192, 16 x 32,768 and 64 x 16,384
 tokens it read its cache at 0.38, 0.60 and 0.62 of copy, where ``gqa_decode_tensor_cores`` on the same fp8 cache in
 the same run read 0.41, 0.88 and 0.92: two thirds of the register rung's speed at long contexts, its output the
 same bits (the GPU test at full size). Nsight Compute on one step at 16 x 32,768 says why: the ring executed 383 M
@@ -44,7 +44,7 @@ ready to issue and another one issuing): the schedulers were busy. The register 
 instructions: per tile each lane computes the addresses of its 8 copies (page, row, rotated chunk, bounds) and
 reads 32 words of shared memory with 32-bit loads (17 M shared wavefronts, 8.4 M of them bank conflicts, where the
 rotation was predicted to leave none beyond the minimum). On an H100, whose bytes in flight already sufficed, the
-added instructions only cost; whether more bytes in flight pay on an H200 cannot be told from this GPU. The next
+added instructions only cost (on the H200 too, below). The next
 rung, then: the same ring with the per-tile address work hoisted (a lane's copies and reads are the same offsets
 every tile) and 16-byte shared reads, so a tile costs about what the register rung's does.
 
@@ -67,9 +67,15 @@ stages:
 The recording made since (``day08_decode_timing``, the same H100, 2026-12-07, the GPU's time alone): 0.84, 0.84 and
 0.89 of copy at 16 x 32,768, 64 x 8,192 and 64 x 16,384, 1.42 to 1.45 times the ring, 0.93 to 0.95 times the
 register rung, 3.28 to 3.46 times the best float32 step; the full-size checks on that GPU give the ring's errors
-(its bits, checked by a test at full size there too). Whether its bytes in flight pay on a faster memory is what an
-H200's recording will tell (``python -m course.record day08 --other-gpu``): the goal there is 0.9 of copy and 3.5
-times the best float32 step.
+(its bits, checked by a test at full size there too).
+
+On the H200 (``day08_decode_timing_other_gpu``, 2026-12-07, copy 4.2 TB/s, the GPU's time alone), at 16 x 32,768 and
+64 x 16,384: the ring 0.42 and 0.44 of copy (its prediction, 0.85 to 0.95, failed), the lean ring 0.64 and 0.67,
+the register rung 0.73 and 0.77; the lean ring 0.87 and 0.88 times the register rung and 2.74 and 2.83 times the
+best float32 step. The goal (0.9 of copy and 3.5 times) is not met. The extra bytes in flight did not pay on the
+faster memory either: both rings fell further behind the register rung there than on the H100 (the lean ring from
+0.93 to 0.95 times it to 0.87 and 0.88), so per-tile instructions, not bytes in flight, are what limits them, and
+what a next rung must cut.
 
 fp8 caches only (the fp16 rung already reads at the copy bandwidth), head_dim a multiple of 16 up to 128 (a
 16-byte copy holds 16 codes), compute capability 8.9 or later (PTX's e4m3 conversion).
