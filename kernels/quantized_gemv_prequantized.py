@@ -37,9 +37,9 @@ interleaved: 0.1 to 0.4 us). Without the prologue the int4_g128 rung took 17.4 u
 times torch's fp16 GEMV there asks for 17.1. So x is quantized where it is made, once per token for every GEMV
 that reads it, and these rungs start W's loads in their first instructions.
 
-A lane reads block b of x right before the block's arithmetic, after the step's loads of W are issued: 40 bytes
-from the read-only path (``kernels.intrinsics.load_u32x4`` twice, then two 4-byte loads), which after the first
-warp of an SM are L1 hits (x's blocks are 10 KB at K = 8,192, each read by every warp). Each lane sums its blocks
+A lane reads block b of x right before the block's arithmetic, after the step's loads of W are issued: 40 bytes,
+its 32 codes by ``kernels.intrinsics.load_u32x4`` twice (the read-only path), then its scale and its sum, which after
+the first warp of an SM are L1 hits (x's blocks are 10 KB at K = 8,192, each read by every warp). Each lane sums its blocks
 l, l + 32, l + 64, ... in that order with the persistent rung's float expression, and the warp's butterfly is the
 same, so on the simulator these rungs give the persistent rungs' bits.
 
