@@ -126,8 +126,8 @@ from kernels.quantized_gemv_wide import half_scale_weights, shared_x_output, spl
 from kernels.registry import Rung, ladder
 
 __all__ = ["PERSISTENT_WARPS", "PERSISTENT_ROWS", "PERSISTENT_BLOCKS_PER_LANE", "PERSISTENT_MAX_K",
-           "Q4_0Repacked", "q4_0_repack", "Int4G128Repacked", "int4_g128_repack", "persistent_grid",
-           "persistent_shared_bytes", "q4_1_gemv_q8_1_persistent_kernel", "q4_0_gemv_q8_1_persistent_kernel",
+           "Q4_0Repacked", "q4_0_repack", "Int4G128Repacked", "int4_g128_repack", "int4_g128_weights", "persistent_grid",
+           "persistent_shared_bytes", "step_loader", "q4_1_gemv_q8_1_persistent_kernel", "q4_0_gemv_q8_1_persistent_kernel",
            "int4_g128_gemv_q8_1_persistent_kernel", "q4_1_gemv_q8_1_persistent", "q4_0_gemv_q8_1_persistent",
            "int4_g128_gemv_q8_1_persistent", "INT4_GROUP", "INT4_G128_BLOCK_BYTES", "RUNGS"]
 
@@ -182,9 +182,10 @@ def int4_g128_repack(w) -> Int4G128Repacked:
     return Int4G128Repacked(codes, scales)
 
 
-def _int4_g128_weights(w, x) -> tuple:
+def int4_g128_weights(w, x) -> tuple:
     """``(repacked w, N, blocks)``: ``Int4G128Repacked`` checked, or the int4_g128 bytes checked and repacked; either
-    of x's kind (NumPy or device)."""
+    of x's kind (NumPy or device). What every launcher over int4_g128 weights starts with (this module's and
+    ``kernels.quantized_gemv_prequantized``'s)."""
     if isinstance(w, Int4G128Repacked):
         n, blocks, _ = require_array("w.codes", w.codes, (None, None, CODE_WORDS), np.uint32,
                                      dims=("rows", "blocks", "code_words"))
@@ -390,7 +391,7 @@ def int4_g128_gemv_q8_1_persistent(w, x, *, out=None, grid=None, kernel=int4_g12
     """y = W x for int4_g128 weights ``w`` (the bytes (N, K / 128, 66) of ``reference.quantize_int4_g128``,
     repacked here, or ``int4_g128_repack(w)``) and x (K,) float32, K a multiple of 128 up to ``PERSISTENT_MAX_K``:
     as ``q4_0_gemv_q8_1_persistent``, each group's d for its 4 blocks."""
-    w, n, blocks = _int4_g128_weights(w, x)
+    w, n, blocks = int4_g128_weights(w, x)
     return _launch("int4_g128_gemv_q8_1_persistent", kernel, w, n, blocks, x, out, grid)
 
 

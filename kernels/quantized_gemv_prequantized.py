@@ -96,7 +96,7 @@ from kernels.intrinsics import dp4a, load_u32x4, unpack_halves
 from kernels.launching import (WARP, cdiv, output_array, require_array, require_float32,
                                require_positive_int, require_same_kind)
 from kernels.quantized_gemv import GEMV_WARPS, QK, q8_1_quantize_kernel, warp_sum
-from kernels.quantized_gemv_persistent import (Q4_0Repacked, _int4_g128_weights, persistent_grid, q4_0_repack,
+from kernels.quantized_gemv_persistent import (Q4_0Repacked, int4_g128_weights, persistent_grid, q4_0_repack,
                                                step_loader)
 from kernels.quantized_gemv_repacked import CODE_WORDS, repacked_weights
 from kernels.quantized_gemv_wide import half_scale_weights
@@ -266,7 +266,7 @@ def int4_g128_gemv_q8_1_prequantized(w, x, *, out=None, grid=None, quantize_kern
     """y = W x for int4_g128 weights ``w`` (the bytes (N, K / 128, 66) of ``reference.quantize_int4_g128``, repacked
     here, or ``int4_g128_repack(w)``) and x as ``q4_1_gemv_q8_1_prequantized`` takes it, each group's d for its 4
     blocks."""
-    w, n, blocks = _int4_g128_weights(w, _float_or_codes(x))
+    w, n, blocks = int4_g128_weights(w, _float_or_codes(x))
     return _launch(kernel, quantize_kernel, w, n, blocks, x, out, grid)
 
 
