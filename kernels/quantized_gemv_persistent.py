@@ -127,7 +127,7 @@ from kernels.registry import Rung, ladder
 
 __all__ = ["PERSISTENT_WARPS", "PERSISTENT_ROWS", "PERSISTENT_BLOCKS_PER_LANE", "PERSISTENT_MAX_K",
            "Q4_0Repacked", "q4_0_repack", "Int4G128Repacked", "int4_g128_repack", "int4_g128_weights", "persistent_grid",
-           "persistent_shared_bytes", "step_loader", "q4_1_gemv_q8_1_persistent_kernel", "q4_0_gemv_q8_1_persistent_kernel",
+           "persistent_shared_bytes", "step_loader", "persistent_jit", "q4_1_gemv_q8_1_persistent_kernel", "q4_0_gemv_q8_1_persistent_kernel",
            "int4_g128_gemv_q8_1_persistent_kernel", "q4_1_gemv_q8_1_persistent", "q4_0_gemv_q8_1_persistent",
            "int4_g128_gemv_q8_1_persistent", "INT4_GROUP", "INT4_G128_BLOCK_BYTES", "RUNGS"]
 
@@ -267,7 +267,6 @@ def _build(fmt: str, rows: int = PERSISTENT_ROWS, per_lane: int = PERSISTENT_BLO
     q4_1 = fmt == "q4_1"
     grouped = fmt == "int4_g128"
     step_blocks = per_lane * WARP
-    threads = warps * WARP
 
     load_step = step_loader(fmt, rows, per_lane)
 
@@ -348,6 +347,13 @@ def _build(fmt: str, rows: int = PERSISTENT_ROWS, per_lane: int = PERSISTENT_BLO
                       f"then each warp walks rows {rows} at a time (tasks warp, warp + all warps, ...), {step_blocks} "
                       f"blocks a step, every load of a step before its arithmetic. W {fmt} repacked (codes (N, blocks "
                       "* 4) uint32, scales (N, blocks), or (N, blocks / 4) for int4_g128); x (K,) float32.")
+    return persistent_jit(kernel, warps, per_sm)
+
+
+def persistent_jit(kernel, warps: int, per_sm: int):
+    """``kernel`` compiled for ``per_sm`` blocks of ``warps`` warps an SM (``launch_bounds``: ptxas keeps the registers
+    under 65,536 / (threads x blocks)), carrying both numbers for its launcher (``grid_per_sm``, ``threads``)."""
+    threads = warps * WARP
     compiled = cuda.jit(kernel, launch_bounds=(threads, per_sm))
     compiled.grid_per_sm, compiled.threads = per_sm, threads
     return compiled

@@ -96,8 +96,8 @@ from kernels.intrinsics import dp4a, load_u32x4, unpack_halves
 from kernels.launching import (WARP, cdiv, output_array, require_array, require_float32,
                                require_positive_int, require_same_kind)
 from kernels.quantized_gemv import GEMV_WARPS, QK, q8_1_quantize_kernel, warp_sum
-from kernels.quantized_gemv_persistent import (Q4_0Repacked, int4_g128_weights, persistent_grid, q4_0_repack,
-                                               step_loader)
+from kernels.quantized_gemv_persistent import (Q4_0Repacked, int4_g128_weights, persistent_grid, persistent_jit,
+                                               q4_0_repack, step_loader)
 from kernels.quantized_gemv_repacked import CODE_WORDS, repacked_weights
 from kernels.quantized_gemv_wide import half_scale_weights
 from kernels.registry import Rung, ladder
@@ -176,7 +176,6 @@ def _build(fmt: str, per_lane: int = PREQUANTIZED_BLOCKS_PER_LANE, warps: int = 
     q4_1 = fmt == "q4_1"
     grouped = fmt == "int4_g128"
     step_blocks = per_lane * WARP
-    threads = warps * WARP
     load_step = step_loader(fmt, 1, per_lane)
 
     def kernel(codes, scales, x_q, x_scale, x_sum, y):
@@ -212,9 +211,7 @@ def _build(fmt: str, per_lane: int = PREQUANTIZED_BLOCKS_PER_LANE, warps: int = 
                       "read from global memory where they are used. W repacked (codes (N, blocks * 4) uint32, scales "
                       "(N, blocks), or (N, blocks / 4) for int4_g128); x_q (blocks, 8) uint32, x_scale and x_sum "
                       "(blocks,) float32.")
-    compiled = cuda.jit(kernel, launch_bounds=(threads, per_sm))
-    compiled.grid_per_sm, compiled.threads = per_sm, threads
-    return compiled
+    return persistent_jit(kernel, warps, per_sm)
 
 
 q4_1_gemv_q8_1_prequantized_kernel = _build("q4_1")
@@ -223,8 +220,7 @@ int4_g128_gemv_q8_1_prequantized_kernel = _build("int4_g128")
 
 
 def _launch(kernel, quantize_kernel, w, n, blocks, x, out, grid):
-    x = _activations(x, blocks, quantize_kernel)
-    require_same_kind(**{"w.codes": w.codes, "x.codes": x.codes})
+    x = _activations(x, blocks, quantize_kernel)          # of w's kind: the weights' checks compared them
     if grid is not None:
         grid = require_positive_int("grid", grid)
     if out is not None:

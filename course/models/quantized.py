@@ -175,17 +175,17 @@ def _q8_1_quantize(K: int, T: int) -> dict:
             "x_sum": (0, T * blocks * FLOAT32)}
 
 
-def _repacked(N: int, K: int, T: int, rows_per_warp: int) -> dict:
-    """The quantize kernel, then a GEMV over the repacked W (codes and scales once) whose ceil(N / rows_per_warp)
-    warps each read every token's q8_1 blocks once."""
+def _repacked(N: int, K: int, T: int, rows_per_warp: int, fmt: str = "q4_1") -> dict:
+    """The quantize kernel, then a GEMV over the repacked 4-bit W of ``fmt`` (codes, a nibble a weight, and scales
+    once) whose ceil(N / rows_per_warp) warps each read every token's q8_1 blocks once."""
     blocks = K // QK
     warps = -(-N // rows_per_warp)
     found = _q8_1_quantize(K, T)
     for name, loads in (("x_q", warps * T * K), ("x_scale", warps * T * blocks * FLOAT32),
                         ("x_sum", warps * T * blocks * FLOAT32)):
         found[name] = (loads, found[name][1])
-    found.update({"codes": (N * blocks * (BLOCK_BYTES["q4_1"] - 4), 0), "scales": (N * blocks * 4, 0),
-                  "y": (0, T * N * FLOAT32)})
+    codes = N * K // 2
+    found.update({"codes": (codes, 0), "scales": (weight_bytes(fmt, N, K) - codes, 0), "y": (0, T * N * FLOAT32)})
     return found
 
 
@@ -254,15 +254,10 @@ def traffic_int4_g128_gemv_q8_1_persistent(N: int, K: int, grid: int = SIMULATOR
 
 def _prequantized(fmt: str, N: int, K: int) -> dict:
     """The q8_1 quantize kernel on x, then one kernel: W's codes and scales once, x's q8_1 blocks once per row (each
-    warp reads every block of x for each row it walks: L1 serves them after the first warp of an SM), y written."""
+    warp reads every block of x for each row it walks: L1 serves them after the first warp of an SM), y written:
+    ``_repacked``'s traffic with one row a warp."""
     _check(N=N, K=K)
-    blocks = K // QK
-    found = _q8_1_quantize(K, 1)
-    for name, loads in (("x_q", N * K), ("x_scale", N * blocks * FLOAT32), ("x_sum", N * blocks * FLOAT32)):
-        found[name] = (loads, found[name][1])
-    size = weight_bytes(fmt, N, K)
-    found.update({"codes": (N * K // 2, 0), "scales": (size - N * K // 2, 0), "y": (0, N * FLOAT32)})
-    return found
+    return _repacked(N, K, 1, 1, fmt)
 
 
 def traffic_q4_1_gemv_q8_1_prequantized(N: int, K: int) -> dict:
