@@ -652,7 +652,10 @@ def test_quantize_activations_writes_reference_q8_1_blocks(rng_seed):
     want_codes, want_scales, want_sums = reference.quantize_q8_1(x)
     np.testing.assert_array_equal(codes.view(np.int8), want_codes, err_msg=f"seed {seed}")
     np.testing.assert_array_equal(scales, want_scales.astype(np.float32))
-    np.testing.assert_allclose(sums, want_sums, rtol=1e-6)
+    # The warp's butterfly adds 32 float32 numbers in 5 rounds: each rounds once, so a block's sum lies within
+    # 5 units of float32 rounding of the sum of its magnitudes (a sum near zero by cancellation has no relative bound).
+    magnitudes = np.abs(x.astype(np.float64)).reshape(-1, 32).sum(axis=1)
+    assert np.all(np.abs(sums - want_sums) <= 5 * 2.0 ** -24 * magnitudes), f"seed {seed}"
     assert codes.shape == (40,) and codes.dtype == np.uint32 and scales[0] == 0.0
 
 
