@@ -99,16 +99,18 @@ from kernels.quantized_gemv import GEMV_WARPS, QK, q8_1_quantize_kernel, warp_su
 from kernels.quantized_gemv_persistent import (Q4_0Repacked, int4_g128_weights, persistent_grid, persistent_jit,
                                                q4_0_repack, step_loader)
 from kernels.quantized_gemv_repacked import CODE_WORDS, repacked_weights
-from kernels.quantized_gemv_wide import half_scale_weights
+from kernels.quantized_gemv_wide import Q8_0Repacked, half_scale_weights, q8_0_repack
 from kernels.registry import Rung, ladder
 
-__all__ = ["PREQUANTIZED_WARPS", "PREQUANTIZED_BLOCKS_PER_LANE", "Q8_1Activations", "quantize_activations",
-           "q4_1_gemv_q8_1_prequantized_kernel", "q4_0_gemv_q8_1_prequantized_kernel",
-           "int4_g128_gemv_q8_1_prequantized_kernel",
-           "q4_1_gemv_q8_1_prequantized", "q4_0_gemv_q8_1_prequantized", "int4_g128_gemv_q8_1_prequantized", "RUNGS"]
+__all__ = ["PREQUANTIZED_WARPS", "PREQUANTIZED_BLOCKS_PER_LANE", "PREQUANTIZED_Q8_0_BLOCKS_PER_LANE", "Q8_1Activations",
+           "quantize_activations", "q4_1_gemv_q8_1_prequantized_kernel", "q4_0_gemv_q8_1_prequantized_kernel",
+           "int4_g128_gemv_q8_1_prequantized_kernel", "q8_0_gemv_q8_1_prequantized_kernel",
+           "q4_1_gemv_q8_1_prequantized", "q4_0_gemv_q8_1_prequantized", "int4_g128_gemv_q8_1_prequantized",
+           "q8_0_gemv_q8_1_prequantized", "RUNGS"]
 
 PREQUANTIZED_WARPS = 32            # warps per block of threads
-PREQUANTIZED_BLOCKS_PER_LANE = 2   # blocks of a row a lane loads per step
+PREQUANTIZED_BLOCKS_PER_LANE = 2   # blocks of a row a lane loads per step (4-bit formats)
+PREQUANTIZED_Q8_0_BLOCKS_PER_LANE = 2   # the same for Q8_0 (34 bytes a block)
 PREQUANTIZED_BLOCKS_PER_SM = 1     # blocks of threads per SM
 X_WORDS = QK // 4                  # uint32 words of a block's 32 activation codes
 _LOW_NIBBLES = 0x0F0F0F0F
@@ -219,6 +221,70 @@ q4_0_gemv_q8_1_prequantized_kernel = _build("q4_0")
 int4_g128_gemv_q8_1_prequantized_kernel = _build("int4_g128")
 
 
+@cuda.jit(device=True, inline=True)
+def q8_0_block_dot(w_codes, u, x0, x1, x2, x3, x4, x5, x6, x7):
+    """The int32 dot product of a Q8_0 block's 32 int8 codes (``w_codes[u, 0]`` ... ``w_codes[u, 7]``, 4 a word,
+    the first in the low byte) with the block's 32 int8 activation codes (``x0`` ... ``x7``): 8 ``dp4a``, word i
+    with word i, in the wide rung's order."""
+    dot = dp4a(w_codes[u, 0], x0, int32(0))
+    dot = dp4a(w_codes[u, 1], x1, dot)
+    dot = dp4a(w_codes[u, 2], x2, dot)
+    dot = dp4a(w_codes[u, 3], x3, dot)
+    dot = dp4a(w_codes[u, 4], x4, dot)
+    dot = dp4a(w_codes[u, 5], x5, dot)
+    dot = dp4a(w_codes[u, 6], x6, dot)
+    return dp4a(w_codes[u, 7], x7, dot)
+
+
+def _build_q8_0(per_lane: int = PREQUANTIZED_Q8_0_BLOCKS_PER_LANE, warps: int = PREQUANTIZED_WARPS,
+                per_sm: int = PREQUANTIZED_BLOCKS_PER_SM):
+    """The Q8_0 rung's kernel: the 4-bit rungs' walk, a block of W 32 bytes of codes (two 16-byte loads) and its d
+    (2 bytes); no minimum, so no block sums of x are read."""
+    step_blocks = per_lane * WARP
+
+    def kernel(codes, scales, x_q, x_scale, y):
+        lane = uint32(cuda.threadIdx.x % WARP)
+        warp = uint32(cuda.threadIdx.x // WARP)
+        n = uint32(scales.shape[0])
+        blocks = uint32(scales.shape[1])
+        w_codes = cuda.local.array((per_lane, X_WORDS), uint32)
+        w_scales = cuda.local.array(per_lane, uint32)
+        all_warps = uint32(cuda.gridDim.x * warps)
+        for row in range(uint32(cuda.blockIdx.x * warps) + warp, n, all_warps):
+            acc = float32(0.0)
+            for start in range(uint32(0), blocks, uint32(step_blocks)):
+                for u in range(per_lane):                 # every load of W in the step first
+                    b = start + uint32(u * WARP) + lane
+                    if b < blocks:
+                        (w_codes[u, 0], w_codes[u, 1], w_codes[u, 2],
+                         w_codes[u, 3]) = load_u32x4(codes, row, uint32(X_WORDS) * b)
+                        (w_codes[u, 4], w_codes[u, 5], w_codes[u, 6],
+                         w_codes[u, 7]) = load_u32x4(codes, row, uint32(X_WORDS) * b + uint32(4))
+                        w_scales[u] = uint32(scales[row, b])
+                for u in range(per_lane):
+                    b = start + uint32(u * WARP) + lane
+                    if b < blocks:
+                        x0, x1, x2, x3 = load_u32x4(x_q, b, uint32(0))
+                        x4, x5, x6, x7 = load_u32x4(x_q, b, uint32(4))
+                        dot = q8_0_block_dot(w_codes, u, x0, x1, x2, x3, x4, x5, x6, x7)
+                        d, _ = unpack_halves(w_scales[u])
+                        acc += d * x_scale[b] * float32(dot)
+            total = warp_sum(acc)
+            if lane == uint32(0):
+                y[row] = total
+
+    kernel.__name__ = kernel.__qualname__ = "q8_0_gemv_q8_1_prequantized_kernel"
+    kernel.__doc__ = (f"{per_sm} blocks of {warps} warps per SM, each warp walking rows warp, warp + all warps, ..., "
+                      f"{step_blocks} blocks a step, every load of W in a step before its arithmetic; x's q8_1 codes "
+                      "and scales read from global memory where they are used. W as q8_0_repack lays it out (codes "
+                      "(N, blocks * 8) uint32, scales (N, blocks) uint16); x_q (blocks, 8) uint32, x_scale (blocks,) "
+                      "float32.")
+    return persistent_jit(kernel, warps, per_sm)
+
+
+q8_0_gemv_q8_1_prequantized_kernel = _build_q8_0()
+
+
 def _launch(kernel, quantize_kernel, w, n, blocks, x, out, grid):
     x = _activations(x, blocks, quantize_kernel)          # of w's kind: the weights' checks compared them
     if grid is not None:
@@ -229,9 +295,10 @@ def _launch(kernel, quantize_kernel, w, n, blocks, x, out, grid):
     if n:
         if grid is None:
             grid = persistent_grid(x.codes) * getattr(kernel, "grid_per_sm", PREQUANTIZED_BLOCKS_PER_SM)
+        words = w.codes.shape[2]                            # 4 for the 4-bit formats, 8 for Q8_0
+        sums = () if words == X_WORDS else (x.sums,)        # Q8_0 has no minimum to pay through them
         kernel[grid, getattr(kernel, "threads", PREQUANTIZED_WARPS * WARP)](
-            w.codes.reshape(n, blocks * CODE_WORDS), w.scales, x.codes.reshape(blocks, X_WORDS), x.scales, x.sums,
-            out)
+            w.codes.reshape(n, blocks * words), w.scales, x.codes.reshape(blocks, X_WORDS), x.scales, *sums, out)
     return out
 
 
@@ -266,6 +333,14 @@ def int4_g128_gemv_q8_1_prequantized(w, x, *, out=None, grid=None, quantize_kern
     return _launch(kernel, quantize_kernel, w, n, blocks, x, out, grid)
 
 
+def q8_0_gemv_q8_1_prequantized(w, x, *, out=None, grid=None, quantize_kernel=q8_1_quantize_kernel,
+                                kernel=q8_0_gemv_q8_1_prequantized_kernel):
+    """y = W x for Q8_0 weights ``w`` (the GGUF bytes (N, blocks, 34), repacked here, or ``q8_0_repack(w)``) and x as
+    ``q4_1_gemv_q8_1_prequantized`` takes it (its block sums unread): ``q8_0_gemv_q8_1_wide``'s product, any K."""
+    w, n, blocks = half_scale_weights(w, _float_or_codes(x), "q8_0", Q8_0Repacked, q8_0_repack)
+    return _launch(kernel, quantize_kernel, w, n, blocks, x, out, grid)
+
+
 RUNGS = ladder(
     *quantized_gemv_persistent.RUNGS.values(),
     Rung("q4_1_gemv_q8_1_prequantized", q4_1_gemv_q8_1_prequantized,
@@ -273,4 +348,6 @@ RUNGS = ladder(
     Rung("q4_0_gemv_q8_1_prequantized", q4_0_gemv_q8_1_prequantized, "the same for Q4_0 (4.5 bits a weight)"),
     Rung("int4_g128_gemv_q8_1_prequantized", int4_g128_gemv_q8_1_prequantized,
          "the same for int4 with an fp16 scale per group of 128 (4.125 bits a weight)"),
+    Rung("q8_0_gemv_q8_1_prequantized", q8_0_gemv_q8_1_prequantized,
+         "the same for Q8_0: 32 bytes of codes a block in two 16-byte loads, no minimum, no sums of x"),
 )

@@ -126,6 +126,8 @@ COMPILE_PROGRAM = textwrap.dedent(r"""
          (u32_2d, numba.uint16[:, ::1], u32_2d, f32, f32, f32)),
         ("int4_g128_gemv_q8_1_prequantized", qpq.int4_g128_gemv_q8_1_prequantized_kernel,
          (u32_2d, numba.uint16[:, ::1], u32_2d, f32, f32, f32)),
+        ("q8_0_gemv_q8_1_prequantized", qpq.q8_0_gemv_q8_1_prequantized_kernel,
+         (u32_2d, numba.uint16[:, ::1], u32_2d, f32, f32)),
     ]
     for name, kernel, signature in kernels:
         for (major, minor), ptx in ptx_for_targets(kernel.py_func, signature, COMPUTE_CAPABILITIES).items():
@@ -624,6 +626,9 @@ PREQUANTIZED = {"q4_1": (qgp.q4_1_gemv_q8_1_persistent, qpq.q4_1_gemv_q8_1_prequ
                 "q4_0": (qgp.q4_0_gemv_q8_1_persistent, qpq.q4_0_gemv_q8_1_prequantized, qgp.q4_0_repack),
                 "int4_g128": (qgp.int4_g128_gemv_q8_1_persistent, qpq.int4_g128_gemv_q8_1_prequantized,
                               qgp.int4_g128_repack)}
+# Q8_0's prequantized rung against the wide rung (Q8_0 has no persistent rung): the same order of sums (a lane's
+# blocks l, l + 32, ...), the wide rung holding K to WIDE_MAX_K.
+Q8_0_SHAPES = [(1, 32), (37, 96), (70, 32 * 67), (33, 32 * 130)]
 
 
 @pytest.mark.parametrize("fmt, shape", [(fmt, shape) for fmt in PREQUANTIZED
@@ -641,6 +646,38 @@ def test_prequantized_rungs_equal_the_persistent_rungs_bit_for_bit(fmt, shape, r
     np.testing.assert_array_equal(y, persistent(w, x), err_msg=f"seed {seed}")
     np.testing.assert_array_equal(prequantized(repack(w), qpq.quantize_activations(x), grid=3), y,
                                   err_msg=f"seed {seed}")
+
+
+@pytest.mark.parametrize("shape", Q8_0_SHAPES, ids=lambda v: f"N{v[0]}_K{v[1]}")
+def test_q8_0_prequantized_rung_equals_the_wide_rung_bit_for_bit(shape, rng_seed):
+    """Q8_0 on x's q8_1 blocks: the reference's product, the wide rung's bits (it quantizes x in shared memory to
+    the same blocks), from a float32 x and from its blocks, from the GGUF bytes and from ``q8_0_repack``'s layout."""
+    rng, seed = rng_seed
+    w, x = gguf_weights(rng, "q8_0", *shape), activations(rng, shape[1])
+    y = qpq.q8_0_gemv_q8_1_prequantized(w, x, out=poison(np.empty(shape[0], np.float32)))
+    check(y, reference.gemv_q8_1(w, x, "q8_0"), name="q8_0_gemv_q8_1_prequantized", seed=seed)
+    np.testing.assert_array_equal(y, qgw.q8_0_gemv_q8_1_wide(w, x), err_msg=f"seed {seed}")
+    np.testing.assert_array_equal(qpq.q8_0_gemv_q8_1_prequantized(qgw.q8_0_repack(w), qpq.quantize_activations(x),
+                                                                  grid=3), y, err_msg=f"seed {seed}")
+
+
+def test_q8_0_prequantized_rung_pairs_each_code_word_with_its_own():
+    """Position-coded: W's code j of block b is ((j + 3 b) % 32) - 16 (d = 1), x one-hot on position (7 b) % 32 of
+    block b with value 127 (scale 1): y = sum over b of ((7 b + 3 b) % 32 - 16) 127. A word of W paired with another
+    word of x, a byte order reversed, or another block's scale gives another number; and the sums of x, which Q8_0
+    never reads, can be anything."""
+    blocks = 9
+    w = np.zeros((1, blocks, 34), np.uint8)
+    w[..., :2] = np.array([1.0], "<f2").view(np.uint8)
+    for b in range(blocks):
+        w[0, b, 2:] = (((np.arange(32) + 3 * b) % 32) - 16).astype(np.int8).view(np.uint8)
+    x = np.zeros(32 * blocks, np.float32)
+    for b in range(blocks):
+        x[32 * b + (7 * b) % 32] = 127
+    want = sum((((7 * b + 3 * b) % 32) - 16) * 127 for b in range(blocks))
+    xq = qpq.quantize_activations(x)
+    assert qpq.q8_0_gemv_q8_1_prequantized(w, xq)[0] == np.float32(want)
+    assert qpq.q8_0_gemv_q8_1_prequantized(w, xq._replace(sums=np.full(blocks, np.nan, np.float32)))[0] == want
 
 
 def test_quantize_activations_writes_reference_q8_1_blocks(rng_seed):
@@ -699,6 +736,12 @@ XQ = qpq.quantize_activations(np.zeros(96, np.float32))
      r"w must have shape \(rows=any, groups=any, int4_g128_block_bytes=66\), got \(2, 3, 18\)"),
     (lambda: qpq.q4_1_gemv_q8_1_prequantized(W41, X, out=np.zeros(3, np.float32)), ValueError,
      r"out must have shape \(rows=2,\), got \(3,\)"),
+    (lambda: qpq.q8_0_gemv_q8_1_prequantized(W41, XQ), ValueError,
+     r"w must have shape \(rows=any, blocks=any, q8_0_block_bytes=34\), got \(2, 3, 20\)"),
+    (lambda: qpq.q8_0_gemv_q8_1_prequantized(qgr.q4_1_repack(W41), XQ), TypeError,
+     "w must be Q8_0 GGUF bytes"),
+    (lambda: qpq.q8_0_gemv_q8_1_prequantized(W80, XQ._replace(scales=np.zeros(4, np.float32))), ValueError,
+     r"x.scales must have shape \(blocks=3,\), got \(4,\)"),
     (lambda: qpq.quantize_activations(np.zeros(40, np.float32)), ValueError,
      "x must have a multiple of 32 elements .q8_1 blocks of 32., got K = 40"),
 ])
@@ -774,6 +817,9 @@ def test_byte_model_numbers():
     assert set(model.RUNG_FORMATS) == set(LADDER) and model.BATCHED_RUNGS == ("q4_1_gemv_q8_1_small_batch",)
     # the prequantized rungs, timed on x's q8_1 blocks: W, the blocks (K bytes of codes, 8 a block) and y once
     assert model.compulsory_bytes("int4_g128_gemv_q8_1_prequantized", 5, 256) == 5 * 2 * 66 + (256 + 8 * 8) + 5 * 4
+    # Q8_0's reads the blocks' codes and scales, never their sums
+    assert model.compulsory_bytes("q8_0_gemv_q8_1_prequantized", 5, 256) == 5 * 8 * 34 + (256 + 8 * 4) + 5 * 4
+    assert model.traffic("q8_0_gemv_q8_1_prequantized", 5, 256)["x_sum"][0] == 0
     assert model.PREQUANTIZED_RUNGS == tuple(name for name in LADDER if name.endswith("_prequantized"))
     for call, error in [(lambda: model.weight_bytes("q5_0", 1, 32), ValueError),
                         (lambda: model.weight_bytes("q4_0", 1, 48), ValueError),
@@ -839,6 +885,9 @@ PERSISTENT = {name: {"dp4a": 8 * qgp.PERSISTENT_ROWS * qgp.PERSISTENT_BLOCKS_PER
               for name in ("q4_1_gemv_q8_1_persistent", "q4_0_gemv_q8_1_persistent", "int4_g128_gemv_q8_1_persistent")}
 # At least: a step unrolled, PREQUANTIZED_BLOCKS_PER_LANE blocks x 8 dp4a, each block's codes in one 16-byte load and
 # its activation codes in two.
+# Q8_0: its 32 bytes of codes in two 16-byte loads.
 PREQUANTIZED_PTX = {f"{fmt}_gemv_q8_1_prequantized": {"dp4a": 8 * qpq.PREQUANTIZED_BLOCKS_PER_LANE,
                                                  "loads_16_bytes": 3 * qpq.PREQUANTIZED_BLOCKS_PER_LANE}
                     for fmt in ("q4_1", "q4_0", "int4_g128")}
+PREQUANTIZED_PTX["q8_0_gemv_q8_1_prequantized"] = {"dp4a": 8 * qpq.PREQUANTIZED_Q8_0_BLOCKS_PER_LANE,
+                                                   "loads_16_bytes": 4 * qpq.PREQUANTIZED_Q8_0_BLOCKS_PER_LANE}

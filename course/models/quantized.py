@@ -26,13 +26,13 @@ weight (``FORMAT_BLOCKS`` gives every format's weights and bytes a block).
   The persistent rungs (``traffic_q4_1_gemv_q8_1_persistent(N, K, grid)``, its Q4_0 and int4_g128 twins) read W's
   codes and scales once (int4_g128: a scale per group of 128, each read by one lane) and x once per block of
   threads of their grid (``SIMULATOR_GRID`` on the simulator, one per SM on a GPU), whatever N, and write y.
-  The prequantized rungs (``traffic_q4_1_gemv_q8_1_prequantized(N, K)``, its Q4_0 and int4_g128 twins), called with a
-  float32 x, run the quantize kernel first; their GEMV reads W's codes and scales once and x's q8_1 blocks once per
-  row (from L1 on a GPU), and writes y.
+  The prequantized rungs (``traffic_q4_1_gemv_q8_1_prequantized(N, K)``, its Q4_0, int4_g128 and Q8_0 twins), called
+  with a float32 x, run the quantize kernel first; their GEMV reads W's codes and scales once and x's q8_1 blocks once
+  per row (from L1 on a GPU; Q8_0's rung reads their codes and scales, not their sums), and writes y.
 - ``bytes_<rung>(N, K)``: the total of ``traffic_<rung>`` (``bytes_q4_1_gemv_q8_1_small_batch(N, K, T)``).
 - ``compulsory_bytes(rung, N, K, T=1)``: what must cross DRAM at least: W once, x and y once per token, and for
   the q8_1 rungs their q8_1 blocks written once and read once per token; for the prequantized rungs, timed on x's
-  q8_1 blocks, W, those blocks and y once. Timings divide these by the time.
+  q8_1 blocks, W, those blocks (Q8_0's: their codes and scales) and y once. Timings divide these by the time.
 - ``flops(N, K, T=1)``: a multiply and an add per weight and token, 2 T N K, for every rung (T = 1 but for
   the batched rung); ``dp4a_count(N, K, T=1)``: the dp4a a q8_1 rung issues, one per 4 weights and token,
   T N K / 4 lane-instructions (T N K / 128 warp instructions).
@@ -68,7 +68,8 @@ __all__ = ["QK", "BLOCK_BYTES", "FORMAT_BLOCKS", "RUNG_FORMATS", "BATCHED_RUNGS"
            "traffic_int4_g128_gemv_q8_1_persistent", "bytes_int4_g128_gemv_q8_1_persistent",
            "PREQUANTIZED_RUNGS", "traffic_q4_1_gemv_q8_1_prequantized", "traffic_q4_0_gemv_q8_1_prequantized",
            "traffic_int4_g128_gemv_q8_1_prequantized", "bytes_q4_1_gemv_q8_1_prequantized", "bytes_q4_0_gemv_q8_1_prequantized",
-           "bytes_int4_g128_gemv_q8_1_prequantized", "traffic",
+           "bytes_int4_g128_gemv_q8_1_prequantized", "traffic_q8_0_gemv_q8_1_prequantized",
+           "bytes_q8_0_gemv_q8_1_prequantized", "traffic",
            "compulsory_bytes"]
 
 QK = GGUF_BLOCK_SIZE
@@ -82,8 +83,10 @@ RUNG_FORMATS = {"q8_0_gemv_warp_per_row": "q8_0", "q4_0_gemv_warp_per_row": "q4_
                 "q4_1_gemv_q8_1_small_batch": "q4_1", "q4_1_gemv_q8_1_wide": "q4_1", "q8_0_gemv_q8_1_wide": "q8_0",
                 "q4_1_gemv_q8_1_persistent": "q4_1", "q4_0_gemv_q8_1_persistent": "q4_0",
                 "int4_g128_gemv_q8_1_persistent": "int4_g128", "q4_1_gemv_q8_1_prequantized": "q4_1",
-                "q4_0_gemv_q8_1_prequantized": "q4_0", "int4_g128_gemv_q8_1_prequantized": "int4_g128"}
-PREQUANTIZED_RUNGS = ("q4_1_gemv_q8_1_prequantized", "q4_0_gemv_q8_1_prequantized", "int4_g128_gemv_q8_1_prequantized")
+                "q4_0_gemv_q8_1_prequantized": "q4_0", "int4_g128_gemv_q8_1_prequantized": "int4_g128",
+                "q8_0_gemv_q8_1_prequantized": "q8_0"}
+PREQUANTIZED_RUNGS = ("q4_1_gemv_q8_1_prequantized", "q4_0_gemv_q8_1_prequantized", "int4_g128_gemv_q8_1_prequantized",
+                      "q8_0_gemv_q8_1_prequantized")
 BATCHED_RUNGS = ("q4_1_gemv_q8_1_small_batch",)      # the rungs that take T tokens at once
 ROWS_PER_WARP = 2              # rows per warp of q4_1_gemv_q8_1_repacked: its warps read the q8_1 blocks
 BATCH_ROWS_PER_WARP = 4        # rows per warp of q4_1_gemv_q8_1_small_batch
@@ -184,7 +187,7 @@ def _repacked(N: int, K: int, T: int, rows_per_warp: int, fmt: str = "q4_1") -> 
     for name, loads in (("x_q", warps * T * K), ("x_scale", warps * T * blocks * FLOAT32),
                         ("x_sum", warps * T * blocks * FLOAT32)):
         found[name] = (loads, found[name][1])
-    codes = N * K // 2
+    codes = N * K if fmt == "q8_0" else N * K // 2          # a byte a weight, or a nibble
     found.update({"codes": (codes, 0), "scales": (weight_bytes(fmt, N, K) - codes, 0), "y": (0, T * N * FLOAT32)})
     return found
 
@@ -255,9 +258,12 @@ def traffic_int4_g128_gemv_q8_1_persistent(N: int, K: int, grid: int = SIMULATOR
 def _prequantized(fmt: str, N: int, K: int) -> dict:
     """The q8_1 quantize kernel on x, then one kernel: W's codes and scales once, x's q8_1 blocks once per row (each
     warp reads every block of x for each row it walks: L1 serves them after the first warp of an SM), y written:
-    ``_repacked``'s traffic with one row a warp."""
+    ``_repacked``'s traffic with one row a warp; Q8_0, which has no minimum, reads no sums."""
     _check(N=N, K=K)
-    return _repacked(N, K, 1, 1, fmt)
+    found = _repacked(N, K, 1, 1, fmt)
+    if fmt == "q8_0":
+        found["x_sum"] = (0, found["x_sum"][1])
+    return found
 
 
 def traffic_q4_1_gemv_q8_1_prequantized(N: int, K: int) -> dict:
@@ -275,6 +281,12 @@ def traffic_q4_0_gemv_q8_1_prequantized(N: int, K: int) -> dict:
 def traffic_int4_g128_gemv_q8_1_prequantized(N: int, K: int) -> dict:
     """As ``traffic_q4_1_gemv_q8_1_prequantized``, with 2 bytes of scale per group of 128 (one lane of 4 loads each)."""
     return _prequantized("int4_g128", N, K)
+
+
+def traffic_q8_0_gemv_q8_1_prequantized(N: int, K: int) -> dict:
+    """As ``traffic_q4_1_gemv_q8_1_prequantized`` for Q8_0: 32 bytes of codes and 2 of scale per block once, x's
+    q8_1 codes and scales once per row (not its sums: Q8_0 has no minimum), y written."""
+    return _prequantized("q8_0", N, K)
 
 
 def _total(traffic: dict) -> int:
@@ -351,6 +363,11 @@ def bytes_int4_g128_gemv_q8_1_prequantized(N: int, K: int) -> int:
     return _total(traffic_int4_g128_gemv_q8_1_prequantized(N, K))
 
 
+def bytes_q8_0_gemv_q8_1_prequantized(N: int, K: int) -> int:
+    """All of ``traffic_q8_0_gemv_q8_1_prequantized``."""
+    return _total(traffic_q8_0_gemv_q8_1_prequantized(N, K))
+
+
 _TRAFFIC = {"q8_0_gemv_warp_per_row": traffic_q8_0_gemv_warp_per_row,
             "q4_0_gemv_warp_per_row": traffic_q4_0_gemv_warp_per_row,
             "q4_1_gemv_warp_per_row": traffic_q4_1_gemv_warp_per_row,
@@ -364,7 +381,8 @@ _TRAFFIC = {"q8_0_gemv_warp_per_row": traffic_q8_0_gemv_warp_per_row,
             "int4_g128_gemv_q8_1_persistent": traffic_int4_g128_gemv_q8_1_persistent,
             "q4_1_gemv_q8_1_prequantized": traffic_q4_1_gemv_q8_1_prequantized,
             "q4_0_gemv_q8_1_prequantized": traffic_q4_0_gemv_q8_1_prequantized,
-            "int4_g128_gemv_q8_1_prequantized": traffic_int4_g128_gemv_q8_1_prequantized}
+            "int4_g128_gemv_q8_1_prequantized": traffic_int4_g128_gemv_q8_1_prequantized,
+            "q8_0_gemv_q8_1_prequantized": traffic_q8_0_gemv_q8_1_prequantized}
 
 
 def _tokens(rung: str, T) -> int:
@@ -391,8 +409,9 @@ def compulsory_bytes(rung: str, N: int, K: int, T: int = 1) -> int:
     and read once per token as well (the wide rungs keep them in shared memory). The prequantized rungs, given x's
     q8_1 blocks (as they are timed), read those blocks once and never x."""
     T = _tokens(rung, T)
-    if rung in PREQUANTIZED_RUNGS:
-        return weight_bytes(RUNG_FORMATS[rung], N, K) + T * (K + K // QK * Q8_1_EXTRA + N * FLOAT32)
+    if rung in PREQUANTIZED_RUNGS:                        # Q8_0's rung reads the blocks' scales, not their sums
+        extra = FLOAT32 if RUNG_FORMATS[rung] == "q8_0" else Q8_1_EXTRA
+        return weight_bytes(RUNG_FORMATS[rung], N, K) + T * (K + K // QK * extra + N * FLOAT32)
     total = weight_bytes(RUNG_FORMATS[rung], N, K) + T * (K * FLOAT32 + N * FLOAT32)
     if rung in Q8_1_RUNGS:
         total += 2 * T * (K + K // QK * Q8_1_EXTRA)
