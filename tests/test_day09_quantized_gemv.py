@@ -663,9 +663,9 @@ def test_q8_0_prequantized_rung_equals_the_wide_rung_bit_for_bit(shape, rng_seed
 
 def test_q8_0_prequantized_rung_pairs_each_code_word_with_its_own():
     """Position-coded: W's code j of block b is ((j + 3 b) % 32) - 16 (d = 1), x one-hot on position (7 b) % 32 of
-    block b with value 127 (scale 1): y = sum over b of ((7 b + 3 b) % 32 - 16) 127. A word of W paired with another
-    word of x, a byte order reversed, or another block's scale gives another number; and the sums of x, which Q8_0
-    never reads, can be anything."""
+    block b with value (b + 1)^2 (code 127, scale (b + 1)^2 / 127): y = sum over b of ((10 b) % 32 - 16) (b + 1)^2. A word
+    of W paired with another word of x, a byte order reversed, or another block's scale gives another number; and
+    the sums of x, which Q8_0 never reads, can be anything."""
     blocks = 9
     w = np.zeros((1, blocks, 34), np.uint8)
     w[..., :2] = np.array([1.0], "<f2").view(np.uint8)
@@ -673,11 +673,12 @@ def test_q8_0_prequantized_rung_pairs_each_code_word_with_its_own():
         w[0, b, 2:] = (((np.arange(32) + 3 * b) % 32) - 16).astype(np.int8).view(np.uint8)
     x = np.zeros(32 * blocks, np.float32)
     for b in range(blocks):
-        x[32 * b + (7 * b) % 32] = 127
-    want = sum((((7 * b + 3 * b) % 32) - 16) * 127 for b in range(blocks))
+        x[32 * b + (7 * b) % 32] = (b + 1) ** 2
+    terms = [((10 * b) % 32 - 16) * (b + 1) ** 2 for b in range(blocks)]
     xq = qpq.quantize_activations(x)
-    assert qpq.q8_0_gemv_q8_1_prequantized(w, xq)[0] == np.float32(want)
-    assert qpq.q8_0_gemv_q8_1_prequantized(w, xq._replace(sums=np.full(blocks, np.nan, np.float32)))[0] == want
+    for given in (xq, xq._replace(sums=np.full(blocks, np.nan, np.float32))):
+        y = qpq.q8_0_gemv_q8_1_prequantized(w, given)[0]
+        assert abs(y - sum(terms)) <= 1e-5 * sum(map(abs, terms)), (y, sum(terms))
 
 
 def test_quantize_activations_writes_reference_q8_1_blocks(rng_seed):
