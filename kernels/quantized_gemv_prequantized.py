@@ -1,7 +1,7 @@
 """Quantized GEMV on activations that arrive quantized: no prologue at all (day 9, the ladder's last rungs).
 
-Shapes as in ``kernels.quantized_gemv_persistent``: W (N, K) in blocks of 32 weights (Q4_1, Q4_0, or int4 with an
-fp16 scale per group of 128, each in its repacked layout), y (N,) float32. x is given as its q8_1 blocks
+Shapes as in ``kernels.quantized_gemv_persistent``: W (N, K) in blocks of 32 weights (Q4_1, Q4_0, int4 with an
+fp16 scale per group of 128, or Q8_0, each in its repacked layout), y (N,) float32. x is given as its q8_1 blocks
 (``Q8_1Activations``: the codes, 4 a uint32 word, and each block's scale and exact sum), as the kernel that makes x
 writes them: day 10's ``kernels.llama_layers.rmsnorm_q8_1_block_per_row`` quantizes the normalized hidden state in
 the same kernel that normalizes it, so the GEMVs that read it never see a float32 x. ``quantize_activations(x)``
@@ -9,7 +9,7 @@ makes the same blocks from a float32 x in one launch of ``quantized_gemv.q8_1_qu
 float32 x calls it first (two launches, what the registry's checks run), given ``Q8_1Activations`` it launches the
 GEMV alone (what a model does and the recordings time).
 
-The rungs of day 9's whole ladder, ``RUNGS``, in order, one line each (all but the last three live in
+The rungs of day 9's whole ladder, ``RUNGS``, in order, one line each (all but the last four live in
 ``kernels.quantized_gemv``, ``kernels.quantized_gemv_repacked``, ``kernels.quantized_gemv_wide`` and
 ``kernels.quantized_gemv_persistent``):
 
@@ -29,6 +29,8 @@ The rungs of day 9's whole ladder, ``RUNGS``, in order, one line each (all but t
   each lane reading its blocks of x (32 bytes of codes in two 16-byte loads, the scale, the sum) where it needs them.
 - ``q4_0_gemv_q8_1_prequantized``: the same for Q4_0.
 - ``int4_g128_gemv_q8_1_prequantized``: the same for int4_g128.
+- ``q8_0_gemv_q8_1_prequantized``: the same for Q8_0 (``q8_0_repack``'s layout): 32 bytes of codes a block in two
+  16-byte loads, no minimum, so x's codes and scales are read and its sums never are.
 
 Why (``kernels.quantized_gemv_persistent``'s measurements, H100): the persistent rungs spend about 4.7 us of each
 call before W's first loads can start (x's load from DRAM, its quantization, the barrier after it), and no way of
@@ -76,8 +78,9 @@ flight without holding it in registers (a ring in shared memory filled by ``cp.a
 is the step this points to.
 
 Launchers ``q4_1_gemv_q8_1_prequantized(w, x, *, out=None, grid=None, quantize_kernel=..., kernel=...)``,
-``q4_0_gemv_q8_1_prequantized(...)`` and ``int4_g128_gemv_q8_1_prequantized(...)``: ``w`` as the persistent rungs take
-it (the GGUF or int4_g128 bytes, repacked at each call, or the repacked weights); ``x`` a float32 (K,) array
+``q4_0_gemv_q8_1_prequantized(...)``, ``int4_g128_gemv_q8_1_prequantized(...)`` and ``q8_0_gemv_q8_1_prequantized(...)``:
+``w`` as the persistent rungs take it (the GGUF or int4_g128 bytes, repacked at each call, or the repacked weights;
+Q8_0 as ``q8_0_gemv_q8_1_wide`` takes it); ``x`` a float32 (K,) array
 (quantized first by ``quantize_kernel``) or ``Q8_1Activations``; ``grid`` blocks of ``PREQUANTIZED_WARPS`` x 32
 threads (by default one per SM; 2 for NumPy arrays and on the simulator); any N, K any multiple of 32 (of 128 for
 int4_g128), no limit from shared memory (K = 0 gives zeros). NumPy arrays or numba device arrays

@@ -584,7 +584,7 @@ def test_day09_declares_every_rung_of_its_ladder_at_llama_shapes():
     assert day09.REPACKED == ("q4_1_gemv_q8_1_repacked", "q4_1_gemv_q8_1_small_batch", "q4_1_gemv_q8_1_wide",
                               "q8_0_gemv_q8_1_wide", "q4_1_gemv_q8_1_persistent", "q4_0_gemv_q8_1_persistent",
                               "int4_g128_gemv_q8_1_persistent", "q4_1_gemv_q8_1_prequantized", "q4_0_gemv_q8_1_prequantized",
-                              "int4_g128_gemv_q8_1_prequantized")
+                              "int4_g128_gemv_q8_1_prequantized", "q8_0_gemv_q8_1_prequantized")
     assert [c.label for c in day09.ncu_cases()] == list(quantized_gemv_prequantized.RUNGS)
     assert {(c.N, day09.ncu_shape(c.N)["K"]) for c in day09.ncu_cases()} == {(8192, 8192)}
     sweep = day09.gemv_sweep()
