@@ -24,7 +24,7 @@ import pytest
 from ptx_in_background import compile_fixtures
 from numba import cuda
 
-from course.checking import check, poison, random_inputs
+from course.checking import CheckFailure, check, poison, random_inputs
 from course.models import quantized as model
 from course.traffic import count_traffic
 from kernels import intrinsics
@@ -82,6 +82,46 @@ def activations(rng, k):
     if k > 32:
         x[:32] = 0.0
     return x
+
+
+def q8_1_rounding_bound(w, x, fmt):
+    """Per output (N,), or (T, N) for a batch x, how far a float32 sum of a q8_1 rung's terms may lie from the
+    float64 reference: each block of 32 gives two terms, its codes' d s dot and its minimum's m sum(x) (none for
+    Q8_0), each made with at most 3 roundings, and the 2 B terms added in any order with 2 B - 1 more. So the sum
+    is within gamma_(2B+2) = (2B+2) u / (1 - (2B+2) u), u = 2^-24, of the sum of the terms' magnitudes (Higham,
+    Accuracy and Stability of Numerical Algorithms, sections 3.1 and 4.2): where a row's terms cancel, that is far
+    above 1e-4 of the row's value, and a correct kernel must not fail there."""
+    tokens = np.atleast_2d(np.asarray(x, np.float32))
+    codes, scales, sums = reference.quantize_q8_1(tokens)
+    x_hat = reference.dequantize_q8_1(codes, scales)                      # (T, K)
+    w = np.asarray(w)
+    n, k = w.shape[0], tokens.shape[1]
+    values = FORMATS[fmt][1](w.reshape(n, -1)).reshape(n, k // 32, 32)    # d q + m per weight
+    d = w[..., :2].copy().view("<f2")[..., 0].astype(np.float64)
+    if fmt == "int4_g128":
+        d = np.repeat(d, 4, axis=-1)
+    m = {"q8_0": 0 * d, "q4_0": -8 * d, "int4_g128": -8 * d}.get(fmt)
+    if m is None:
+        m = w[..., 2:4].copy().view("<f2")[..., 0].astype(np.float64)
+    code_terms = np.einsum("nbj,tbj->tnb", values - m[..., None], x_hat.reshape(len(tokens), -1, 32))
+    min_terms = m[None] * np.asarray(sums, np.float64)[:, None, :]
+    magnitude = (np.abs(code_terms) + np.abs(min_terms)).sum(axis=2)
+    steps = 2 * (k // 32) + 2
+    bound = steps * 2.0 ** -24 / (1 - steps * 2.0 ** -24) * magnitude
+    return bound if np.ndim(x) == 2 else bound[0]
+
+
+def check_q8_1(y, w, x, fmt, *, name, seed, dims=None):
+    """``check`` against ``reference.gemv_q8_1``; a failure on relative error alone is waived where every element
+    lies within ``q8_1_rounding_bound`` (a row whose terms cancel). That bound is 2 B + 2 units of rounding of the
+    terms' magnitudes (about 4e-6 of them at K = 1,056): a kernel that drops or misreads a block's term is off by
+    about that term, far more."""
+    want = reference.gemv_q8_1(w, x, fmt)
+    try:
+        check(y, want, name=name, seed=seed, dims=dims)
+    except CheckFailure:
+        if not np.all(np.abs(np.asarray(y, np.float64) - want) <= q8_1_rounding_bound(w, x, fmt)):
+            raise
 
 
 def warp_per_row_reference(fmt, w, x):
@@ -164,7 +204,7 @@ def test_dp4a_rung_matches_w_times_the_quantized_activations(shape, rng_seed):
     rng, seed = rng_seed
     w, x = gguf_weights(rng, "q4_1", *shape), activations(rng, shape[1])
     y = qg.q4_1_gemv_q8_1_dp4a(w, x, out=poison(np.empty(shape[0], np.float32)))
-    check(y, reference.gemv_q8_1(w, x, "q4_1"), name="q4_1_gemv_q8_1_dp4a", seed=seed)
+    check_q8_1(y, w, x, "q4_1", name="q4_1_gemv_q8_1_dp4a", seed=seed)
 
 
 def test_dp4a_rung_pays_for_its_int8_activations(rng_seed):
@@ -342,7 +382,7 @@ def test_batched_rung_matches_each_tokens_reference(tokens, shape, rng_seed):
     if tokens > 1:
         x[1] = 0.0
     y = qgr.q4_1_gemv_q8_1_small_batch(w, x, out=poison(np.empty((tokens, n), np.float32)))
-    check(y, reference.gemv_q8_1(w, x, "q4_1"), name="q4_1_gemv_q8_1_small_batch", dims=("token", "row"), seed=seed)
+    check_q8_1(y, w, x, "q4_1", name="q4_1_gemv_q8_1_small_batch", dims=("token", "row"), seed=seed)
     for t in range(tokens):                              # each token's row: the batch-1 rung's y, to float32's error
         np.testing.assert_allclose(y[t], qgr.q4_1_gemv_q8_1_repacked(w, x[t]), rtol=1e-5,
                                    atol=1e-5 * np.abs(y[t]).max())
@@ -406,7 +446,7 @@ def test_wide_q4_1_rung_equals_the_dp4a_rung_bit_for_bit(shape, rng_seed):
     rng, seed = rng_seed
     w, x = gguf_weights(rng, "q4_1", *shape), activations(rng, shape[1])
     y = qgw.q4_1_gemv_q8_1_wide(w, x, out=poison(np.empty(shape[0], np.float32)))
-    check(y, reference.gemv_q8_1(w, x, "q4_1"), name="q4_1_gemv_q8_1_wide", seed=seed)
+    check_q8_1(y, w, x, "q4_1", name="q4_1_gemv_q8_1_wide", seed=seed)
     np.testing.assert_array_equal(y, qg.q4_1_gemv_q8_1_dp4a(w, x))
     np.testing.assert_array_equal(qgw.q4_1_gemv_q8_1_wide(qgr.q4_1_repack(w), x), y)
 
@@ -418,7 +458,7 @@ def test_wide_q8_0_rung_matches_w_times_the_quantized_activations(shape, rng_see
     rng, seed = rng_seed
     w, x = gguf_weights(rng, "q8_0", *shape), activations(rng, shape[1])
     y = qgw.q8_0_gemv_q8_1_wide(w, x, out=poison(np.empty(shape[0], np.float32)))
-    check(y, reference.gemv_q8_1(w, x, "q8_0"), name="q8_0_gemv_q8_1_wide", seed=seed)
+    check_q8_1(y, w, x, "q8_0", name="q8_0_gemv_q8_1_wide", seed=seed)
     np.testing.assert_array_equal(qgw.q8_0_gemv_q8_1_wide(qgw.q8_0_repack(w), x), y)
 
 
@@ -476,7 +516,7 @@ def test_persistent_q4_1_rung_equals_the_dp4a_rung_bit_for_bit(shape, rng_seed):
     rng, seed = rng_seed
     w, x = gguf_weights(rng, "q4_1", *shape), activations(rng, shape[1])
     y = qgp.q4_1_gemv_q8_1_persistent(w, x, out=poison(np.empty(shape[0], np.float32)))
-    check(y, reference.gemv_q8_1(w, x, "q4_1"), name="q4_1_gemv_q8_1_persistent", seed=seed)
+    check_q8_1(y, w, x, "q4_1", name="q4_1_gemv_q8_1_persistent", seed=seed)
     np.testing.assert_array_equal(y, qg.q4_1_gemv_q8_1_dp4a(w, x))
     np.testing.assert_array_equal(qgp.q4_1_gemv_q8_1_persistent(qgr.q4_1_repack(w), x, grid=3), y)
 
@@ -500,7 +540,7 @@ def test_persistent_q4_0_rung_matches_w_times_the_quantized_activations(shape, r
     rng, seed = rng_seed
     w, x = gguf_weights(rng, "q4_0", *shape), activations(rng, shape[1])
     y = qgp.q4_0_gemv_q8_1_persistent(w, x, out=poison(np.empty(shape[0], np.float32)))
-    check(y, reference.gemv_q8_1(w, x, "q4_0"), name="q4_0_gemv_q8_1_persistent", seed=seed)
+    check_q8_1(y, w, x, "q4_0", name="q4_0_gemv_q8_1_persistent", seed=seed)
     np.testing.assert_array_equal(qgp.q4_0_gemv_q8_1_persistent(qgp.q4_0_repack(w), x, grid=1), y)
 
 
@@ -540,7 +580,7 @@ def test_persistent_int4_g128_rung_matches_w_times_the_quantized_activations(sha
     rng, seed = rng_seed
     w, x = gguf_weights(rng, "int4_g128", *shape), activations(rng, shape[1])
     y = qgp.int4_g128_gemv_q8_1_persistent(w, x, out=poison(np.empty(shape[0], np.float32)))
-    check(y, reference.gemv_q8_1(w, x, "int4_g128"), name="int4_g128_gemv_q8_1_persistent", seed=seed)
+    check_q8_1(y, w, x, "int4_g128", name="int4_g128_gemv_q8_1_persistent", seed=seed)
     np.testing.assert_array_equal(qgp.int4_g128_gemv_q8_1_persistent(qgp.int4_g128_repack(w), x, grid=3), y)
     np.testing.assert_array_equal(qgp.q4_0_gemv_q8_1_persistent(as_q4_0(w), x), y)
 
@@ -642,7 +682,7 @@ def test_prequantized_rungs_equal_the_persistent_rungs_bit_for_bit(fmt, shape, r
     persistent, prequantized, repack = PREQUANTIZED[fmt]
     w, x = gguf_weights(rng, fmt, *shape), activations(rng, shape[1])
     y = prequantized(w, x, out=poison(np.empty(shape[0], np.float32)))
-    check(y, reference.gemv_q8_1(w, x, fmt), name=f"{fmt}_gemv_q8_1_prequantized", seed=seed)
+    check_q8_1(y, w, x, fmt, name=f"{fmt}_gemv_q8_1_prequantized", seed=seed)
     np.testing.assert_array_equal(y, persistent(w, x), err_msg=f"seed {seed}")
     np.testing.assert_array_equal(prequantized(repack(w), qpq.quantize_activations(x), grid=3), y,
                                   err_msg=f"seed {seed}")
@@ -655,7 +695,7 @@ def test_q8_0_prequantized_rung_equals_the_wide_rung_bit_for_bit(shape, rng_seed
     rng, seed = rng_seed
     w, x = gguf_weights(rng, "q8_0", *shape), activations(rng, shape[1])
     y = qpq.q8_0_gemv_q8_1_prequantized(w, x, out=poison(np.empty(shape[0], np.float32)))
-    check(y, reference.gemv_q8_1(w, x, "q8_0"), name="q8_0_gemv_q8_1_prequantized", seed=seed)
+    check_q8_1(y, w, x, "q8_0", name="q8_0_gemv_q8_1_prequantized", seed=seed)
     np.testing.assert_array_equal(y, qgw.q8_0_gemv_q8_1_wide(w, x), err_msg=f"seed {seed}")
     np.testing.assert_array_equal(qpq.q8_0_gemv_q8_1_prequantized(qgw.q8_0_repack(w), qpq.quantize_activations(x),
                                                                   grid=3), y, err_msg=f"seed {seed}")
