@@ -72,6 +72,16 @@ Measured (2026-12-07, L2 flushed by a read, the GPU's time, each kernel alone, t
   int4_g128 18.3 to 19.8 us against 17.9 at 8192 x 8192 and 51 to 55 against 40.7 at 28672 x 8192. The prefetches
   compete with the loads the warps wait for.
 
+Q8_0 (``q8_0_gemv_q8_1_prequantized``), measured on the H100 (2026-12-07, the same method): 1, 2 or 4 blocks a lane
+and 32 warps a block, or 16 warps and 2 blocks an SM, all took 29.2 to 30.0 us at 8192 x 8192 and 85.3 to 86.5 at
+28672 x 8192, but 4 blocks a lane (64 registers, 40 bytes spilled: 35.4 and 104.7 us); kept: 2 blocks a lane
+(``PREQUANTIZED_Q8_0_BLOCKS_PER_LANE``, 60 registers). The recording ``day09_gemv_timing``: 29.8 and 86.3 us, 0.80
+and 0.97 of copy, against ``q8_0_gemv_q8_1_wide``'s 36.1 and 111.1 (0.66 and 0.75). Its 34 bytes a block are
+nearly twice a 4-bit block's, so the same walk keeps nearly twice the bytes in flight.
+
+compute-sanitizer (H100, 2026-12-07): memcheck and racecheck report no error for the four rungs at 37 x 96,
+1000 x 8288 and 4099 x 896 (rows and blocks that fill no step evenly), each within 2e-7 of ``reference.gemv_q8_1``.
+
 What is left at 8192 x 8192 is the walk's shape: a warp takes 2 rows of 4 steps each, and every step waits for the
 whole latency of its own loads before its arithmetic, with too few steps to overlap them. Keeping more of W in
 flight without holding it in registers (a ring in shared memory filled by ``cp.async``, as day 8's fp8 ring does)
