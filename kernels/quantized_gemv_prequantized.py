@@ -82,10 +82,24 @@ nearly twice a 4-bit block's, so the same walk keeps nearly twice the bytes in f
 compute-sanitizer (H100, 2026-12-07): memcheck and racecheck report no error for the four rungs at 37 x 96,
 1000 x 8288 and 4099 x 896 (rows and blocks that fill no step evenly), each within 2e-7 of ``reference.gemv_q8_1``.
 
-What is left at 8192 x 8192 is the walk's shape: a warp takes 2 rows of 4 steps each, and every step waits for the
-whole latency of its own loads before its arithmetic, with too few steps to overlap them. Keeping more of W in
-flight without holding it in registers (a ring in shared memory filled by ``cp.async``, as day 8's fp8 ring does)
-is the step this points to.
+What is left at 8192 x 8192 is not the arithmetic but the launch's shape. A probe on the H100 (2026-12-07, the same
+method; copy 3.0 TB/s) timed a kernel that only reads W's bytes, in this module's shape (one block of 1,024 threads
+an SM, each thread 4 loads of 16 bytes in flight, a grid-stride walk), and a device-to-device copy of the same
+number of bytes (half read, half written):
+
+- Q4_0's 37.7 MB: the read took 17.5 us (0.72 of copy), the copy 12.9 (0.97), ``q4_0_gemv_q8_1_prequantized`` 20.2
+  in the recording; at 28672 x 8192 (132 MB): 47.0 (0.94), 42.5 and 51.3;
+- Q8_0's 71.3 MB: 28.2 (0.84), 21.9 and 29.8; 250 MB: 83.7 (1.0), 80.3 and 86.3;
+- an empty kernel: 3.0 us; two blocks an SM instead of one: the read no faster (18.3 us at 37.7 MB).
+
+So the rungs run within 1.03 to 1.15 times a plain read of their bytes in their own shape, and at 37.7 MB that
+read itself stops at 0.72 of copy while the copy of as many bytes reaches 0.97: the timing method does not forbid
+0.8 at 8192 x 8192, the one-block-an-SM walk does. Two steps this points to, for a probe before a rung: the read
+in other shapes (smaller blocks, many more of them, as a copy kernel launches), the shape that reads 37.7 MB at
+0.8 of copy then carrying the walk; and the walk with the next step's loads issued before the current step's
+arithmetic (two sets of registers at 1 or 2 blocks a lane, the cursor running on across rows), which keeps each
+warp's loads in flight while it multiplies. Predicted for the second, before any timing: Q4_0 15 to 17 us at
+8192 x 8192 and 45 to 48 at 28672 x 8192 on the H100, if the warps' bursts of loads are what leaves DRAM idle.
 
 Launchers ``q4_1_gemv_q8_1_prequantized(w, x, *, out=None, grid=None, quantize_kernel=..., kernel=...)``,
 ``q4_0_gemv_q8_1_prequantized(...)``, ``int4_g128_gemv_q8_1_prequantized(...)`` and ``q8_0_gemv_q8_1_prequantized(...)``:
