@@ -13,7 +13,9 @@ Policy (docs/design-notes.md section 5):
   (1e-4), no element is off by more than ``1e-3·|ref| + 1e-4·max|ref|``, and nothing is NaN/inf
   where the reference is finite. A row sum given with ``reduction=dict(op="sum", ...)`` also
   passes when every element is within float32's bound for summing its row in any order,
-  ``gamma_(n-1)·Σ|x|``: a sum that cancels cannot be held to 1e-4 of itself.
+  ``gamma_(n-1)·Σ|x|``: a sum that cancels cannot be held to 1e-4 of itself. An output that is a sum
+  of terms the caller knows (not a row of an input) gives that bound itself, ``rounding=``
+  (``sum_rounding_bound(terms, extra_roundings)``), with the same effect.
 - low precision (``"lowp"``, ``"fp16"``, ``"bf16"``, ``"fp8"``, ``"int8"``, ``"int4"``): passes when
   every element error is at most ``2 · max|same_precision_ref − ref| + atol``, where
   ``same_precision_ref`` is the same computation done in NumPy at the kernel's storage precision. An
@@ -47,7 +49,7 @@ import numpy as np
 
 from course.diagnoses import DETECTORS, Case, diagnose, kernel_findings
 
-__all__ = ["random_inputs", "poison", "is_poison", "check", "CheckResult", "CheckFailure",
+__all__ = ["random_inputs", "poison", "is_poison", "check", "sum_rounding_bound", "CheckResult", "CheckFailure",
            "BarrierWarning", "DETECTORS", "PRECISIONS", "FP32_RTOL"]
 
 FP32_RTOL = 1e-4            # Frobenius relative error allowed in float32
@@ -403,22 +405,32 @@ def _storage_ulp(dtype: np.dtype, values: np.ndarray, precision: str = "lowp") -
     return np.exp2(exponent - info.nmant)
 
 
-def _sum_rounding_bound(reduction: dict | None) -> np.ndarray | None:
-    """Per row, the most a float32 sum of the row's elements can be off, in any order, or None.
+def sum_rounding_bound(terms, extra_roundings: int = 0) -> np.ndarray:
+    """Per sum, the most a float32 sum of ``terms`` (the last axis holds one sum's n terms) can be off from the
+    exact sum, in any order, when each term carries up to ``extra_roundings`` roundings of its own (a term made
+    by multiplying float32 numbers): gamma_(n-1+extra) times the sum of the terms' magnitudes.
 
-    Every float32 addition rounds by at most half a unit in the last place (2^-24 relative) of its
+    Every float32 operation rounds by at most half a unit in the last place (2^-24 relative) of its
     result, and no partial sum exceeds the sum of magnitudes, so n elements added in any order (a
     loop, a tree, a warp's butterfly) stay within gamma_(n-1) * sum|x| of the exact sum
-    (Higham, Accuracy and Stability of Numerical Algorithms, section 4.2). Where a row's sum
+    (Higham, Accuracy and Stability of Numerical Algorithms, sections 3.1 and 4.2). Where a sum
     cancels, that bound is far above 1e-4 of the sum: correct float32 work must not fail there.
     """
+    terms = np.asarray(terms, np.float64)
+    if isinstance(extra_roundings, bool) or not isinstance(extra_roundings, int) or extra_roundings < 0:
+        raise ValueError(f"extra_roundings must be an int >= 0, got {extra_roundings!r}")
+    u = 2.0 ** -24
+    n = max(terms.shape[-1] - 1, 0) + extra_roundings
+    gamma = n * u / (1 - n * u)
+    return gamma * np.abs(terms).sum(axis=-1)
+
+
+def _sum_rounding_bound(reduction: dict | None) -> np.ndarray | None:
+    """Per row, the most a float32 sum of the row's elements can be off, in any order, or None
+    (``sum_rounding_bound`` of the rows of a sum reduction's x)."""
     if reduction is None or reduction["op"] != "sum":
         return None
-    x = reduction["x"]
-    u = 2.0 ** -24
-    n = max(x.shape[1] - 1, 0)
-    gamma = n * u / (1 - n * u)
-    return gamma * np.abs(x).sum(axis=1)
+    return sum_rounding_bound(reduction["x"])
 
 
 def _gemm_context(gemm, out: np.ndarray) -> dict | None:
@@ -454,7 +466,7 @@ def check(out, ref, *, name: str = "out", dims=None, tile=None, seed: int | None
           precision: str = "fp32", same_precision_ref=None, atol: float | None = None,
           rtol: float = FP32_RTOL, rows_sum_to_one: bool = False, hints: dict | None = None,
           dtype=None, attention: dict | None = None, reduction: dict | None = None,
-          gemm: dict | None = None, kernel=None) -> CheckResult:
+          gemm: dict | None = None, kernel=None, rounding=None) -> CheckResult:
     """Compare ``out`` with the reference ``ref``: return a :class:`CheckResult` when it passes,
     raise :class:`CheckFailure` with a diagnosis when it does not.
 
@@ -478,6 +490,9 @@ def check(out, ref, *, name: str = "out", dims=None, tile=None, seed: int | None
     reduction: for a row reduction out (rows,) of x (rows, cols) by blocks of ``threads`` threads:
         ``dict(x=x, op="max" or "sum", threads=64)``.
     gemm: for C = A B (M, N) computed in steps of ``tile_k`` along K: ``dict(a=a, b=b, tile_k=16)``.
+    rounding: for an output whose elements are float32 sums of terms the caller knows, the most each
+        may be off by rounding alone (``sum_rounding_bound(terms, extra_roundings)``, out's shape); as
+        ``reduction``'s sum, an output within it everywhere is not held to ``rtol``. Not with ``reduction``.
     kernel: the kernel that produced ``out``; its source is read for barrier mistakes, reported as
         a likely cause on failure and, when the output passes, under the OK line and as a
         :class:`BarrierWarning`.
@@ -487,6 +502,14 @@ def check(out, ref, *, name: str = "out", dims=None, tile=None, seed: int | None
                                                   rows_sum_to_one, hints, dtype)
     attention = _attention_context(attention, out)
     reduction = _reduction_context(reduction, out)
+    if rounding is not None:
+        if reduction is not None or precision != "fp32":
+            raise ValueError("rounding is for fp32 outputs without a sum's reduction context (whose rows give the "
+                             f"bound), got precision {precision!r} and reduction {'given' if reduction else None}")
+        rounding = _as_host_array(rounding, "rounding").astype(np.float64)
+        if rounding.shape != out.shape or not np.all(rounding >= 0):
+            raise ValueError(f"rounding must be a bound >= 0 per element of out, shape {out.shape}, got shape "
+                             f"{rounding.shape}")
     gemm = _gemm_context(gemm, out)
     kernel_notes = _kernel_source_notes(kernel)
     got = out.astype(np.float64)
@@ -502,16 +525,17 @@ def check(out, ref, *, name: str = "out", dims=None, tile=None, seed: int | None
     ref_norm = float(np.linalg.norm(want[finite_ref])) if finite_ref.any() else 0.0
 
     same_err = None
-    rounding = None
     if precision == "fp32":
         element_limit = (FP32_ELEMENT_RTOL * np.abs(np.where(finite_ref, want, 0.0))
                          + FP32_ELEMENT_ATOL * scale)
         limit_words = (f"rel_err <= {rtol:g} and every |out - ref| <= {FP32_ELEMENT_RTOL:g}|ref| + "
                        f"{FP32_ELEMENT_ATOL * scale:.2g}")
-        rounding = _sum_rounding_bound(reduction)
+        if rounding is None:
+            rounding = _sum_rounding_bound(reduction)
         if rounding is not None:
             element_limit = np.maximum(element_limit, rounding)
-            limit_words += ", or within float32's bound for a sum of the row in any order"
+            limit_words += (", or within float32's bound for a sum of the row in any order" if reduction is not None
+                            else ", or within float32's bound for a sum of its terms")
         noise = 1e-5
     else:
         same64 = same.astype(np.float64)

@@ -12,7 +12,7 @@ import pytest
 from numba import cuda, float32
 
 from course.checking import (DETECTORS, BarrierWarning, CheckFailure, CheckResult, check, is_poison,
-                             poison, random_inputs)
+                             poison, random_inputs, sum_rounding_bound)
 
 DIMS = ("batch", "head", "row", "col")
 SHAPE = (2, 3, 40, 24)          # 40 rows: not a multiple of the row tile 16
@@ -571,6 +571,30 @@ def test_a_cancelling_float32_sum_passes_with_its_reduction_context():
     for wrong in (_float32_loop_sum(x[:, :2]), got + x[:, 0]):
         with pytest.raises(CheckFailure):
             check(wrong, want, dims=("row",), reduction=dict(x=x, op="sum", threads=64))
+
+
+def test_a_cancelling_sum_of_known_terms_passes_with_its_rounding_bound():
+    """An output that sums terms the caller knows (a GEMV's per-block products), not a row of an input: its bound
+    comes in as ``rounding=``, from ``sum_rounding_bound``, and waives rel_err as a reduction context's does."""
+    terms = np.array([[1e4, 1e-3, -1e4], [1e-3, 2e-3, 3e-3]])
+    got = _float32_loop_sum(terms.astype(np.float32))
+    want = terms.sum(axis=1)
+    bound = sum_rounding_bound(terms, extra_roundings=3)
+    assert bound[1] == pytest.approx(5 * 2.0 ** -24 * 6e-3, rel=1e-6)     # gamma_(2 + 3) times the magnitudes
+    with pytest.raises(CheckFailure):
+        check(got, want, dims=("row",))
+    check(got, want, dims=("row",), rounding=bound)
+    # a term left out; a row that does not cancel, off by far more than its bound
+    for wrong in (_float32_loop_sum(terms[:, :2].astype(np.float32)), got + np.array([0, 1e-4], np.float32)):
+        with pytest.raises(CheckFailure):
+            check(wrong, want, dims=("row",), rounding=bound)
+    for call, words in [(lambda: check(got, want, rounding=bound[:1]), "rounding must be a bound >= 0 per element"),
+                        (lambda: check(got, want, rounding=-bound), "rounding must be a bound >= 0 per element"),
+                        (lambda: check(got, want, rounding=bound, reduction=dict(x=terms, op="sum", threads=64)),
+                         "rounding is for fp32 outputs without a sum's reduction context"),
+                        (lambda: sum_rounding_bound(terms, extra_roundings=-1), "extra_roundings must be an int >= 0")]:
+        with pytest.raises(ValueError, match=words):
+            call()
 
 
 def test_the_hidden_row_sum_inputs_pass_a_correct_float32_sum_for_every_seed():

@@ -24,7 +24,7 @@ import pytest
 from ptx_in_background import compile_fixtures
 from numba import cuda
 
-from course.checking import CheckFailure, check, poison, random_inputs
+from course.checking import check, poison, random_inputs, sum_rounding_bound
 from course.models import quantized as model
 from course.traffic import count_traffic
 from kernels import intrinsics
@@ -86,11 +86,11 @@ def activations(rng, k):
 
 def q8_1_rounding_bound(w, x, fmt):
     """Per output (N,), or (T, N) for a batch x, how far a float32 sum of a q8_1 rung's terms may lie from the
-    float64 reference: each block of 32 gives two terms, its codes' d s dot and its minimum's m sum(x) (none for
-    Q8_0), each made with at most 3 roundings, and the 2 B terms added in any order with 2 B - 1 more. So the sum
-    is within gamma_(2B+2) = (2B+2) u / (1 - (2B+2) u), u = 2^-24, of the sum of the terms' magnitudes (Higham,
-    Accuracy and Stability of Numerical Algorithms, sections 3.1 and 4.2): where a row's terms cancel, that is far
-    above 1e-4 of the row's value, and a correct kernel must not fail there."""
+    float64 reference (``course.checking.sum_rounding_bound``): each block of 32 gives two terms, its codes' d s dot
+    and its minimum's m sum(x) (zero for Q8_0), each made with at most 3 roundings of its own. Where a row's terms
+    cancel, that is far above 1e-4 of the row's value, and a correct kernel must not fail there; a kernel that drops
+    or misreads a block's term is off by about that term, far more (the bound is 2 B + 2 units of rounding of the
+    terms' magnitudes, about 4e-6 of them at K = 1,056)."""
     tokens = np.atleast_2d(np.asarray(x, np.float32))
     codes, scales, sums = reference.quantize_q8_1(tokens)
     x_hat = reference.dequantize_q8_1(codes, scales)                      # (T, K)
@@ -104,24 +104,14 @@ def q8_1_rounding_bound(w, x, fmt):
     if m is None:
         m = w[..., 2:4].copy().view("<f2")[..., 0].astype(np.float64)
     code_terms = np.einsum("nbj,tbj->tnb", values - m[..., None], x_hat.reshape(len(tokens), -1, 32))
-    min_terms = m[None] * np.asarray(sums, np.float64)[:, None, :]
-    magnitude = (np.abs(code_terms) + np.abs(min_terms)).sum(axis=2)
-    steps = 2 * (k // 32) + 2
-    bound = steps * 2.0 ** -24 / (1 - steps * 2.0 ** -24) * magnitude
+    min_terms = np.broadcast_to(m[None] * np.asarray(sums, np.float64)[:, None, :], code_terms.shape)
+    bound = sum_rounding_bound(np.concatenate([code_terms, min_terms], axis=-1), extra_roundings=3)
     return bound if np.ndim(x) == 2 else bound[0]
 
 
 def check_q8_1(y, w, x, fmt, *, name, seed, dims=None):
-    """``check`` against ``reference.gemv_q8_1``; a failure on relative error alone is waived where every element
-    lies within ``q8_1_rounding_bound`` (a row whose terms cancel). That bound is 2 B + 2 units of rounding of the
-    terms' magnitudes (about 4e-6 of them at K = 1,056): a kernel that drops or misreads a block's term is off by
-    about that term, far more."""
-    want = reference.gemv_q8_1(w, x, fmt)
-    try:
-        check(y, want, name=name, seed=seed, dims=dims)
-    except CheckFailure:
-        if not np.all(np.abs(np.asarray(y, np.float64) - want) <= q8_1_rounding_bound(w, x, fmt)):
-            raise
+    """``check`` against ``reference.gemv_q8_1``, a row's float32 rounding bounded by ``q8_1_rounding_bound``."""
+    check(y, reference.gemv_q8_1(w, x, fmt), name=name, seed=seed, dims=dims, rounding=q8_1_rounding_bound(w, x, fmt))
 
 
 def warp_per_row_reference(fmt, w, x):
