@@ -82,24 +82,28 @@ nearly twice a 4-bit block's, so the same walk keeps nearly twice the bytes in f
 compute-sanitizer (H100, 2026-12-07): memcheck and racecheck report no error for the four rungs at 37 x 96,
 1000 x 8288 and 4099 x 896 (rows and blocks that fill no step evenly), each within 2e-7 of ``reference.gemv_q8_1``.
 
-What is left at 8192 x 8192 is not the arithmetic but the launch's shape. A probe on the H100 (2026-12-07, the same
-method; copy 3.0 TB/s) timed a kernel that only reads W's bytes, in this module's shape (one block of 1,024 threads
-an SM, each thread 4 loads of 16 bytes in flight, a grid-stride walk), and a device-to-device copy of the same
-number of bytes (half read, half written):
+What is left at 8192 x 8192 is a cost of reading 37.7 MB in one launch, not this walk. Probes on the H100
+(2026-12-07, the same method; copy 3.0 TB/s):
 
-- Q4_0's 37.7 MB: the read took 17.5 us (0.72 of copy), the copy 12.9 (0.97), ``q4_0_gemv_q8_1_prequantized`` 20.2
-  in the recording; at 28672 x 8192 (132 MB): 47.0 (0.94), 42.5 and 51.3;
-- Q8_0's 71.3 MB: 28.2 (0.84), 21.9 and 29.8; 250 MB: 83.7 (1.0), 80.3 and 86.3;
-- an empty kernel: 3.0 us; two blocks an SM instead of one: the read no faster (18.3 us at 37.7 MB).
+- A kernel that only reads W's bytes, in this module's shape (one block of 1,024 threads an SM, each thread 4 loads
+  of 16 bytes in flight, a grid-stride walk): Q4_0's 37.7 MB in 17.5 us (0.72 of copy), ``q4_0_gemv_q8_1_prequantized``
+  20.2 in the recording; at 28672 x 8192 (132 MB) 47.0 (0.94) and 51.3; Q8_0's 71.3 MB in 28.2 (0.84) against the
+  rung's 29.8, its 250 MB in 83.7 (1.0) against 86.3. An empty kernel takes 3.0 us.
+- The same read in 60 other shapes: 128 to 1,024 threads a block, 1 to 16 blocks an SM or one pass with a block
+  per 16-byte chunk, 1 to 8 loads in flight a thread. The fastest read 37.7 MB in 17.0 us (0.74 of copy); most
+  shapes with 4 or more blocks an SM took 17.0 to 17.4. At 132 MB the fastest took 46.2 us (0.96). No shape reads
+  37.7 MB at 0.8 of copy (15.7 us). A device-to-device copy of as many bytes took 13.2 us, but half of its bytes are
+  writes, which can wait in L2 (50 MB) after the copy is timed, so it is no bound for a read.
+- The walk with the next step's loads issued before the current step's arithmetic (two sets of registers at 1 or 2
+  blocks a lane, the cursor running on across rows). Predicted before any timing: Q4_0 15 to 17 us at 8192 x 8192
+  and 45 to 48 at 28672 x 8192. Measured: 20.0 to 20.1 us against this rung's 20.5 in the same run, and 52.1 to 54.8
+  against 51.1. The prediction failed: the warps' bursts of loads were not leaving DRAM idle.
 
-So the rungs run within 1.03 to 1.15 times a plain read of their bytes in their own shape, and at 37.7 MB that
-read itself stops at 0.72 of copy while the copy of as many bytes reaches 0.97: the timing method does not forbid
-0.8 at 8192 x 8192, the one-block-an-SM walk does. Two steps this points to, for a probe before a rung: the read
-in other shapes (smaller blocks, many more of them, as a copy kernel launches), the shape that reads 37.7 MB at
-0.8 of copy then carrying the walk; and the walk with the next step's loads issued before the current step's
-arithmetic (two sets of registers at 1 or 2 blocks a lane, the cursor running on across rows), which keeps each
-warp's loads in flight while it multiplies. Predicted for the second, before any timing: Q4_0 15 to 17 us at
-8192 x 8192 and 45 to 48 at 28672 x 8192 on the H100, if the warps' bursts of loads are what leaves DRAM idle.
+So the rungs run within 1.03 to 1.15 times a plain read of their bytes in their own shape, and within 1.19 to 1.26
+times the fastest read of 37.7 MB in any shape tried. The fastest reads of the two sizes fit a line: about 5.3 us a
+launch plus the bytes at 3.2 TB/s. A cost per launch that large is 0.3 of the time at 37.7 MB and 0.1 at 132 MB, so on
+this GPU no kernel seen reads W's 37.7 MB in one launch at 0.8 of copy; the goal at 8192 x 8192 asks for a
+cost per launch the H100 did not show.
 
 Launchers ``q4_1_gemv_q8_1_prequantized(w, x, *, out=None, grid=None, quantize_kernel=..., kernel=...)``,
 ``q4_0_gemv_q8_1_prequantized(...)``, ``int4_g128_gemv_q8_1_prequantized(...)`` and ``q8_0_gemv_q8_1_prequantized(...)``:
