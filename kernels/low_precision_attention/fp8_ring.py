@@ -77,6 +77,24 @@ faster memory either: both rings fell further behind the register rung there tha
 0.93 to 0.95 times it to 0.87 and 0.88), so per-tile instructions, not bytes in flight, are what limits them, and
 what a next rung must cut.
 
+Two more ways of keeping bytes in flight were probed on an H100 (2026-12-07) and left out; neither beat the register
+rung there, where the lean ring comes within 0.93 to 0.95 of it:
+
+- ``gqa_decode_tensor_cores`` with each warp asking L2 for the tile d steps ahead of the one it loads (Hopper's
+  ``cp.async.bulk.prefetch.L2``, one instruction for a tile's 2 KB of K and one for V; 10 calls queued between two
+  events, 64 x 16,384 tokens): 0.85, 0.82, 0.64 and 0.55 of copy for d = 1, 2, 4 and 8 at 3 blocks an SM against
+  the rung's 0.88; 0.90 at d = 2 and 2 blocks an SM; a ``prefetch.global.L2`` a row instead (d = 2), 0.80. More
+  requests in flight bought no bandwidth, as with day 9's GEMV (``quantized_gemv_prequantized``).
+- A ring filled by Hopper's bulk copies (``cp.async.bulk`` into shared memory, completion counted on an
+  ``mbarrier``): one copy of a 128-byte row a lane a tile, so a tile costs each lane one copy instead of the lean
+  ring's 8 and their address work, and rows padded (K 160 bytes, V 144) so that a half warp's 8-byte reads meet 16
+  different pairs of banks. It gave the register rung's bits (at full size, and at contexts of 1 to 4,099 tokens).
+  Predicted 0.90 to 0.95 of copy; measured (L2 flushed, the GPU's time alone) 0.70 at 16 x 32,768 and 0.71 at
+  64 x 16,384 with 3 slots a warp and 3 blocks an SM, 0.59 and 0.58 with 4 slots and 2 blocks, where in the same run
+  the register rung read 0.90 and 0.94 and the lean ring 0.85 and 0.89. The prediction failed. Not measured, so
+  only a suspect: a bulk copy of 128 bytes is far smaller than the tiles the copy engine is built for, and each SM
+  asked it for 384 of them per round of its warps' tiles.
+
 fp8 caches only (the fp16 rung already reads at the copy bandwidth), head_dim a multiple of 16 up to 128 (a
 16-byte copy holds 16 codes), compute capability 8.9 or later (PTX's e4m3 conversion).
 """
