@@ -77,14 +77,15 @@ faster memory either: both rings fell further behind the register rung there tha
 0.93 to 0.95 times it to 0.87 and 0.88), so per-tile instructions, not bytes in flight, are what limits them, and
 what a next rung must cut.
 
-Two more ways of keeping bytes in flight were probed on an H100 (2026-12-07) and left out; neither beat the register
-rung there, where the lean ring comes within 0.93 to 0.95 of it:
+Two more ways of keeping bytes in flight were probed on an H100 (2026-12-07) and left out: the first gained at most
+3% over the register rung, the second lost about a quarter:
 
 - ``gqa_decode_tensor_cores`` with each warp asking L2 for the tile d steps ahead of the one it loads (Hopper's
   ``cp.async.bulk.prefetch.L2``, one instruction for a tile's 2 KB of K and one for V; 10 calls queued between two
   events, 64 x 16,384 tokens): 0.85, 0.82, 0.64 and 0.55 of copy for d = 1, 2, 4 and 8 at 3 blocks an SM against
-  the rung's 0.88; 0.90 at d = 2 and 2 blocks an SM; a ``prefetch.global.L2`` a row instead (d = 2), 0.80. More
-  requests in flight bought no bandwidth, as with day 9's GEMV (``quantized_gemv_prequantized``).
+  the rung's 0.88; 0.90 at d = 2 and 2 blocks an SM (2 blocks without the prefetch were not timed); a
+  ``prefetch.global.L2`` a row instead (d = 2), 0.80. More requests in flight bought little or no bandwidth, as with
+  day 9's GEMV (``quantized_gemv_prequantized``).
 - A ring filled by Hopper's bulk copies (``cp.async.bulk`` into shared memory, completion counted on an
   ``mbarrier``): one copy of a 128-byte row a lane a tile, so a tile costs each lane one copy instead of the lean
   ring's 8 and their address work, and rows padded (K 160 bytes, V 144) so that a half warp's 8-byte reads meet 16
