@@ -281,7 +281,12 @@ def launch_with_shared(kernel, grid, threads, shared_bytes: int, *args) -> None:
     kernel's ``cuda.shared.array(0, dtype)``). Above ``STATIC_SHARED_LIMIT`` a GPU launches a kernel only after it
     was allowed that much (the driver's ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``, which ``cuda.jit``
     does not set): the first launch of each compiled kernel on a device sets it, once. The simulator has no such
-    limit, and a stand-in for a kernel (a test's, which records or compiles a launch) is launched as it is."""
+    limit, and a stand-in for a kernel (a test's, which records or compiles a launch) is launched as it is.
+
+    Only ``shared_bytes`` is compared with the limit. A GPU counts a kernel's static shared arrays too: a kernel
+    with 16 KB of them asking for 40 KB here fails to launch (``CUDA_ERROR_INVALID_VALUE``, seen on an H100), since
+    the dynamic bytes it may take without asking are 48 KB less its static ones. Every kernel of the course that
+    launches through here keeps within that."""
     from numba import config
 
     if not config.ENABLE_CUDASIM and shared_bytes > STATIC_SHARED_LIMIT and _is_dispatcher(kernel):
