@@ -86,24 +86,25 @@ What is left at 8192 x 8192 is a cost of reading 37.7 MB in one launch, not this
 (2026-12-07, the same method; copy 3.0 TB/s):
 
 - A kernel that only reads W's bytes, in this module's shape (one block of 1,024 threads an SM, each thread 4 loads
-  of 16 bytes in flight, a grid-stride walk): Q4_0's 37.7 MB in 17.5 us (0.72 of copy), ``q4_0_gemv_q8_1_prequantized``
-  20.2 in the recording; at 28672 x 8192 (132 MB) 47.0 (0.94) and 51.3; Q8_0's 71.3 MB in 28.2 (0.84) against the
-  rung's 29.8, its 250 MB in 83.7 (1.0) against 86.3. An empty kernel takes 3.0 us.
+  of 16 bytes in flight, a grid-stride walk): Q4_0's 37.7 MB in 17.5 us (0.72 of copy), where
+  ``q4_0_gemv_q8_1_prequantized`` took 20.2 in the recording; at 28672 x 8192 (132 MB) 47.0 (0.94) and 51.3; Q8_0's
+  71.3 MB in 28.2 (0.84) against the rung's 29.8, its 250 MB in 83.7 (1.0) against 86.3. An empty kernel takes 3.0 us.
 - The same read in 60 other shapes: 128 to 1,024 threads a block, 1 to 16 blocks an SM or one pass with a block
-  per 16-byte chunk, 1 to 8 loads in flight a thread. The fastest read 37.7 MB in 17.0 us (0.74 of copy); most
-  shapes with 4 or more blocks an SM took 17.0 to 17.4. At 132 MB the fastest took 46.2 us (0.96). No shape reads
-  37.7 MB at 0.8 of copy (15.7 us). A device-to-device copy of as many bytes took 13.2 us, but half of its bytes are
-  writes, which can wait in L2 (50 MB) after the copy is timed, so it is no bound for a read.
+  per 16-byte chunk, 1 to 8 loads in flight a thread. The fastest read 37.7 MB in 17.0 us (0.74 of copy); 28 of
+  the 32 shapes with at least 1,024 threads an SM took 17.0 to 17.4. At 132 MB the fastest took 46.2 us (0.96).
+  No shape reads 37.7 MB at 0.8 of copy (15.7 us). A device-to-device copy of as many bytes took 13.2 us, but half
+  of its bytes are writes, which can wait in L2 (50 MB) after the copy is timed, so it is no bound for a read.
 - The walk with the next step's loads issued before the current step's arithmetic (two sets of registers at 1 or 2
   blocks a lane, the cursor running on across rows). Predicted before any timing: Q4_0 15 to 17 us at 8192 x 8192
   and 45 to 48 at 28672 x 8192. Measured: 20.0 to 20.1 us against this rung's 20.5 in the same run, and 52.1 to 54.8
-  against 51.1. The prediction failed: the warps' bursts of loads were not leaving DRAM idle.
+  against 51.1. The prediction failed: the warps' bursts of loads were not what left DRAM idle.
 
 So the rungs run within 1.03 to 1.15 times a plain read of their bytes in their own shape, and within 1.19 to 1.26
 times the fastest read of 37.7 MB in any shape tried. The fastest reads of the two sizes fit a line: about 5.3 us a
-launch plus the bytes at 3.2 TB/s. A cost per launch that large is 0.3 of the time at 37.7 MB and 0.1 at 132 MB, so on
-this GPU no kernel seen reads W's 37.7 MB in one launch at 0.8 of copy; the goal at 8192 x 8192 asks for a
-cost per launch the H100 did not show.
+launch plus the bytes at 3.2 TB/s. A cost per launch that large is 0.3 of the time at
+37.7 MB and 0.1 at 132 MB. At 0.8 of copy, 37.7 MB must take 15.7 us; the bytes alone take 11.7 at 3.2 TB/s, which
+leaves 4.0 us for the launch against the 5.3 the reads showed. No kernel seen on this GPU reads W's 37.7 MB in one
+launch that fast.
 
 Launchers ``q4_1_gemv_q8_1_prequantized(w, x, *, out=None, grid=None, quantize_kernel=..., kernel=...)``,
 ``q4_0_gemv_q8_1_prequantized(...)``, ``int4_g128_gemv_q8_1_prequantized(...)`` and ``q8_0_gemv_q8_1_prequantized(...)``:
