@@ -97,7 +97,8 @@ FP8_DECODE_CASES = {"gqa_decode_mixed_precision": ("DECODE_CASES", "fp8-g3-empty
                     "gqa_decode_tensor_cores": ("TENSOR_CASES", "fp8-g4-head-dim-24"),
                     "gqa_decode_wide_heads": ("HALF_CASES", "fp8-g4-halves-of-4"),   # its runs: the half warps'
                     "gqa_decode_fp8_ring": ("TENSOR_CASES", "fp8-g4-head-dim-128"),  # head_dim a multiple of 16
-                    "gqa_decode_fp8_lean_ring": ("TENSOR_CASES", "fp8-g4-head-dim-128")}
+                    "gqa_decode_fp8_lean_ring": ("TENSOR_CASES", "fp8-g4-head-dim-128"),
+                    "gqa_decode_fp8_deep": ("TENSOR_CASES", "fp8-g4-head-dim-128")}   # head_dim a multiple of 64
 
 
 def day08_fp8_cases() -> list[Case]:

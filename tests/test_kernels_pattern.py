@@ -201,14 +201,15 @@ def _tensor_cores_inputs(rng, rung):
 
 
 def _fp8_ring_inputs(rng, rung):
-    """``_half_warps_inputs``' layout at head_dim 16 (a 16-byte copy holds 16 codes), K and V quantized to fp8 e4m3
-    codes with a scale per page and KV head (``kernels.reference.quantize_fp8``), in partitions of 16 tokens (a
-    warp's tile); pages of 4, so a tile's rows lie on several pages."""
+    """``_half_warps_inputs``' layout at head_dim 64 (the rings' 16-byte copies hold 16 codes; the deep rung's four
+    lanes of a K row load 16 codes each), K and V quantized to fp8 e4m3 codes with a scale per page and KV head
+    (``kernels.reference.quantize_fp8``), in partitions of 16 tokens (a warp's tile); pages of 4, so a tile's rows
+    lie on several pages."""
     from kernels import reference
 
     (_, k_cache, _, tables, lens), kwargs = _paged_inputs(rng, rung)
-    shape = (*k_cache.shape[:3], 16)
-    q = _floats(rng, len(lens), 3, 16)
+    shape = (*k_cache.shape[:3], 64)
+    q = _floats(rng, len(lens), 3, 64)
     (k_codes, k_scales), (v_codes, v_scales) = (reference.quantize_fp8(_floats(rng, *shape)) for _ in range(2))
     return (q, k_codes, v_codes, tables, lens), {**kwargs, "k_scales": k_scales, "v_scales": v_scales,
                                                  "out": _nan(*q.shape), "partition_size": 16}
@@ -525,7 +526,7 @@ OPERATIONS = {
     "gqa_prefill_wide": Operation(_wide_prefill_inputs, _attention_reference),   # gqa_prefill_wide_heads
     "gqa_prefill_tensor": Operation(_tensor_prefill_inputs, None, judge=_judge_tensor_prefill),  # ..._tensor_cores
     "gqa_decode_wide": Operation(_wide_decode_inputs, _paged_reference),         # gqa_decode_wide_heads
-    "gqa_decode_fp8": Operation(_fp8_ring_inputs, _fp8_reference),              # gqa_decode_fp8_ring
+    "gqa_decode_fp8": Operation(_fp8_ring_inputs, _fp8_reference),      # gqa_decode_fp8_ring, _lean_ring, _deep
     **{f"{fmt}_gemv": Operation(_quantized_gemv_inputs, _quantized_gemv_reference(fmt))
        for fmt in ("q8_0", "q4_0", "q4_1")},
     **{f"{fmt}_gemm": Operation(_tokens_gemm_inputs, _tokens_gemm_reference(fmt)) for fmt in ("q8_0", "q4_1")},

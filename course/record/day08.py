@@ -79,9 +79,12 @@ DECODE_FORMATS = {"gqa_decode_mixed_group": ("float32", "float16"), "gqa_decode_
                   "gqa_decode_tensor_cores": ("float16", "fp8_e4m3"),          # narrow caches only
                   # head sizes to 256 and a bf16 cache; timed here at the day's head_dim of 128, bf16 among its caches
                   "gqa_decode_wide_heads": (*FORMATS, "bfloat16"),
-                  "gqa_decode_fp8_ring": ("fp8_e4m3",), "gqa_decode_fp8_lean_ring": ("fp8_e4m3",)}   # fp8 only
-# The decode rungs that take a head_dim a multiple of 16 only (16-byte copies of fp8 codes).
+                  "gqa_decode_fp8_ring": ("fp8_e4m3",), "gqa_decode_fp8_lean_ring": ("fp8_e4m3",),   # fp8 only
+                  "gqa_decode_fp8_deep": ("fp8_e4m3",)}
+# The decode rungs that take a head_dim a multiple of 16 only (16-byte copies of fp8 codes), and of 64 only (four
+# lanes share a K row in 16-byte loads): the sanitizer's small launches give them head_dim 32 and 64.
 HEAD_DIM_BY_16 = ("gqa_decode_fp8_ring", "gqa_decode_fp8_lean_ring")
+HEAD_DIM_BY_64 = ("gqa_decode_fp8_deep",)
 PREFILL_RUNGS = ("gqa_prefill_mixed_tiles", "gqa_prefill_mixed_precision", "gqa_prefill_wide_heads",
                  "gqa_prefill_tensor_cores")
 # The prefill rungs that multiply the numbers as stored, on tensor cores: fp16 and bf16 only, head_dim a multiple of 16.
@@ -473,12 +476,17 @@ def sanitize() -> None:
     from kernels import tensor_core_gemm as tc
 
     inputs = {}
-    for d in (24, 32):                  # 24: lanes without channels; 32 for the rungs that take multiples of 16 only
+    for d in (24, 32, 64):      # 24: lanes without channels; 32 and 64 for the rungs that take multiples of 16 or 64
         device, t = paged_inputs(3, [37, 0, 16], seed=2, heads=9, kv_heads=3, d=d, block_size=16)
         inputs[d] = device, narrow_caches(device, t), t
     for rung, fmt in decode_cases():
-        device, caches, _ = inputs[32 if rung in HEAD_DIM_BY_16 else 24]
+        device, caches, _ = inputs[64 if rung in HEAD_DIM_BY_64 else 32 if rung in HEAD_DIM_BY_16 else 24]
         _decode_launch(rung, fmt, device, caches, cuda.device_array(tuple(device["q"].shape), np.float32), 37)()
+    # a group of 9 on one KV head (blocks of 5 and 4 heads): the deep rung's blocks of more than 4 heads
+    device, t = paged_inputs(3, [37, 0, 16], seed=2, heads=9, kv_heads=1, d=64, block_size=16)
+    caches = narrow_caches(device, t)
+    for rung in HEAD_DIM_BY_64:
+        _decode_launch(rung, "fp8_e4m3", device, caches, cuda.device_array(tuple(device["q"].shape), np.float32), 37)()
     lens = cuda.to_device(np.array([40], np.int32))
     for dtype in PREFILL_DTYPES:
         for rung in PREFILL_RUNGS:

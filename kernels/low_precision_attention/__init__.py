@@ -33,6 +33,8 @@ each module's docstring saying what it adds and what it measured:
   tiles copied by cp.async into a ring in shared memory while it computes one: twice the bytes in flight.
 - ``gqa_decode_fp8_lean_ring`` (``fp8_ring``): the ring with its copies' and reads' indices unsigned and each
   8-byte word of a slot read by one load: the ring's bits for far fewer instructions a tile.
+- ``gqa_decode_fp8_deep`` (``fp8_deep``): the tensor-core rung on fp8 with three tiles in registers a warp (two in
+  flight), 16-byte loads, one weight mma a block of V for blocks of at most 4 heads and two chains of score mma.
 
 Tools that build and read an fp8 cache (``fp8``; kernels with launchers of the same pattern, not rungs of
 the ladder: their outputs are bits, checked bit for bit, where the registry's check compares floats):
@@ -42,9 +44,10 @@ the ladder: their outputs are bits, checked bit for bit, where the registry's ch
 - ``fp8_dequantize``: codes and scales back to float32, ``code value * scale``.
 
 The modules: ``prefill``, ``decode``, ``page_runs``, ``half_warps``, ``tensor_cores``, ``wide_heads``,
-``tensor_core_prefill``, ``fp8_ring`` (the rungs, as above), ``fp8`` (the e4m3 codec and the tools), ``partitions`` (the tensor-core decode's partition model)
-and ``common`` (what the decode rungs share: the cache formats and their checks, a decode step's sizing,
-the device steps of their kernels, and the layout of a decode step). The instructions numba cannot write
+``tensor_core_prefill``, ``fp8_ring``, ``fp8_deep`` (the rungs, as above), ``fp8`` (the e4m3 codec and the
+tools), ``partitions`` (the tensor-core decode's partition model) and ``common`` (what the decode rungs share:
+the cache formats and their checks, a decode step's sizing, the device steps of their kernels, and the layout of
+a decode step). The instructions numba cannot write
 (bit casts, fp8 conversions, byte permutes, the mma) are ``kernels.intrinsics``.
 
 Launchers accept NumPy arrays or numba device arrays, validate every argument (errors name it), size the
@@ -82,6 +85,8 @@ from .tensor_cores import (P_UNIT, Q_UNIT, TENSOR_MIN_BLOCKS, TILE_TOKENS, gqa_d
 from .fp8_ring import (RING_MIN_BLOCKS, RING_SLOTS, gqa_decode_fp8_lean_ring, gqa_decode_fp8_lean_ring_kernel,
                        gqa_decode_fp8_ring, gqa_decode_fp8_ring_kernel, ring_chunk,
                        ring_shared_bytes)
+from .fp8_deep import (DEEP_DEPTH, DEEP_HEAD_DIM_STEP, DEEP_MIN_BLOCKS, DEEP_PACK_HEADS, deep_packs,
+                       gqa_decode_fp8_deep, gqa_decode_fp8_deep_kernel)
 from .wide_heads import (WIDE_CHANNELS, WIDE_MIN_BLOCKS, WIDE_RUN_TOKENS, four_bfloat16s, gqa_decode_wide_heads,
                          gqa_decode_wide_heads_kernel, gqa_prefill_wide_heads, gqa_prefill_wide_heads_kernel,
                          row_threads, token_lanes, wide_decode_shared_bytes, wide_decode_tiling, wide_prefill_geometry,
@@ -102,14 +107,14 @@ __all__ = ["E4M3_MAX", "E4M3_MIN_NORMAL", "PREFILL_DTYPES", "CACHE_FORMATS", "TO
            "gqa_decode_wide_heads", "TENSOR_PREFILL_FORMATS", "tensor_prefill_grid", "tensor_prefill_shared_bytes",
            "gqa_prefill_tensor_cores_kernel", "gqa_prefill_tensor_cores", "tensor_core_steps", "ring_shared_bytes",
            "ring_chunk", "gqa_decode_fp8_ring_kernel", "gqa_decode_fp8_ring", "gqa_decode_fp8_lean_ring_kernel",
-           "gqa_decode_fp8_lean_ring", "RUNGS",
+           "gqa_decode_fp8_lean_ring", "deep_packs", "gqa_decode_fp8_deep_kernel", "gqa_decode_fp8_deep", "RUNGS",
            # the constants of days 6 and 7 the kernels use, and those of the later rungs
            "WARP", "WARPS", "THREADS", "CHANNELS", "FULL_MASK", "HEAD_DIM_MAX", "GROUP_MAX", "TILE_POS", "ROWS_MAX",
            "TILE_KV", "HALF", "HALF_CHANNELS", "HALF_MIN_BLOCKS", "Q_UNIT", "P_UNIT", "TENSOR_MIN_BLOCKS",
            "TENSOR_PARTITION_MIN", "TENSOR_BLOCKS_PER_SM", "TENSOR_SM_RATES", "TENSOR_BLOCK_COST", "WIDE_HEAD_DIM_MAX",
            "WIDE_CHANNELS", "WIDE_RUN_TOKENS", "WIDE_MIN_BLOCKS", "TENSOR_PREFILL_ROWS", "TENSOR_PREFILL_KEYS",
            "TENSOR_PREFILL_WARPS", "TENSOR_PREFILL_THREADS", "TENSOR_PREFILL_HEAD_DIM_STEP", "RING_SLOTS",
-           "RING_MIN_BLOCKS"]
+           "RING_MIN_BLOCKS", "DEEP_DEPTH", "DEEP_MIN_BLOCKS", "DEEP_PACK_HEADS", "DEEP_HEAD_DIM_STEP"]
 
 RUNGS = ladder(
     Rung("gqa_prefill_mixed_tiles", gqa_prefill_mixed_tiles,
@@ -136,4 +141,6 @@ RUNGS = ladder(
          "the tensor-core steps on fp8, each warp's next two tiles copied by cp.async into a ring in shared memory"),
     Rung("gqa_decode_fp8_lean_ring", gqa_decode_fp8_lean_ring,
          "the ring with unsigned index arithmetic and 8-byte reads of its slots: the same bits, fewer instructions"),
+    Rung("gqa_decode_fp8_deep", gqa_decode_fp8_deep,
+         "fp8 on tensor cores, three tiles deep in registers, 16-byte loads, hi and lo weights in one mma's columns"),
 )

@@ -37,13 +37,14 @@ TENSOR_BLOCK_COST = 140
 
 
 def tensor_partition_size(fmt: str, num_seqs: int, blocks_per_partition: int, longest: int,
-                          sm_count: int | None) -> int:
+                          sm_count: int | None, holds: int | None = None) -> int:
     """Tokens per partition of gqa_decode_tensor_cores when ``partition_size`` is None: of 64, 128, ... up to the
     first that holds the ``longest`` context, the one the SM model above finishes first (the shorter on a tie).
-    Without an SM count (the simulator), day 6's ``PARTITION_SIZE``."""
+    Without an SM count (the simulator), day 6's ``PARTITION_SIZE``. ``holds``: the blocks an SM holds at once
+    (1 to 3; None: ``TENSOR_BLOCKS_PER_SM`` of the format), for a rung compiled for another count."""
     if not sm_count:
         return decode_partition_size(num_seqs, blocks_per_partition, longest, sm_count)
-    holds = TENSOR_BLOCKS_PER_SM[fmt]
+    holds = holds or TENSOR_BLOCKS_PER_SM[fmt]
     best_time, best = math.inf, TENSOR_PARTITION_MIN
     size = TENSOR_PARTITION_MIN
     while True:
