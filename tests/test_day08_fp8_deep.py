@@ -79,10 +79,9 @@ def test_deep_holds_v_scales_far_apart(block_size, lens, kv_heads, group, d, par
                                    dict(pack=False)],
                          ids=["two-tiles-deep", "3-blocks", "8-byte-loads", "one-chain", "two-weight-mma"])
 def test_each_choice_of_the_builder_alone_is_correct(knobs):
-    """The kernels the probes time, each with one of the rung's choices undone, at head_dim 128 and group 4."""
-    knobs = dict(knobs)
-    pack = knobs.pop("pack", True)
-    kernel = lambda d, block_size, packs: fp8_deep._build_deep_kernel(d, block_size, pack and packs, **knobs)
+    """The kernels the recorder times (day08_fp8_deep_choices), each with one of the rung's choices undone
+    (deep_kernel_choosing), at head_dim 128 and group 4."""
+    kernel = lp.deep_kernel_choosing(**knobs)
     case = decode_case("fp8_e4m3", [90, 41], 16, kv_heads=1, group=4, d=128)
     check_decode(deep(case, 48, kernel), case, f"gqa_decode_fp8_deep with {knobs or 'two weight mma'}")
 

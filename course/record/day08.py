@@ -104,6 +104,11 @@ PREFILL_DTYPES = ("float16", "bfloat16")
 TENSOR_PREFILL_SHAPES = ((128, True), (128, False), (64, True), (64, False))
 NCU_SEQS, NCU_CONTEXT = 8, 8192
 CHECK_SEQS, CHECK_CONTEXT, CHECK_N = 8, 4096, 1024
+# gqa_decode_fp8_deep with each of its choices undone alone (kernels.low_precision_attention.deep_kernel_choosing's
+# arguments), against the register rung, at the long steps its goal is stated for (day08_fp8_deep_choices).
+DEEP_CHOICES = {"all four": {}, "two tiles deep": {"depth": 2}, "8-byte loads": {"wide": False},
+                "one chain of score mma": {"chains": 1}, "two weight mma": {"pack": False}}
+DEEP_POINTS = ((16, 32768), (64, 16384))
 # The steps recorded on a second GPU, to compare with the same steps of day08_decode_timing (one of
 # 131,072 tokens, two of 524,288 or more).
 OTHER_GPU_POINTS = ((16, 8192), (16, 32768), (64, 16384))
@@ -341,6 +346,51 @@ def decode_sweep() -> Sweep:
         fraction_of_copy=True, kernel_time=True)
 
 
+def _deep_choice_cases(point) -> list[Timed]:
+    from numba import cuda
+
+    from kernels import low_precision_attention as lp
+
+    num_seqs, context = point
+    lens = [context] * num_seqs
+    device, t = paged_inputs(num_seqs, lens, seed=num_seqs * 100003 + context, **SHAPE)
+    caches = narrow_caches(device, t)
+    k_cache, v_cache, extra = caches["fp8_e4m3"]
+    out = cuda.device_array(tuple(device["q"].shape), np.float32)
+    args = (device["q"], k_cache, v_cache, device["block_tables"], device["context_lens"])
+    moved = model.compulsory_bytes_decode(lens, SHAPE["heads"], SHAPE["kv_heads"], SHAPE["d"], "fp8_e4m3",
+                                          SHAPE["block_size"])
+    flops = _decode_flops(lens)
+    cases = [Timed("gqa_decode_tensor_cores", _decode_launch("gqa_decode_tensor_cores", "fp8_e4m3", device, caches,
+                                                             out, context), moved, flops,
+                   {"fmt": "fp8_e4m3", "choice": "the register rung"})]
+    for choice, undone in DEEP_CHOICES.items():
+        kernel = lp.deep_kernel_choosing(**undone)
+        cases.append(Timed("gqa_decode_fp8_deep",
+                           lambda kernel=kernel: lp.gqa_decode_fp8_deep(*args, out=out, max_context=context,
+                                                                        kernel=kernel, **extra),
+                           moved, flops, {"fmt": "fp8_e4m3", "choice": choice}))
+    return cases
+
+
+def fp8_deep_sweep() -> Sweep:
+    return Sweep(
+        name="day08_fp8_deep_choices",
+        notes=(f"one paged GQA decode step over the fp8 cache, heads={SHAPE['heads']} kv_heads={SHAPE['kv_heads']} "
+               f"d={SHAPE['d']} block_size={SHAPE['block_size']}, shuffled block tables, every sequence at the point's "
+               f"context: gqa_decode_tensor_cores (choice 'the register rung') and gqa_decode_fp8_deep with all four "
+               f"of its choices ('all four': the rung) or with one undone (kernels.low_precision_attention."
+               f"deep_kernel_choosing): 'two tiles deep' (depth=2), '8-byte loads' (wide=False), 'one chain of score "
+               f"mma' (chains=1), 'two weight mma' (pack=False); partitions as each launcher picks them. L2 flushed "
+               f"before every repeat; kernel_ms: the GPU's time alone; speedup_over_registers: the register rung's "
+               f"kernel_ms over the row's; fraction_of_copy as day08_decode_timing's."),
+        points=DEEP_POINTS, quick_points=DEEP_POINTS[:1],
+        shape=lambda point: dict(num_seqs=point[0], context=point[1], **SHAPE),
+        cases=_deep_choice_cases, flush_l2=True,
+        finish=harness.fraction_of({"rung": "gqa_decode_tensor_cores"}, "speedup_over_registers", time="kernel_ms"),
+        fraction_of_copy=True, kernel_time=True)
+
+
 def _prefill_cases(point) -> list[Timed]:
     from course.models import attention as attention_model
     from course.record import baselines
@@ -513,8 +563,8 @@ def recorder() -> harness.Recorder:
                      "docs/design-notes.md section 5); " + " and ".join(PREFILL_RUNGS) + " (causal, kv_lens) against "
                      "kernels.reference.attention by the same rule. storage_rel_err: the relative error of the float64 "
                      "computation on the stored values, what the format alone costs."),
-        sweeps=lambda: [decode_sweep(), prefill_sweep(), tensor_prefill_shapes_sweep(), matmul_sweep(),
-                        tc_gemm_sweep()],
+        sweeps=lambda: [decode_sweep(), fp8_deep_sweep(), prefill_sweep(), tensor_prefill_shapes_sweep(),
+                        matmul_sweep(), tc_gemm_sweep()],
         extras=lambda quick: [tc_gemm_tiles(), tc_gemm_resources()], ncu_cases=ncu_cases, sanitize=sanitize,
         ncu_shape=ncu_shape)
 
@@ -550,8 +600,9 @@ def record(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
 def record_other_gpu(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib.Path]:
     """On a second GPU: check every decode rung at full size (raises on a failure), then time the decode sweep
     at ``OTHER_GPU_POINTS`` (only the first with ``quick``) and save it as ``day08_decode_timing_other_gpu``; the
-    same for the prefill rungs at the prefill's point (``day08_prefill_timing_other_gpu``) and for the tensor-core
-    GEMM ladder at ``OTHER_GPU_N`` (``day08_tc_gemm_timing_other_gpu``), whose goals are stated for that GPU."""
+    same for the choices of the deep fp8 rung (``day08_fp8_deep_choices_other_gpu``, after the decode checks), for
+    the prefill rungs at the prefill's point (``day08_prefill_timing_other_gpu``) and for the tensor-core GEMM ladder
+    at ``OTHER_GPU_N`` (``day08_tc_gemm_timing_other_gpu``), whose goals are stated for that GPU."""
     from course.timing import measure_ceilings
 
     ceilings = measure_ceilings()
@@ -564,4 +615,7 @@ def record_other_gpu(out_dir: pathlib.Path, quick: bool = False) -> list[pathlib
     gemm = harness.record_other_gpu(gemm_checks(1024 if quick else GEMM_CHECK_N), tc_gemm_sweep(), OTHER_GPU_N,
                                     out_dir, checked="every GEMM rung's full-size check", quick=quick,
                                     ceilings=ceilings)
-    return [decode, prefill, gemm]
+    deep = harness.record_other_gpu([], fp8_deep_sweep(), DEEP_POINTS, out_dir,
+                                    checked="every decode rung's full-size checks (above)", quick=quick,
+                                    ceilings=ceilings)
+    return [decode, deep, prefill, gemm]

@@ -85,8 +85,8 @@ from .tensor_cores import (P_UNIT, Q_UNIT, TENSOR_MIN_BLOCKS, TILE_TOKENS, gqa_d
 from .fp8_ring import (RING_MIN_BLOCKS, RING_SLOTS, gqa_decode_fp8_lean_ring, gqa_decode_fp8_lean_ring_kernel,
                        gqa_decode_fp8_ring, gqa_decode_fp8_ring_kernel, ring_chunk,
                        ring_shared_bytes)
-from .fp8_deep import (DEEP_DEPTH, DEEP_HEAD_DIM_STEP, DEEP_MIN_BLOCKS, DEEP_PACK_HEADS, deep_packs,
-                       gqa_decode_fp8_deep, gqa_decode_fp8_deep_kernel)
+from .fp8_deep import (DEEP_DEPTH, DEEP_HEAD_DIM_STEP, DEEP_MIN_BLOCKS, DEEP_PACK_HEADS, deep_kernel_choosing,
+                       deep_packs, gqa_decode_fp8_deep, gqa_decode_fp8_deep_kernel)
 from .wide_heads import (WIDE_CHANNELS, WIDE_MIN_BLOCKS, WIDE_RUN_TOKENS, four_bfloat16s, gqa_decode_wide_heads,
                          gqa_decode_wide_heads_kernel, gqa_prefill_wide_heads, gqa_prefill_wide_heads_kernel,
                          row_threads, token_lanes, wide_decode_shared_bytes, wide_decode_tiling, wide_prefill_geometry,
@@ -107,7 +107,8 @@ __all__ = ["E4M3_MAX", "E4M3_MIN_NORMAL", "PREFILL_DTYPES", "CACHE_FORMATS", "TO
            "gqa_decode_wide_heads", "TENSOR_PREFILL_FORMATS", "tensor_prefill_grid", "tensor_prefill_shared_bytes",
            "gqa_prefill_tensor_cores_kernel", "gqa_prefill_tensor_cores", "tensor_core_steps", "ring_shared_bytes",
            "ring_chunk", "gqa_decode_fp8_ring_kernel", "gqa_decode_fp8_ring", "gqa_decode_fp8_lean_ring_kernel",
-           "gqa_decode_fp8_lean_ring", "deep_packs", "gqa_decode_fp8_deep_kernel", "gqa_decode_fp8_deep", "RUNGS",
+           "gqa_decode_fp8_lean_ring", "deep_packs", "deep_kernel_choosing", "gqa_decode_fp8_deep_kernel",
+           "gqa_decode_fp8_deep", "RUNGS",
            # the constants of days 6 and 7 the kernels use, and those of the later rungs
            "WARP", "WARPS", "THREADS", "CHANNELS", "FULL_MASK", "HEAD_DIM_MAX", "GROUP_MAX", "TILE_POS", "ROWS_MAX",
            "TILE_KV", "HALF", "HALF_CHANNELS", "HALF_MIN_BLOCKS", "Q_UNIT", "P_UNIT", "TENSOR_MIN_BLOCKS",

@@ -50,7 +50,7 @@ from .partitions import tensor_partition_size
 from .tensor_cores import Q_UNIT, TILE_TOKENS, tensor_core_steps
 
 __all__ = ["DEEP_DEPTH", "DEEP_MIN_BLOCKS", "DEEP_PACK_HEADS", "DEEP_HEAD_DIM_STEP", "deep_packs",
-           "gqa_decode_fp8_deep_kernel", "gqa_decode_fp8_deep"]
+           "deep_kernel_choosing", "gqa_decode_fp8_deep_kernel", "gqa_decode_fp8_deep"]
 
 DEEP_DEPTH = 3          # tiles a warp holds in registers: the one it computes and the next two in flight
 DEEP_MIN_BLOCKS = 2     # blocks of 128 threads an SM must hold (launch_bounds): up to 255 registers a thread
@@ -397,6 +397,24 @@ def gqa_decode_fp8_deep_kernel(head_dim: int, block_size: int = 16, pack: bool =
     if key not in _DEEP_KERNELS:
         _DEEP_KERNELS[key] = _build_deep_kernel(*key)
     return _DEEP_KERNELS[key]
+
+
+def deep_kernel_choosing(*, depth: int = DEEP_DEPTH, min_blocks: int = DEEP_MIN_BLOCKS, wide: bool = True,
+                         chains: int = 2, pack: bool = True):
+    """A ``kernel=`` for ``gqa_decode_fp8_deep`` with some of the rung's choices undone, to time each alone:
+    ``depth`` tiles in registers (2: one in flight, as the register rung), ``min_blocks`` an SM (launch_bounds),
+    ``wide`` 16-byte loads (False: 8-byte words), ``chains`` of score mma (1: each waits on the one before) and
+    ``pack`` (False: two weight mma a block of V even where one would do). Every choice gives a correct kernel;
+    with the defaults, the rung's own. Kernels are compiled on first use and kept."""
+    choices = dict(depth=int(depth), min_blocks=int(min_blocks), wide=bool(wide), chains=int(chains))
+
+    def kernel(head_dim: int, block_size: int = 16, packs: bool = True):
+        key = (int(head_dim), int(block_size), bool(pack and packs), tuple(sorted(choices.items())))
+        if key not in _DEEP_KERNELS:
+            _DEEP_KERNELS[key] = _build_deep_kernel(*key[:3], **choices)
+        return _DEEP_KERNELS[key]
+
+    return kernel
 
 
 def _deep_partition(fmt, num_seqs, blocks_per_partition, longest, sm_count):
