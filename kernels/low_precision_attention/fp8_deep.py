@@ -1,27 +1,28 @@
 """Day 8's fp8 decode for a faster memory: ``gqa_decode_fp8_deep``, the tensor-core rung with more tiles in flight
-a warp and fewer instructions a tile.
+a warp.
 
 ``gqa_decode_tensor_cores`` keeps one tile (16 tokens, 4 KB of an fp8 cache at head_dim 128) in flight a warp while
 it computes another. By Little's law a memory delivers bytes in flight / latency, and the H200's memory is 1.4 times
 the H100's at about the same latency, so the same warps reach a smaller fraction of it: the register rung read 0.90
 to 0.94 of the copy bandwidth on an H100 and 0.73 to 0.77 on an H200 at the recording's long steps. Nsight Compute
-on the H100 (16 x 32,768 tokens) says where its warps wait: of about 8.3 cycles between a warp's instructions, 3.5
-wait on global loads (long scoreboard) and 2.7 on the fixed latency of the instruction before (the chain of mma
-and conversions), with 2.7 warps a scheduler and a third of the issue slots used. The rings of cp.async
-(``fp8_ring``) kept more bytes in flight but paid for them in instructions: the lean ring executes 1.9 times the
-register rung's (Nsight, the same step) and was slower on both GPUs.
+on an H100 (16 x 32,768 tokens, 2026-12-07) says where its warps wait: of about 8.3 cycles between a warp's
+instructions, 3.5 wait on global loads (long scoreboard) and 2.7 on the fixed latency of the instruction before
+(the chains of mma and conversions), with 2.7 warps a scheduler and a third of the issue slots used. The rings of
+cp.async (``fp8_ring``) kept more bytes in flight but paid for them in instructions: the lean ring executed 1.9
+times the register rung's (the same step) and was slower on both GPUs.
 
-This rung keeps the registers and changes four things, each one line of the builder so that each can be timed
-alone:
+This rung keeps the registers and makes four choices, each an argument of the builder so that each can be timed
+undone alone (``deep_kernel_choosing``; the recorder's ``day08_fp8_deep_choices``):
 
 - **three tiles deep**: a warp holds the tile it computes and the next two in flight (the register rung: the next
-  one), 2 blocks an SM (launch_bounds), which leaves ptxas the registers for them;
+  one), at 2 blocks an SM (launch_bounds; ptxas: 240 registers, no spills), so each SM keeps 8 warps x 2 tiles in
+  flight where the register rung keeps 12 x 1;
 - **16-byte loads** (``kernels.intrinsics.load_u32x4``): a lane's K words of a token in 2 loads instead of 4 and
   its V words in 1 instead of 2 (head_dim 128). A score sums its channels in any order, so lane ``tq`` reads the
   16-byte units ``tq``, ``tq + 4`` of a K row and q's fragments follow that order; V's channels are output
   positions, so lane ``g`` reads unit ``g`` (channels 16 g ... 16 g + 15) and its accumulators are stored there;
-- **one weight mma a block of V**: q and the weights are split into fp16 ``hi + lo`` (the register rung: two
-  mma a block of 16 output channels, ``hi`` then ``lo``). When a block holds at most 4 query heads
+- **one weight mma a block of V**: q and the weights are split into fp16 ``hi + lo``, and the register rung runs
+  two mma a block of 16 output channels, ``hi`` then ``lo``. When a block holds at most 4 query heads
   (``DEEP_PACK_HEADS``), columns 0-3 of the mma's B fragment take the heads' ``hi`` weights and columns 4-7 their
   ``lo`` weights (one shuffle from the lane 16 away), so one mma does both; the two halves are added when the
   accumulators are stored;
@@ -31,7 +32,23 @@ alone:
 The sums are float32 throughout, as the register rung's; only their order differs (the hi and lo products are
 added at the end, the score's steps in two chains), so the output is not the register rung's bits but within
 float32's rounding of them. fp8 e4m3 caches only, head_dim a multiple of 64 up to 128 (four lanes share a K
-row's 16-byte units), compute capability 8.9 or later.
+row's 16-byte units), compute capability 8.9 or later. Its partitions come from ``tensor_partition_size`` for
+blocks of which an SM holds 2.
+
+Measured on an H100 80GB HBM3 (2026-12-07, ``course/data/day08_fp8_deep_choices.json``, the GPU's time, L2 flushed):
+at 16 x 32,768 and 64 x 16,384 tokens the rung took 369 and 732 us against the register rung's 396 and 774, 0.97
+and 0.98 of the copy bandwidth (1.07 and 1.06 times the register rung). Each choice undone alone cost 1% or less
+(0.96 to 0.98 of copy), so on that GPU, already near its copy bandwidth, the choices cannot be told apart; the
+register rung compiled for 2 blocks an SM alone (a probe, not a rung) read 0.93 and 0.98. Nsight Compute at 16 x
+32,768: 1.9 warps a scheduler, each waiting 2.4 cycles on loads and 1.3 on the instruction before, per issued
+instruction (the register rung: 3.5 and 2.7), DRAM 87% busy (82%). The instructions did not fall: 117 million
+against the register rung's 114 million (the 16-byte loads' and the packed mma's savings spent on the 2-D
+addresses, the shuffles and the third set of registers). compute-sanitizer's memcheck is clean on the recorder's
+small launches (groups 3 and 9), and the GPU tests pass at 16 x 8,192 tokens, groups 4 and 8.
+
+Predicted for an H200 before it ran there: 0.85 to 0.95 of copy at those steps (twice the register rung's tiles in
+flight a warp at two thirds of its warps: 1.33 times its bytes in flight, and a third of the issue slots busy on
+the H100 leaves room for 1.4 times the instructions a second).
 """
 from __future__ import annotations
 
