@@ -27,21 +27,24 @@ CEILINGS = {"copy_gbps": COPY_GBPS, "fp32_tflops": 50.0}
 GROUP, FIRST, RUNS, HALF, TENSOR = ("gqa_decode_mixed_group", "gqa_decode_mixed_precision", "gqa_decode_page_runs",
                                     "gqa_decode_half_warps", "gqa_decode_tensor_cores")
 RING, LEAN, WIDE = "gqa_decode_fp8_ring", "gqa_decode_fp8_lean_ring", "gqa_decode_wide_heads"
+DEEP = "gqa_decode_fp8_deep"
 F32, F16, FP8, BF16 = "float32", "float16", "fp8_e4m3", "bfloat16"
 # Fraction of the copy bandwidth each (rung, cache format) reads its compulsory bytes at, on long steps.
 FRACTION = {(GROUP, F32): 0.7, (GROUP, F16): 0.45, (FIRST, F32): 0.8, (FIRST, F16): 0.55, (FIRST, FP8): 0.4,
             (RUNS, F32): 0.95, (RUNS, F16): 0.86, (RUNS, FP8): 0.6, (HALF, F32): 0.86, (HALF, F16): 0.87,
             (HALF, FP8): 0.8, (TENSOR, F16): 0.99, (TENSOR, FP8): 0.93, (RING, FP8): 0.96, (LEAN, FP8): 0.97,
+            (DEEP, FP8): 0.97,
             (WIDE, F32): 0.86, (WIDE, F16): 0.87, (WIDE, FP8): 0.79, (WIDE, BF16): 0.86,
             ("gqa_decode_split_k", F32): 0.78,
             ("torch_sdpa_fp16", F16): 0.9}
 # What a step costs besides its bytes (ms): the tensor-core steps start and end fewer blocks. Their queued
 # calls wait on Python's launch (median_ms a quarter over kernel_ms).
-OVERHEAD_MS = {(TENSOR, F16): 0.004, (TENSOR, FP8): 0.004, (RING, FP8): 0.004, (LEAN, FP8): 0.004}
-HOST_BOUND = {(TENSOR, F16): 1.25, (TENSOR, FP8): 1.25, (RING, FP8): 1.25, (LEAN, FP8): 1.25}
+OVERHEAD_MS = {(TENSOR, F16): 0.004, (TENSOR, FP8): 0.004, (RING, FP8): 0.004, (LEAN, FP8): 0.004,
+               (DEEP, FP8): 0.004}
+HOST_BOUND = {(TENSOR, F16): 1.25, (TENSOR, FP8): 1.25, (RING, FP8): 1.25, (LEAN, FP8): 1.25, (DEEP, FP8): 1.25}
 # The (rung, cache format) of this day's decode rungs, as the recorder checks, times and profiles them (but the
 # rung for wide heads, which Nsight has not profiled).
-DECODE_CASES = [key for key in FRACTION if key[0] in (GROUP, FIRST, RUNS, HALF, TENSOR, RING, LEAN)]
+DECODE_CASES = [key for key in FRACTION if key[0] in (GROUP, FIRST, RUNS, HALF, TENSOR, RING, LEAN, DEEP)]
 PREFILL = {"B": 2, "heads": 32, "kv_heads": 8, "N": 4096, "d": 128}
 
 
@@ -226,11 +229,11 @@ def fake_dram_bytes():
 
 # The second GPU of day08_decode_timing_other_gpu: 1.4 times the copy bandwidth, and how much faster each rung runs
 # there (the rungs that read at the copy bandwidth by as much, the fp8 steps bound by instructions or latency not
-# at all or little, the fp8 ring a little less than the bandwidth, short of the goal of 0.9 of copy there; every
-# other rung 1.2).
+# at all or little, the fp8 ring a little less than the bandwidth, short of the goal of 0.9 of copy there, the deep
+# rung nearly as much, past it; every other rung 1.2).
 OTHER_COPY_GBPS = 1.4 * COPY_GBPS
 OTHER_GAIN = {("torch_sdpa_fp16", F16): 1.4, (TENSOR, F16): 1.4, (RUNS, F32): 1.33, (FIRST, F32): 1.15,
-              (HALF, FP8): 1.0, (TENSOR, FP8): 1.15, (RING, FP8): 1.25, (LEAN, FP8): 1.25}
+              (HALF, FP8): 1.0, (TENSOR, FP8): 1.15, (RING, FP8): 1.25, (LEAN, FP8): 1.25, (DEEP, FP8): 1.35}
 OTHER_POINTS = ((16, 8192), (64, 8192), (64, 16384))
 
 
@@ -255,6 +258,37 @@ def fake_decode_timing_other_gpu():
             rec.add(**{**row, "speedup_over_fp32": ms[FIRST, F32] / row["kernel_ms"],
                        "speedup_over_runs_fp32": ms[RUNS, F32] / row["kernel_ms"],
                        "kernel_speedup_over_torch": ms["torch_sdpa_fp16", F16] / row["kernel_ms"]})
+    return rec
+
+
+# gqa_decode_fp8_deep's choices (course.record.day08.DEEP_CHOICES): the fraction of copy each reads at on the first
+# fake GPU; on "Fake H200" (1.4 times the bandwidth) the register rung gains 1.15 and the rest 1.3.
+DEEP_CHOICE_FRACTION = {"the register rung": 0.93, "all four": 0.97, "two tiles deep": 0.96, "8-byte loads": 0.965,
+                        "one chain of score mma": 0.97, "two weight mma": 0.968}
+
+
+def fake_fp8_deep_choices(other_gpu=False):
+    """``day08_fp8_deep_choices`` (or ``_other_gpu``, on "Fake H200"): every choice at the two long steps, each
+    reading its bytes at its DEEP_CHOICE_FRACTION of copy (times its gain on the second GPU)."""
+    name = "day08_fp8_deep_choices" + ("_other_gpu" if other_gpu else "")
+    copy = OTHER_COPY_GBPS if other_gpu else COPY_GBPS
+    rec = _recording(name, ceilings={**CEILINGS, "copy_gbps": copy})
+    if other_gpu:
+        rec.device = "Fake H200"
+    for num_seqs, context in ((16, 32768), (64, 16384)):
+        lens = [context] * num_seqs
+        moved = model.compulsory_bytes_decode(lens, SHAPE["heads"], SHAPE["kv_heads"], SHAPE["d"], FP8)
+        rows = []
+        for choice, fraction in DEEP_CHOICE_FRACTION.items():
+            gain = (1.15 if choice == "the register rung" else 1.3) if other_gpu else 1.0
+            kernel = moved / (fraction * gain * COPY_GBPS * 1e9) * 1e3
+            rows.append(dict(rung=TENSOR if choice == "the register rung" else DEEP, num_seqs=num_seqs,
+                             context=context, **SHAPE, median_ms=kernel, p10_ms=0.99 * kernel, p90_ms=1.01 * kernel,
+                             repeat=50, gbps=moved / kernel / 1e6, tflops=4 * sum(lens) * 32 * 128 / kernel / 1e9,
+                             fmt=FP8, choice=choice, kernel_ms=kernel, fraction_of_copy=moved / kernel / 1e6 / copy))
+        base = rows[0]["kernel_ms"]
+        for row in rows:
+            rec.add(**row, speedup_over_registers=base / row["kernel_ms"])
     return rec
 
 
@@ -359,4 +393,5 @@ def fake_recordings():
     return [fake_decode_timing(), fake_prefill_timing(), fake_matmul_roofs(), fake_full_size_checks(),
             fake_dram_bytes(), fake_decode_timing_other_gpu(), fake_tc_gemm_timing(), fake_tensor_prefill_shapes(),
             fake_tc_gemm_resources(), fake_stall_reasons(), fake_tc_gemm_shared_memory(),
-            fake_tc_gemm_timing_other_gpu(), fake_prefill_timing_other_gpu()]
+            fake_tc_gemm_timing_other_gpu(), fake_prefill_timing_other_gpu(), fake_fp8_deep_choices(),
+            fake_fp8_deep_choices(other_gpu=True)]

@@ -36,9 +36,9 @@ row's 16-byte units), compute capability 8.9 or later. Its partitions come from 
 blocks of which an SM holds 2.
 
 Measured on an H100 80GB HBM3 (2026-12-07, ``course/data/day08_fp8_deep_choices.json``, the GPU's time, L2 flushed):
-at 16 x 32,768 and 64 x 16,384 tokens the rung took 369 and 732 us against the register rung's 396 and 774, 0.97
-and 0.98 of the copy bandwidth (1.07 and 1.06 times the register rung). Each choice undone alone cost 1% or less
-(0.96 to 0.98 of copy), so on that GPU, already near its copy bandwidth, the choices cannot be told apart; the
+at 16 x 32,768 and 64 x 16,384 tokens the rung took 369 and 732 us against the register rung's 396 and 774, 0.98
+of the copy bandwidth at both (1.08 and 1.06 times the register rung). Each choice undone alone cost 1% or less
+(0.97 to 0.98 of copy), so on that GPU, already near its copy bandwidth, the choices cannot be told apart; the
 register rung compiled for 2 blocks an SM alone (a probe, not a rung) read 0.93 and 0.98. Nsight Compute at 16 x
 32,768: 1.9 warps a scheduler, each waiting 2.4 cycles on loads and 1.3 on the instruction before, per issued
 instruction (the register rung: 3.5 and 2.7), DRAM 87% busy (82%). The instructions did not fall: 117 million
