@@ -58,13 +58,13 @@ import numpy as np
 from numba import config, cuda, float32, int32, uint32, uint64
 
 from kernels.gqa_attention import GROUP_MAX
-from kernels.intrinsics import byte_perm, e4m3_pairs, load_u32x4, mma_m16n8k16, pack_halves, unpack_halves
+from kernels.intrinsics import byte_perm, e4m3_pairs, load_u32x4, mma_m16n8k16
 from kernels.launching import FULL_MASK, WARP, cdiv
 from kernels.paged_attention import HEAD_DIM_MAX, THREADS, WARPS, paged_attention_v2_merge_kernel
 
 from .common import merge_head_warps, prepare_decode
 from .partitions import tensor_partition_size
-from .tensor_cores import Q_UNIT, TILE_TOKENS, tensor_core_steps
+from .tensor_cores import Q_UNIT, TILE_TOKENS, split_halves, tensor_core_steps
 
 __all__ = ["DEEP_DEPTH", "DEEP_MIN_BLOCKS", "DEEP_PACK_HEADS", "DEEP_HEAD_DIM_STEP", "deep_packs",
            "deep_kernel_choosing", "gqa_decode_fp8_deep_kernel", "gqa_decode_fp8_deep"]
@@ -88,14 +88,6 @@ def deep_packs(group: int) -> bool:
     return cdiv(group, subgroups) <= DEEP_PACK_HEADS
 
 
-@cuda.jit(device=True, inline=True)
-def _split_halves(x0, x1):
-    """Two float32 numbers as fp16 pairs hi + lo (hi: each rounded to fp16; lo: what rounding left, rounded)."""
-    high = pack_halves(x0, x1)
-    h0, h1 = unpack_halves(high)
-    return high, pack_halves(x0 - h0, x1 - h1)
-
-
 def _build_deep_kernel(D: int, BS: int, pack: bool, depth: int = DEEP_DEPTH, min_blocks: int = DEEP_MIN_BLOCKS,
                        wide: bool = True, chains: int = 2):
     """The deep decode kernel for head_dim ``D`` (a multiple of 64 up to 128) and page size ``BS``. ``pack``: one
@@ -107,7 +99,7 @@ def _build_deep_kernel(D: int, BS: int, pack: bool, depth: int = DEEP_DEPTH, min
         raise ValueError(f"the deep decode takes head_dim a multiple of {DEEP_HEAD_DIM_STEP} up to {HEAD_DIM_MAX}, "
                          f"depth 2 or 3 and 1 or 2 chains, got {D}, {depth} and {chains}")
     steps = tensor_core_steps("fp8_e4m3", D, BS)
-    block_work, v_unit = steps["block_work"], steps["v_unit"]
+    block_work, v_unit, softmax_tile = steps["block_work"], steps["v_unit"], steps["softmax_tile"]
     KL = D // 64                    # K loads of 16 bytes a row a lane: units tq + 4 l
     KSTEPS = D // 16                # mma steps along head_dim: 4 a 16-byte unit
     VW = 2 if (wide and D % 128 == 0) else 1    # 8-byte words of a V load
@@ -200,8 +192,8 @@ def _build_deep_kernel(D: int, BS: int, pack: bool, depth: int = DEEP_DEPTH, min
         amax = max(amax, cuda.shfl_xor_sync(FULL_MASK, amax, 2))
         f = float32(Q_UNIT) / amax if amax > 0 else float32(1.0)
         for k in range(KSTEPS):
-            qa[k, 0], qa[k, 1] = _split_halves(q_raw[k, 0] * f, q_raw[k, 1] * f)
-            qa[k, 2], qa[k, 3] = _split_halves(q_raw[k, 2] * f, q_raw[k, 3] * f)
+            qa[k, 0], qa[k, 1] = split_halves(q_raw[k, 0] * f, q_raw[k, 1] * f)
+            qa[k, 2], qa[k, 3] = split_halves(q_raw[k, 2] * f, q_raw[k, 3] * f)
         return float32(1.0) / f
 
     @cuda.jit(device=True, inline=True)
@@ -220,39 +212,11 @@ def _build_deep_kernel(D: int, BS: int, pack: bool, depth: int = DEEP_DEPTH, min
                     c0, c1, c2, c3 = mma_m16n8k16(qa[k, 0], qa[k, 1], qa[k, 2], qa[k, 3], r0, r1, c0, c1, c2, c3)
             scores[b, 0] = ((c0 + c2) + (d0 + d2)) * (k_sc[b, 0] * inv_f)
             scores[b, 1] = ((c1 + c3) + (d1 + d3)) * (k_sc[b, 1] * inv_f)
-        tile_max = float32(-math.inf)
-        for b in range(2):
-            for e in range(2):
-                if t + 8 * b + 2 * tq + e >= end:
-                    scores[b, e] = float32(-math.inf)
-                tile_max = max(tile_max, scores[b, e])
-        tile_max = max(tile_max, cuda.shfl_xor_sync(FULL_MASK, tile_max, 1))
-        tile_max = max(tile_max, cuda.shfl_xor_sync(FULL_MASK, tile_max, 2))
-        new_max = max(running_max, tile_max)
-        grew = new_max > running_max
-        if cuda.any_sync(FULL_MASK, grew):
-            alpha = math.exp(running_max - new_max) if grew else float32(1.0)
-            running_sum *= alpha
-            # columns 2 tq and 2 tq + 1 of the accumulators: heads 2 tq, 2 tq + 1, or (packed) heads 2 (tq % 2) and
-            # 2 (tq % 2) + 1, whose hi weights lanes tq < 2 hold and lo weights lanes tq >= 2
-            head = 2 * (tq % 2) if PACK else 2 * tq
-            alpha_even = cuda.shfl_sync(FULL_MASK, alpha, 4 * head)
-            alpha_odd = cuda.shfl_sync(FULL_MASK, alpha, 4 * head + 4)
-            for m in range(MBLOCKS):
-                acc[m, 0] *= alpha_even
-                acc[m, 1] *= alpha_odd
-                acc[m, 2] *= alpha_even
-                acc[m, 3] *= alpha_odd
-        weights = cuda.local.array((2, 2), float32)
-        for b in range(2):
-            for e in range(2):
-                weight = float32(0.0)
-                if scores[b, e] > -math.inf:
-                    weight = math.exp(scores[b, e] - new_max)
-                running_sum += weight
-                weights[b, e] = weight * (v_sc[b, e] * pv_unit)
-        high0, low0 = _split_halves(weights[0, 0], weights[0, 1])
-        high1, low1 = _split_halves(weights[1, 0], weights[1, 1])
+        # columns 2 tq and 2 tq + 1 of the accumulators: heads 2 tq, 2 tq + 1, or (packed) heads 2 (tq % 2) and
+        # 2 (tq % 2) + 1, whose hi weights lanes tq < 2 hold and lo weights lanes tq >= 2
+        new_max, running_sum, high0, low0, high1, low1 = softmax_tile(scores, v_sc, t, end, tq,
+                                                                      2 * (tq % 2) if PACK else 2 * tq, pv_unit,
+                                                                      running_max, running_sum, acc)
         if PACK:
             # columns 4-7 (lanes 16-31) take the lo weights of heads 0-3, from the lanes 16 below
             other0 = uint32(cuda.shfl_xor_sync(FULL_MASK, int32(low0), 16))

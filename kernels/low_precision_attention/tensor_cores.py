@@ -28,7 +28,7 @@ from kernels.paged_attention import HEAD_DIM_MAX, THREADS, WARPS, paged_attentio
 from .common import cache_words, merge_head_warps, prepare_decode
 from .partitions import tensor_partition_size
 
-__all__ = ["TILE_TOKENS", "Q_UNIT", "P_UNIT", "TENSOR_MIN_BLOCKS", "gqa_decode_tensor_cores_kernel",
+__all__ = ["TILE_TOKENS", "Q_UNIT", "P_UNIT", "TENSOR_MIN_BLOCKS", "split_halves", "gqa_decode_tensor_cores_kernel",
            "gqa_decode_tensor_cores"]
 
 TILE_TOKENS = 16        # tokens a warp takes at a time in gqa_decode_tensor_cores: the k of an m16n8k16 mma
@@ -60,7 +60,7 @@ _TENSOR_KERNELS: dict = {}
 
 
 @cuda.jit(device=True, inline=True)
-def _split_halves(x0, x1):
+def split_halves(x0, x1):
     """Two float32 numbers as fp16 pairs hi + lo (hi: each rounded to fp16; lo: what rounding left, rounded)."""
     high = pack_halves(x0, x1)
     h0, h1 = unpack_halves(high)
@@ -75,11 +75,12 @@ def _write_warp_acc(warp_acc, warp, row, c, x):
 def tensor_core_steps(fmt: str, D: int, BS: int, write_acc=_write_warp_acc):
     """The device steps of the tensor-core decode for a cache format (fp16 or fp8), head_dim ``D`` and page size
     ``BS``, shared by ``gqa_decode_tensor_cores`` and the rungs that feed the same steps otherwise
-    (``gqa_decode_fp8_ring``), as a dict: ``block_work`` (the block's sequence, partition, KV head and query
+    (``gqa_decode_fp8_ring``) or take some of them (``gqa_decode_fp8_deep``), as a dict: ``block_work`` (the block's sequence, partition, KV head and query
     heads, and the partition's tokens), ``query_fragments`` (q of the block's heads as the score mma's A
     fragments; returns the factor to undo), ``v_unit`` (fp8: P_UNIT over the partition's largest V scale),
     ``load_tile`` (a tile's K and V words from the cache into registers), ``compute_tile`` (a tile's scores,
-    online softmax and weighted V rows from those registers), ``store_accumulators`` (a warp's float32 sums into
+    online softmax and weighted V rows from those registers), ``softmax_tile`` (the online softmax of a tile's
+    scores, which ``compute_tile`` runs: the weights as fp16 hi + lo), ``store_accumulators`` (a warp's float32 sums into
     its rows of the block's merge buffer, through ``write_acc(store, warp, row, channel, x)``: by default into a
     shared array (WARPS, GROUP_MAX, channels)), and the sizes ``KCH``, ``KSTEPS``, ``VCH``, ``CW``, ``MBLOCKS``,
     ``K_FULL``, ``V_FULL``, ``ONE_PAGE``, ``STEP`` and ``STRIDE``. The decode these steps make, described on the kernel
@@ -153,6 +154,45 @@ def tensor_core_steps(fmt: str, D: int, BS: int, write_acc=_write_warp_acc):
                                 v_raw[b, e, i, c] = v_cache[row + uint64(w * CW + c)]
 
     @cuda.jit(device=True, inline=True)
+    def softmax_tile(scores, v_sc, t, end, tq, head, pv_unit, running_max, running_sum, acc):
+        """The online softmax of a tile's scores (this lane's: head g, tokens t + 8 b + 2 tq + e; past the end
+        -inf): the new running maximum, the accumulators rescaled where it grew (their columns 2 tq and 2 tq + 1
+        belong to heads ``head`` and ``head + 1``, whose lanes 4 head ... hold the factor), this lane's share of the
+        running sum, and the weights times their page's V scale and pv_unit as fp16 hi + lo pairs (tokens 2 tq,
+        2 tq + 1 of each half-tile): ``(new_max, running_sum, high0, low0, high1, low1)``."""
+        tile_max = float32(-math.inf)
+        for b in range(2):
+            for e in range(2):
+                if t + 8 * b + 2 * tq + e >= end:
+                    scores[b, e] = float32(-math.inf)
+                tile_max = max(tile_max, scores[b, e])
+        tile_max = max(tile_max, cuda.shfl_xor_sync(FULL_MASK, tile_max, 1))
+        tile_max = max(tile_max, cuda.shfl_xor_sync(FULL_MASK, tile_max, 2))
+        new_max = max(running_max, tile_max)
+        grew = new_max > running_max
+        if cuda.any_sync(FULL_MASK, grew):
+            alpha = math.exp(running_max - new_max) if grew else float32(1.0)
+            running_sum *= alpha
+            alpha_even = cuda.shfl_sync(FULL_MASK, alpha, 4 * head)
+            alpha_odd = cuda.shfl_sync(FULL_MASK, alpha, 4 * head + 4)
+            for m in range(MBLOCKS):
+                acc[m, 0] *= alpha_even
+                acc[m, 1] *= alpha_odd
+                acc[m, 2] *= alpha_even
+                acc[m, 3] *= alpha_odd
+        weights = cuda.local.array((2, 2), float32)
+        for b in range(2):
+            for e in range(2):
+                weight = float32(0.0)
+                if scores[b, e] > -math.inf:
+                    weight = math.exp(scores[b, e] - new_max)
+                running_sum += weight
+                weights[b, e] = weight * (v_sc[b, e] * pv_unit)
+        high0, low0 = split_halves(weights[0, 0], weights[0, 1])
+        high1, low1 = split_halves(weights[1, 0], weights[1, 1])
+        return new_max, running_sum, high0, low0, high1, low1
+
+    @cuda.jit(device=True, inline=True)
     def compute_tile(qa, k_raw, v_raw, k_sc, v_sc, t, end, tq, inv_f, pv_unit, running_max, running_sum, acc):
         """Tile t's scores, online softmax (head g) and weighted V rows into acc; returns the new running
         maximum and this lane's share of the running sum."""
@@ -175,36 +215,8 @@ def tensor_core_steps(fmt: str, D: int, BS: int, write_acc=_write_warp_acc):
                                               r2, r3, c0, c1, c2, c3)
             scores[b, 0] = (c0 + c2) * (k_sc[b, 0] * inv_f)
             scores[b, 1] = (c1 + c3) * (k_sc[b, 1] * inv_f)
-        tile_max = float32(-math.inf)
-        for b in range(2):
-            for e in range(2):
-                if t + 8 * b + 2 * tq + e >= end:
-                    scores[b, e] = float32(-math.inf)
-                tile_max = max(tile_max, scores[b, e])
-        tile_max = max(tile_max, cuda.shfl_xor_sync(FULL_MASK, tile_max, 1))
-        tile_max = max(tile_max, cuda.shfl_xor_sync(FULL_MASK, tile_max, 2))
-        new_max = max(running_max, tile_max)
-        grew = new_max > running_max
-        if cuda.any_sync(FULL_MASK, grew):
-            alpha = math.exp(running_max - new_max) if grew else float32(1.0)
-            running_sum *= alpha
-            alpha_even = cuda.shfl_sync(FULL_MASK, alpha, 8 * tq)        # heads 2 tq and 2 tq + 1: lanes 8 tq, 8 tq + 4
-            alpha_odd = cuda.shfl_sync(FULL_MASK, alpha, 8 * tq + 4)
-            for m in range(MBLOCKS):
-                acc[m, 0] *= alpha_even
-                acc[m, 1] *= alpha_odd
-                acc[m, 2] *= alpha_even
-                acc[m, 3] *= alpha_odd
-        weights = cuda.local.array((2, 2), float32)
-        for b in range(2):
-            for e in range(2):
-                weight = float32(0.0)
-                if scores[b, e] > -math.inf:
-                    weight = math.exp(scores[b, e] - new_max)
-                running_sum += weight
-                weights[b, e] = weight * (v_sc[b, e] * pv_unit)
-        high0, low0 = _split_halves(weights[0, 0], weights[0, 1])
-        high1, low1 = _split_halves(weights[1, 0], weights[1, 1])
+        new_max, running_sum, high0, low0, high1, low1 = softmax_tile(scores, v_sc, t, end, tq, 2 * tq, pv_unit,
+                                                                      running_max, running_sum, acc)
         for i in range(VCH):
             for c in range(CW):
                 for hh in range(2):
@@ -264,8 +276,8 @@ def tensor_core_steps(fmt: str, D: int, BS: int, write_acc=_write_warp_acc):
         inv_f = float32(1.0) / f
         for j in range(KCH):
             for h in range(2):
-                qa[2 * j + h, 0], qa[2 * j + h, 1] = _split_halves(q_raw[j, 4 * h] * f, q_raw[j, 4 * h + 1] * f)
-                qa[2 * j + h, 2], qa[2 * j + h, 3] = _split_halves(q_raw[j, 4 * h + 2] * f, q_raw[j, 4 * h + 3] * f)
+                qa[2 * j + h, 0], qa[2 * j + h, 1] = split_halves(q_raw[j, 4 * h] * f, q_raw[j, 4 * h + 1] * f)
+                qa[2 * j + h, 2], qa[2 * j + h, 3] = split_halves(q_raw[j, 4 * h + 2] * f, q_raw[j, 4 * h + 3] * f)
         return inv_f
 
     @cuda.jit(device=True, inline=True)
@@ -298,8 +310,8 @@ def tensor_core_steps(fmt: str, D: int, BS: int, write_acc=_write_warp_acc):
                     write_acc(store, warp, 2 * tq + 1, c + 1, acc[m, 3] * out_unit)
 
     return {"block_work": block_work, "query_fragments": query_fragments, "v_unit": v_unit, "load_tile": load_tile,
-            "compute_tile": compute_tile, "store_accumulators": store_accumulators, "KCH": KCH, "KSTEPS": KSTEPS,
-            "VCH": VCH, "CW": CW, "MBLOCKS": MBLOCKS, "K_FULL": K_FULL, "V_FULL": V_FULL, "ONE_PAGE": ONE_PAGE,
+            "compute_tile": compute_tile, "softmax_tile": softmax_tile, "store_accumulators": store_accumulators,
+            "KCH": KCH, "KSTEPS": KSTEPS, "VCH": VCH, "CW": CW, "MBLOCKS": MBLOCKS, "K_FULL": K_FULL, "V_FULL": V_FULL, "ONE_PAGE": ONE_PAGE,
             "STEP": STEP, "STRIDE": STRIDE}
 
 
