@@ -201,15 +201,16 @@ def _tensor_cores_inputs(rng, rung):
 
 
 def _fp8_ring_inputs(rng, rung):
-    """``_half_warps_inputs``' layout at head_dim 64 (the rings' 16-byte copies hold 16 codes; the deep rung's four
-    lanes of a K row load 16 codes each), K and V quantized to fp8 e4m3 codes with a scale per page and KV head
-    (``kernels.reference.quantize_fp8``), in partitions of 16 tokens (a warp's tile); pages of 4, so a tile's rows
-    lie on several pages."""
+    """``_half_warps_inputs``' layout at head_dim 16 (the rings' 16-byte copies hold 16 codes) or, for the deep rung,
+    64 (four lanes share a K row, 16 codes a load), K and V quantized to fp8 e4m3 codes with a scale per page and KV
+    head (``kernels.reference.quantize_fp8``), in partitions of 16 tokens (a warp's tile); pages of 4, so a tile's
+    rows lie on several pages."""
     from kernels import reference
 
+    d = 64 if rung.name == "gqa_decode_fp8_deep" else 16
     (_, k_cache, _, tables, lens), kwargs = _paged_inputs(rng, rung)
-    shape = (*k_cache.shape[:3], 64)
-    q = _floats(rng, len(lens), 3, 64)
+    shape = (*k_cache.shape[:3], d)
+    q = _floats(rng, len(lens), 3, d)
     (k_codes, k_scales), (v_codes, v_scales) = (reference.quantize_fp8(_floats(rng, *shape)) for _ in range(2))
     return (q, k_codes, v_codes, tables, lens), {**kwargs, "k_scales": k_scales, "v_scales": v_scales,
                                                  "out": _nan(*q.shape), "partition_size": 16}
