@@ -98,6 +98,15 @@ def test_blocks_of_8_heads_packed_as_if_4_fail_the_checks(monkeypatch):
         check_decode(deep(case, 16), case, "packed at group 8")
 
 
+def test_deep_partitions_are_chosen_for_2_blocks_an_sm():
+    """The partition model weighs rounds of the blocks an SM holds: 2 for the deep rung (its launch bounds), 3 for
+    the register rung on fp8. On 132 SMs (an H100 or H200) at 16 x 32,768 tokens, 8 KV heads: partitions of 16,384
+    (256 blocks, one round of 264 places) against 4,096 (1,024 blocks) -- the grids Nsight showed, (8, 16, 2) and
+    (8, 16, 8)."""
+    assert lp.tensor_partition_size("fp8_e4m3", 16, 8, 32768, 132, holds=lp.DEEP_MIN_BLOCKS) == 16384
+    assert lp.tensor_partition_size("fp8_e4m3", 16, 8, 32768, 132) == 4096
+
+
 def test_deep_packs_blocks_of_at_most_4_heads():
     assert [lp.deep_packs(g) for g in range(1, 10)] == [True] * 4 + [False] * 5
     assert lp.DEEP_PACK_HEADS == 4 and lp.DEEP_MIN_BLOCKS == 2 and lp.DEEP_DEPTH == 3
