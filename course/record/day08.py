@@ -149,14 +149,15 @@ def decode_cases() -> list[tuple[str, str]]:
     return [(rung, fmt) for rung, formats in DECODE_FORMATS.items() for fmt in formats]
 
 
-def _decode_launch(rung: str, fmt: str, device: dict, caches: dict, out, context: int):
-    """One decode step of the rung ``rung`` of ``kernels.low_precision_attention.RUNGS`` over the cache in ``fmt``."""
+def _decode_launch(rung: str, fmt: str, device: dict, caches: dict, out, context: int, **options):
+    """One decode step of the rung ``rung`` of ``kernels.low_precision_attention.RUNGS`` over the cache in ``fmt``;
+    ``options`` go to its launcher (``kernel=``)."""
     from kernels import low_precision_attention as lp
 
     decode = lp.RUNGS[rung]
     k_cache, v_cache, extra = caches[fmt]
     return lambda: decode(device["q"], k_cache, v_cache, device["block_tables"], device["context_lens"], out=out,
-                          max_context=context, **extra)
+                          max_context=context, **extra, **options)
 
 
 # --------------------------------------------------------------------------- checks
@@ -355,9 +356,7 @@ def _deep_choice_cases(point) -> list[Timed]:
     lens = [context] * num_seqs
     device, t = paged_inputs(num_seqs, lens, seed=num_seqs * 100003 + context, **SHAPE)
     caches = narrow_caches(device, t)
-    k_cache, v_cache, extra = caches["fp8_e4m3"]
     out = cuda.device_array(tuple(device["q"].shape), np.float32)
-    args = (device["q"], k_cache, v_cache, device["block_tables"], device["context_lens"])
     moved = model.compulsory_bytes_decode(lens, SHAPE["heads"], SHAPE["kv_heads"], SHAPE["d"], "fp8_e4m3",
                                           SHAPE["block_size"])
     flops = _decode_flops(lens)
@@ -365,11 +364,9 @@ def _deep_choice_cases(point) -> list[Timed]:
                                                              out, context), moved, flops,
                    {"fmt": "fp8_e4m3", "choice": "the register rung"})]
     for choice, undone in DEEP_CHOICES.items():
-        kernel = lp.deep_kernel_choosing(**undone)
-        cases.append(Timed("gqa_decode_fp8_deep",
-                           lambda kernel=kernel: lp.gqa_decode_fp8_deep(*args, out=out, max_context=context,
-                                                                        kernel=kernel, **extra),
-                           moved, flops, {"fmt": "fp8_e4m3", "choice": choice}))
+        launch = _decode_launch("gqa_decode_fp8_deep", "fp8_e4m3", device, caches, out, context,
+                                kernel=lp.deep_kernel_choosing(**undone))
+        cases.append(Timed("gqa_decode_fp8_deep", launch, moved, flops, {"fmt": "fp8_e4m3", "choice": choice}))
     return cases
 
 

@@ -62,7 +62,7 @@ from kernels.intrinsics import byte_perm, e4m3_pairs, load_u32x4, mma_m16n8k16
 from kernels.launching import FULL_MASK, WARP, cdiv
 from kernels.paged_attention import HEAD_DIM_MAX, THREADS, WARPS, paged_attention_v2_merge_kernel
 
-from .common import merge_head_warps, prepare_decode
+from .common import cache_words, merge_head_warps, prepare_decode
 from .partitions import tensor_partition_size
 from .tensor_cores import Q_UNIT, TILE_TOKENS, split_halves, tensor_core_steps
 
@@ -371,22 +371,14 @@ def _build_deep_kernel(D: int, BS: int, pack: bool, depth: int = DEEP_DEPTH, min
     return gqa_decode_fp8_deep_kernel
 
 
-def gqa_decode_fp8_deep_kernel(head_dim: int, block_size: int = 16, pack: bool = True):
-    """The deep decode kernel for a head_dim, a page size and whether its blocks pack hi and lo weights into one
-    mma (``deep_packs``), compiled on first use and kept."""
-    key = (int(head_dim), int(block_size), bool(pack))
-    if key not in _DEEP_KERNELS:
-        _DEEP_KERNELS[key] = _build_deep_kernel(*key)
-    return _DEEP_KERNELS[key]
-
-
 def deep_kernel_choosing(*, depth: int = DEEP_DEPTH, min_blocks: int = DEEP_MIN_BLOCKS, wide: bool = True,
                          chains: int = 2, pack: bool = True):
     """A ``kernel=`` for ``gqa_decode_fp8_deep`` with some of the rung's choices undone, to time each alone:
     ``depth`` tiles in registers (2: one in flight, as the register rung), ``min_blocks`` an SM (launch_bounds),
     ``wide`` 16-byte loads (False: 8-byte words), ``chains`` of score mma (1: each waits on the one before) and
     ``pack`` (False: two weight mma a block of V even where one would do). Every choice gives a correct kernel;
-    with the defaults, the rung's own. Kernels are compiled on first use and kept."""
+    with the defaults, the rung's own (``gqa_decode_fp8_deep_kernel``). Kernels are compiled on first use and
+    kept, one per head_dim, page size, packing and choices."""
     choices = dict(depth=int(depth), min_blocks=int(min_blocks), wide=bool(wide), chains=int(chains))
 
     def kernel(head_dim: int, block_size: int = 16, packs: bool = True):
@@ -398,15 +390,17 @@ def deep_kernel_choosing(*, depth: int = DEEP_DEPTH, min_blocks: int = DEEP_MIN_
     return kernel
 
 
+_rung_kernel = deep_kernel_choosing()
+
+
+def gqa_decode_fp8_deep_kernel(head_dim: int, block_size: int = 16, pack: bool = True):
+    """The deep decode kernel for a head_dim, a page size and whether its blocks pack hi and lo weights into one
+    mma (``deep_packs``), compiled on first use and kept: ``deep_kernel_choosing()``'s, every choice taken."""
+    return _rung_kernel(head_dim, block_size, pack)
+
+
 def _deep_partition(fmt, num_seqs, blocks_per_partition, longest, sm_count):
     return tensor_partition_size(fmt, num_seqs, blocks_per_partition, longest, sm_count, holds=DEEP_MIN_BLOCKS)
-
-
-def _rows(cache, head_dim: int):
-    """An fp8 cache (num_blocks, kv_heads, block_size, head_dim) of uint8 codes as rows of uint32 words, one row a
-    token of a KV head (no copy): what ``load_u32x4`` reads."""
-    rows = cache.size // head_dim
-    return cache.reshape(cache.size).view(np.uint32).reshape(rows, head_dim // 4)
 
 
 def gqa_decode_fp8_deep(q, k_cache, v_cache, block_tables, context_lens, *, k_scales=None, v_scales=None, scale=None,
@@ -436,9 +430,9 @@ def gqa_decode_fp8_deep(q, k_cache, v_cache, block_tables, context_lens, *, k_sc
             raise ValueError(f"k_cache: an fp8 cache needs compute capability 8.9 or later for gqa_decode_fp8_deep, "
                              f"this GPU has {have[0]}.{have[1]}: use gqa_decode_half_warps")
     D = step.head_dim
+    rows = [cache_words(cache).reshape(cache.size // D, D // 4) for cache in (k_cache, v_cache)]   # a token's row
     kernel(D, step.block_size, deep_packs(step.group))[step.grid, THREADS](
-        q, _rows(k_cache, D), _rows(v_cache, D), k_cache.reshape(k_cache.size).view(np.uint64),
-        v_cache.reshape(v_cache.size).view(np.uint64), step.k_scales, step.v_scales, block_tables, context_lens,
-        step.scale, step.partition_size, step.kv_heads, *step.partials)
+        q, *rows, cache_words(k_cache, np.uint64), cache_words(v_cache, np.uint64), step.k_scales, step.v_scales,
+        block_tables, context_lens, step.scale, step.partition_size, step.kv_heads, *step.partials)
     merge_kernel[(step.heads, step.num_seqs), HEAD_DIM_MAX](*step.partials, out)
     return out
