@@ -519,18 +519,53 @@ def launch_gates() -> tuple:
     return tuple(_GATES)
 
 
+class _Launch:
+    """The globals whose ``cuda`` the simulator has swapped for its fake module while a kernel runs: the kernel's
+    (numba swaps them for the whole launch) and those of each module whose device functions it has called (swapped
+    at the first call and held to the launch's end), so a device function's later calls need no swap of their own.
+    numba's simulator swaps on every call, a count up and down under two locks: most of a small device function's
+    cost."""
+    kernel_globals = None
+    held: dict = {}             # id of a module's globals -> the swap held for it
+
+
+def _call_device_function(function, original_call, kernel_module, args):
+    globals_ = function.fn.__globals__
+    if globals_ is _Launch.kernel_globals or id(globals_) in _Launch.held:
+        return function.fn(*args)
+    if _Launch.kernel_globals is None:           # called outside a launch
+        return original_call(function, *args)
+    swap = kernel_module.swapped_cuda_module(function.fn, kernel_module._get_kernel_context())
+    swap.__enter__()
+    _Launch.held[id(globals_)] = swap
+    return function.fn(*args)
+
+
+def _release_swaps() -> None:
+    held, _Launch.held = _Launch.held, {}
+    _Launch.kernel_globals = None
+    for swap in reversed(held.values()):
+        swap.__exit__(None, None, None)
+
+
 def _wrap_kernel_call(original_call, kernel_module, devicearray):
     fake_array = devicearray.FakeCUDAArray
 
     def __call__(self, *args):
-        hooks = type(self)._course_hooks
-        if self._device or kernel_module._kernel_context is not None:
+        if self._device:
+            return _call_device_function(self, original_call, kernel_module, args)
+        if kernel_module._kernel_context is not None:
             return original_call(self, *args)
+        hooks = type(self)._course_hooks
         afterwards = [after for after in (gate(self, args) for gate in list(_GATES)) if after is not None]
-        if not hooks.listeners:
-            result = original_call(self, *args)
-        else:
-            result = _counted_launch(self, original_call, args, hooks, kernel_module, fake_array)
+        _Launch.kernel_globals = self.fn.__globals__
+        try:
+            if not hooks.listeners:
+                result = original_call(self, *args)
+            else:
+                result = _counted_launch(self, original_call, args, hooks, kernel_module, fake_array)
+        finally:
+            _release_swaps()
         for after in afterwards:
             after()
         return result

@@ -147,7 +147,9 @@ def _quiescent(block, warp) -> bool:
     """True when no lane of the warp runs: each has exited or waits (warp op or syncthreads)."""
     base = warp.index * WARP_SIZE
     at_sync = []
-    for lane in range(WARP_SIZE):
+    # From the last lane down: lanes arrive in the order they run, lowest first, so a lane still running is
+    # found at once (the answer does not depend on the order; this is called at every lane's arrival).
+    for lane in range(WARP_SIZE - 1, -1, -1):
         bit = 1 << lane
         if not warp.present & bit or warp.exited & bit or lane in warp.waiting:
             continue

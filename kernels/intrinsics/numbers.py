@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import struct
 
 import numpy as np
 from llvmlite import ir
@@ -276,13 +277,17 @@ def bfloat16_value(typingctx, bits):
 # Integer dot products: dp4a.s32.s32 (sm_61 and later)
 # ----------------------------------------------------------------------------------------------
 
+_WORD = struct.Struct("<I")
+_SIGNED_BYTES = struct.Struct("<4b")
+
+
 def _dp4a_simulated(a, b, c):
     """c plus the dot product of the 4 signed bytes of the uint32 words a and b (byte j with byte j), wrapped
     to int32 as the 32-bit register wraps."""
-    bytes_a = np.array([a], np.uint32).view(np.int8).astype(np.int64)
-    bytes_b = np.array([b], np.uint32).view(np.int8).astype(np.int64)
-    total = int(c) + int(bytes_a @ bytes_b)
-    return int32((total + 2 ** 31) % 2 ** 32 - 2 ** 31)
+    a0, a1, a2, a3 = _SIGNED_BYTES.unpack(_WORD.pack(int(a)))
+    b0, b1, b2, b3 = _SIGNED_BYTES.unpack(_WORD.pack(int(b)))
+    total = int(c) + a0 * b0 + a1 * b1 + a2 * b2 + a3 * b3
+    return int32(((total + 2 ** 31) & 0xFFFFFFFF) - 2 ** 31)
 
 
 @_twin(_dp4a_simulated)
