@@ -29,6 +29,12 @@ traffic. :func:`install` adds both, by patching a few simulator classes once per
   Python without ``greenlet``) goes back to one operating system thread per CUDA thread, which
   also gives up on a warp stuck for ``WARP_TIMEOUT_S``; with greenlets a lane in an endless
   loop hangs the launch, as it would hang a GPU (interrupt the cell).
+- **device functions without a swap on every call**: numba's simulator replaces a function's
+  ``cuda`` global by its fake module on each call of a device function and puts it back after
+  (a count up and down under two locks, most of what a small device function costs). Here a
+  launch holds that swap once for each module whose device functions it calls, from the first
+  call to the launch's end (also when it raises): the same globals during the launch, numba's
+  ``cuda`` after it.
 - **traffic hooks**: while a listener is registered (``course.traffic.count_traffic`` is the
   public face), every element load and store of a kernel argument or of shared memory is counted,
   however the kernel asks for it; an operation that cannot be counted exactly is refused.
